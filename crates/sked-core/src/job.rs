@@ -1,0 +1,276 @@
+//! Jobs: the definition a user submits ([`JobSpec`]) and what sked stores about it ([`Job`]).
+
+use crate::duration::Dur;
+use crate::ids::{JobId, TenantId};
+use crate::schedule::{DstPolicy, FireWindow, Schedule};
+use crate::task::Task;
+use crate::timestamp::{self, Timestamp};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+/// What a user submits: everything about a job except its identity and lifecycle.
+/// Serialises to the API's normalised form (defaults filled in).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Display name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Free labels for filtering (≤ 32 pairs).
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// When the job fires.
+    pub schedule: Schedule,
+    /// No occurrence before this instant.
+    #[serde(default, with = "timestamp::serde_ms_opt")]
+    pub start_at: Option<Timestamp>,
+    /// No occurrence after this instant.
+    #[serde(default, with = "timestamp::serde_ms_opt")]
+    pub end_at: Option<Timestamp>,
+    /// Random delay added to each run's start (not to its nominal time); < interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<Dur>,
+    /// DST rule for cron schedules.
+    #[serde(default)]
+    pub dst: DstPolicy,
+    /// What runs.
+    pub task: Task,
+    /// 0..=9, 9 highest.
+    #[serde(default = "default_priority")]
+    pub priority: u8,
+    /// Retries after the first attempt.
+    #[serde(default = "default_max_retries")]
+    pub max_retries: u32,
+    /// Delay between attempts.
+    #[serde(default)]
+    pub backoff: Backoff,
+    /// Per-attempt limit.
+    #[serde(default = "default_timeout")]
+    pub timeout: Dur,
+    /// What a timed-out attempt leads to.
+    #[serde(default)]
+    pub on_timeout: OnTimeout,
+    /// What a firing does while an earlier run of the job is still going.
+    /// `None` on input means the default: `forbid` for recurring jobs, `allow` for `at`.
+    #[serde(default)]
+    pub overlap: Option<Overlap>,
+    /// What happens to occurrences missed while sked was down or the job paused.
+    #[serde(default)]
+    pub misfire: Misfire,
+    /// Resource tier (Fargate CPU/memory on AWS; informational locally).
+    #[serde(default)]
+    pub resources: Resources,
+}
+
+fn default_priority() -> u8 {
+    5
+}
+fn default_max_retries() -> u32 {
+    3
+}
+fn default_timeout() -> Dur {
+    Dur::secs(3600)
+}
+
+impl JobSpec {
+    /// The effective overlap policy (see [`JobSpec::overlap`]).
+    pub fn overlap_policy(&self) -> Overlap {
+        self.overlap.unwrap_or(if self.schedule.is_recurring() { Overlap::Forbid } else { Overlap::Allow })
+    }
+
+    /// The job's `start_at`/`end_at` window.
+    pub fn window(&self) -> FireWindow {
+        FireWindow { start_at: self.start_at, end_at: self.end_at }
+    }
+
+    /// Attempts a run of this job may make: `max_retries + 1`.
+    pub fn max_attempts(&self) -> u32 {
+        self.max_retries.saturating_add(1)
+    }
+
+    /// Fills in every default so the stored and echoed form is explicit: the overlap policy,
+    /// and the anchor of an `every` schedule (the moment the job was accepted).
+    pub fn normalised(mut self, now: Timestamp) -> Self {
+        self.overlap = Some(self.overlap_policy());
+        if let Schedule::Every { anchor: anchor @ None, .. } = &mut self.schedule {
+            *anchor = Some(timestamp::trunc_ms(now));
+        }
+        self
+    }
+}
+
+/// Exponential backoff between attempts: `initial · factor^(n-1)`, capped at `max`, with
+/// deterministic ±`jitter` fraction.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backoff {
+    /// Delay before the first retry.
+    #[serde(default = "default_initial")]
+    pub initial: Dur,
+    /// Cap on any one delay.
+    #[serde(default = "default_max_backoff")]
+    pub max: Dur,
+    /// Growth per retry (≥ 1).
+    #[serde(default = "default_factor")]
+    pub factor: f64,
+    /// Spread as a fraction of the delay, 0..=1 (0.2 means ±20 %).
+    #[serde(default = "default_backoff_jitter")]
+    pub jitter: f64,
+}
+
+fn default_initial() -> Dur {
+    Dur::secs(10)
+}
+fn default_max_backoff() -> Dur {
+    Dur::secs(600)
+}
+fn default_factor() -> f64 {
+    2.0
+}
+fn default_backoff_jitter() -> f64 {
+    0.2
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff { initial: default_initial(), max: default_max_backoff(), factor: default_factor(), jitter: default_backoff_jitter() }
+    }
+}
+
+/// What a timed-out attempt leads to: `"fail"`, `"retry"` or `{"run_job": "<id>"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnTimeout {
+    /// The run ends TIMED_OUT.
+    #[default]
+    Fail,
+    /// Retry like a failure (counts against `max_retries`); TIMED_OUT when none are left.
+    Retry,
+    /// The run ends TIMED_OUT and the named job of the same tenant is triggered once.
+    RunJob(JobId),
+}
+
+macro_rules! wire_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        #[non_exhaustive]
+        pub enum $name { $($(#[$vmeta])* $variant),+ }
+
+        impl $name {
+            /// The wire name.
+            pub fn as_str(&self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)+
+                    _ => Err(format!("unknown {} {s:?}", stringify!($name))),
+                }
+            }
+        }
+    };
+}
+pub(crate) use wire_enum;
+
+wire_enum!(
+    /// What a firing does while an earlier run of the same job has not ended.
+    Overlap {
+        /// Start another run alongside.
+        Allow = "allow",
+        /// Skip this occurrence (recorded).
+        Forbid = "forbid",
+        /// Cancel the earlier run, then start this one.
+        Replace = "replace",
+        /// Keep at most one run waiting; it starts when the earlier one ends.
+        QueueOne = "queue_one",
+    }
+);
+
+wire_enum!(
+    /// What happens to occurrences missed while sked was down or the job was paused.
+    Misfire {
+        /// One run (for the latest missed occurrence); the others are skipped.
+        FireOnce = "fire_once",
+        /// A run for every missed occurrence, at most [`crate::job::MAX_FIRE_ALL`].
+        FireAll = "fire_all",
+        /// Skip what was missed; fire only occurrences still within the misfire grace.
+        Skip = "skip",
+    }
+);
+
+wire_enum!(
+    /// Resource tier of a job's payload.
+    Resources {
+        /// 0.25 vCPU / 0.5 GB on Fargate.
+        Small = "small",
+        /// 0.5 vCPU / 1 GB.
+        Medium = "medium",
+        /// 1 vCPU / 2 GB.
+        Large = "large",
+        /// 2 vCPU / 4 GB.
+        Xlarge = "xlarge",
+    }
+);
+
+wire_enum!(
+    /// A job's lifecycle state.
+    JobState {
+        /// Firing on its schedule.
+        Active = "ACTIVE",
+        /// Not firing; resumes with its misfire policy.
+        Paused = "PAUSED",
+        /// No occurrence left (an `at` that fired, or past `end_at`).
+        Completed = "COMPLETED",
+        /// Deleted: no new runs; history kept.
+        Deleted = "DELETED",
+    }
+);
+
+impl Default for Misfire {
+    fn default() -> Self {
+        Misfire::FireOnce
+    }
+}
+impl Default for Resources {
+    fn default() -> Self {
+        Resources::Small
+    }
+}
+
+/// Most runs `fire_all` creates for one catch-up.
+pub const MAX_FIRE_ALL: usize = 100;
+
+/// A stored job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Owner.
+    pub tenant: TenantId,
+    /// Id, unique per tenant.
+    pub id: JobId,
+    /// The normalised definition.
+    pub spec: JobSpec,
+    /// Lifecycle state.
+    pub state: JobState,
+    /// The next nominal fire time; `None` once nothing is left to fire.
+    pub next_fire_at: Option<Timestamp>,
+    /// Optimistic-lock version, bumped by every user change (not by sweeps).
+    pub version: u64,
+    /// When the job was created.
+    pub created_at: Timestamp,
+    /// When a user last changed it.
+    pub updated_at: Timestamp,
+}

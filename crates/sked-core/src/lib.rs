@@ -1,0 +1,30 @@
+//! sked-core: the scheduler itself, written once against ports.
+//!
+//! - [`ids`], [`duration`], [`timestamp`]: small value types and their wire formats.
+//! - [`job`], [`task`], [`schedule`], [`run`]: the domain (what a user defines, what fires).
+//! - [`validate`]: every field of a job checked before anything is written.
+//! - [`retry`]: backoff and the attempt-outcome state machine.
+//! - [`ports`]: the traits adapters implement (clock, store, queue, logs, executor).
+//! - [`service`]: submit, update, cancel, sweep, work and reap — the behaviour both
+//!   deployments share.
+//!
+//! This crate must not know which store, queue or executor it drives: no SQL, HTTP or AWS.
+
+pub mod duration;
+pub mod error;
+pub mod ids;
+pub mod job;
+pub mod ports;
+pub mod retry;
+pub mod run;
+pub mod schedule;
+pub mod service;
+pub mod task;
+pub mod timestamp;
+pub mod validate;
+
+pub use error::{CoreError, FieldError};
+pub use ids::{JobId, RunId, TenantId, WorkerId};
+pub use job::{Job, JobSpec, JobState};
+pub use run::{Attempt, Run, RunState};
+pub use timestamp::Timestamp;

@@ -1,0 +1,92 @@
+//! The `DispatchQueue` port: hands runs that are due to workers, with a visibility lease.
+//!
+//! Messages carry ids only; the run itself lives in the store. Delivery is at least once:
+//! duplicates are harmless because claiming a run in the store is conditional.
+
+use crate::duration::Dur;
+use crate::ids::{RunId, TenantId};
+use crate::timestamp::Timestamp;
+use async_trait::async_trait;
+
+/// How long a waiting run gains one priority level. A priority-0 run that has been ready
+/// for `9 × AGING_STEP` is served before a priority-9 run that just became ready, so low
+/// priorities never starve.
+pub const AGING_STEP: Dur = Dur::secs(5);
+
+/// The order key of a ready message: smaller is served first.
+/// `ready_at − priority × AGING_STEP`, in milliseconds.
+pub fn dispatch_rank(priority: u8, ready_at: Timestamp) -> i64 {
+    ready_at.timestamp_millis() - i64::from(priority.min(9)) * AGING_STEP.as_millis()
+}
+
+/// A run to hand to a worker once `not_before` has passed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dispatch {
+    /// Owner of the run.
+    pub tenant: TenantId,
+    /// The run.
+    pub run_id: RunId,
+    /// 0..=9.
+    pub priority: u8,
+    /// Not delivered before this instant.
+    pub not_before: Timestamp,
+}
+
+/// Identifies one delivery of a message; needed to extend or ack it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Receipt(pub String);
+
+/// A message received by a worker, invisible to others until its visibility lease ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Delivery {
+    /// What was enqueued.
+    pub dispatch: Dispatch,
+    /// This delivery's handle.
+    pub receipt: Receipt,
+    /// How many times the message has been delivered, this one included (1 on first).
+    pub receive_count: u32,
+}
+
+/// Queue failures.
+#[derive(Debug, thiserror::Error)]
+pub enum QueueError {
+    /// The receipt no longer names a live delivery (acked, expired and redelivered, or
+    /// superseded by a re-enqueue).
+    #[error("stale receipt")]
+    StaleReceipt,
+    /// A failure worth retrying (throttling, a locked database, a network blip).
+    #[error("transient queue error: {0}")]
+    Transient(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// Anything else.
+    #[error("queue error: {0}")]
+    Other(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The dispatch queue.
+///
+/// Contract (checked by sked-testkit's queue suite):
+/// - `receive` returns only messages with `not_before <= now` that are not leased, at most
+///   `max`, ordered by [`dispatch_rank`] (then by enqueue order); each becomes invisible for
+///   `visibility` and its `receive_count` grows by one.
+/// - `receive` waits up to `wait` for a message to become ready (long poll) and returns an
+///   empty vec when none did. `wait` zero never blocks.
+/// - An unacked message becomes receivable again when its visibility lease ends.
+/// - `ack` removes the delivered message; `extend` pushes its visibility to now + `visibility`.
+///   Both answer [`QueueError::StaleReceipt`] when the receipt is no longer current.
+/// - Local queues deduplicate by run: enqueuing a run already queued keeps one message, with
+///   the earlier of the two `not_before`s and, if it was leased, makes the old receipt stale.
+///   (SQS may keep both; claiming in the store makes the second harmless.)
+#[async_trait]
+pub trait DispatchQueue: Send + Sync + 'static {
+    /// Adds messages.
+    async fn enqueue(&self, items: &[Dispatch]) -> Result<(), QueueError>;
+
+    /// Leases up to `max` ready messages for `visibility`, waiting up to `wait` for one.
+    async fn receive(&self, max: usize, visibility: Dur, wait: Dur) -> Result<Vec<Delivery>, QueueError>;
+
+    /// Keeps a delivery invisible for `visibility` more, from now.
+    async fn extend(&self, receipt: &Receipt, visibility: Dur) -> Result<(), QueueError>;
+
+    /// Removes a delivered message for good.
+    async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError>;
+}

@@ -1,0 +1,185 @@
+//! Runs (one firing of a job at a nominal time) and their attempts, with the run state machine:
+//!
+//! ```text
+//! PENDING ──claim──▶ RUNNING ──▶ SUCCEEDED | FAILED | TIMED_OUT | CANCELLED
+//!    ▲                  │
+//!    └── retry (not_before = now + backoff) ◀── failed / timed out / worker lost, attempts left
+//! PENDING ──cancel──▶ CANCELLED
+//! ```
+
+use crate::ids::{JobId, RunId, TenantId, WorkerId};
+use crate::job::wire_enum;
+use crate::timestamp::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::str::FromStr;
+
+wire_enum!(
+    /// Where a run is in its life.
+    RunState {
+        /// Waiting to be claimed (first attempt or a retry after backoff).
+        Pending = "PENDING",
+        /// An attempt holds a lease.
+        Running = "RUNNING",
+        /// Ended well.
+        Succeeded = "SUCCEEDED",
+        /// Ended badly with no retry left (or not retryable).
+        Failed = "FAILED",
+        /// The last attempt exceeded its timeout.
+        TimedOut = "TIMED_OUT",
+        /// Cancelled by a user or by the `replace` overlap policy.
+        Cancelled = "CANCELLED",
+    }
+);
+
+impl RunState {
+    /// Whether the run has ended for good.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, RunState::Pending | RunState::Running)
+    }
+}
+
+wire_enum!(
+    /// Why a run exists.
+    Trigger {
+        /// Its job's schedule fired.
+        Schedule = "schedule",
+        /// `POST /jobs/{id}/trigger`.
+        Manual = "manual",
+        /// Another job's `on_timeout: {run_job}`.
+        Handler = "handler",
+    }
+);
+
+wire_enum!(
+    /// How one attempt ended.
+    AttemptOutcome {
+        /// Exit 0 / expected HTTP status.
+        Succeeded = "succeeded",
+        /// Non-zero exit, unexpected status, or failed to start.
+        Failed = "failed",
+        /// Exceeded the job's timeout and was stopped.
+        TimedOut = "timed_out",
+        /// Stopped because the run was cancelled.
+        Cancelled = "cancelled",
+        /// Its worker stopped heartbeating; closed at lease expiry.
+        WorkerLost = "worker_lost",
+    }
+);
+
+/// The lease an attempt holds while it runs. Every write by its worker names `token`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The worker holding it.
+    pub owner: WorkerId,
+    /// Fencing token: strictly greater than every earlier token of this run.
+    pub token: u64,
+    /// Lost unless renewed before this instant.
+    pub expires_at: Timestamp,
+}
+
+/// One attempt of a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// 1-based.
+    pub attempt: u32,
+    /// Who ran it.
+    pub worker: WorkerId,
+    /// When it was claimed.
+    pub started_at: Timestamp,
+    /// When it ended; `None` while running.
+    pub finished_at: Option<Timestamp>,
+    /// How it ended; `None` while running.
+    pub outcome: Option<AttemptOutcome>,
+    /// Process exit code (command tasks, containers).
+    pub exit_code: Option<i32>,
+    /// Response status (http tasks).
+    pub http_status: Option<u16>,
+    /// What went wrong, for people.
+    pub error: Option<String>,
+    /// Bytes of log captured.
+    pub log_bytes: u64,
+    /// Whether the log hit its cap.
+    pub log_truncated: bool,
+}
+
+/// One firing of a job at a nominal time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Owner.
+    pub tenant: TenantId,
+    /// Derived from job and nominal time ([`RunId::derive`]).
+    pub run_id: RunId,
+    /// The job.
+    pub job_id: JobId,
+    /// Nominal time.
+    pub scheduled_for: Timestamp,
+    /// Why it exists.
+    pub trigger: Trigger,
+    /// State.
+    pub state: RunState,
+    /// 0..=9, copied from the job at creation.
+    pub priority: u8,
+    /// Not to be claimed before this (jitter, backoff).
+    pub not_before: Timestamp,
+    /// Attempts allowed in all (`max_retries + 1`), copied from the job at creation.
+    pub max_attempts: u32,
+    /// When the run was written.
+    pub created_at: Timestamp,
+    /// First attempt's start.
+    pub started_at: Option<Timestamp>,
+    /// When it reached a terminal state.
+    pub finished_at: Option<Timestamp>,
+    /// Attempts so far, oldest first.
+    pub attempts: Vec<Attempt>,
+    /// The live lease while RUNNING.
+    pub lease: Option<Lease>,
+    /// A cancel was asked for while RUNNING; the worker stops the payload.
+    pub cancel_requested: bool,
+    /// Why it ended, when not obvious from the last attempt (cancelled, DLQ, …).
+    pub reason: Option<String>,
+}
+
+impl Run {
+    /// A fresh PENDING run with no attempts.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new_pending(
+        tenant: TenantId,
+        job_id: JobId,
+        scheduled_for: Timestamp,
+        trigger: Trigger,
+        priority: u8,
+        not_before: Timestamp,
+        max_attempts: u32,
+        now: Timestamp,
+    ) -> Self {
+        Run {
+            run_id: RunId::derive(&job_id, scheduled_for),
+            tenant,
+            job_id,
+            scheduled_for,
+            trigger,
+            state: RunState::Pending,
+            priority,
+            not_before,
+            max_attempts,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+            attempts: Vec::new(),
+            lease: None,
+            cancel_requested: false,
+            reason: None,
+        }
+    }
+
+    /// Number of the latest attempt (0 before the first claim).
+    pub fn attempt_count(&self) -> u32 {
+        self.attempts.len() as u32
+    }
+
+    /// The attempt currently holding the lease, if RUNNING.
+    pub fn current_attempt(&self) -> Option<&Attempt> {
+        if self.state == RunState::Running { self.attempts.last() } else { None }
+    }
+}

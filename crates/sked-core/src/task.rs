@@ -1,0 +1,79 @@
+//! Tasks: what a job runs — a command, an HTTP call, or a container (ECS only).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The work a job does at each firing. Exactly one kind, written `{"command": {...}}` etc.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Task {
+    /// A program exec'd directly (no shell unless argv asks for one).
+    Command(CommandTask),
+    /// One HTTP request; success is the expected status.
+    Http(HttpTask),
+    /// A container image run as an ECS Fargate task (AWS deployment only).
+    Container(ContainerTask),
+}
+
+/// A child process: `argv[0]` looked up on PATH, the rest its arguments.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CommandTask {
+    /// Program and arguments; must not be empty.
+    pub argv: Vec<String>,
+    /// Extra environment variables (the worker's environment is inherited).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// Working directory; the worker's own if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+/// An HTTP request made by the worker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpTask {
+    /// HTTP method, upper case; default `GET`.
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// Absolute `http://` or `https://` URL.
+    pub url: String,
+    /// Request headers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Request body, sent as is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<String>,
+    /// The status that means success; any 2xx if absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect_status: Option<u16>,
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+
+/// A container run by the ECS executor.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContainerTask {
+    /// Image reference.
+    pub image: String,
+    /// Command override.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub command: Vec<String>,
+    /// Environment overrides.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+}
+
+impl Task {
+    /// The task kind's name as written in JSON.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Task::Command(_) => "command",
+            Task::Http(_) => "http",
+            Task::Container(_) => "container",
+        }
+    }
+}
