@@ -25,6 +25,9 @@ impl Dur {
     pub fn to_chrono(self) -> chrono::Duration {
         chrono::Duration::milliseconds(self.as_millis())
     }
+    /// Zero.
+    pub const ZERO: Dur = Dur(std::time::Duration::ZERO);
+
     /// Whether this is zero.
     pub fn is_zero(&self) -> bool {
         self.0.is_zero()

@@ -7,7 +7,10 @@
 //! - [`reaper::Reaper`]: closes attempts whose worker vanished; re-enqueues lost runs.
 
 pub mod jobs;
+pub mod reaper;
 pub mod runs;
+pub mod sweeper;
+pub mod worker;
 
 use crate::ports::{Clock, DispatchQueue, JobStore, LogStore};
 use crate::validate::Capabilities;
