@@ -12,6 +12,7 @@
 
 pub mod duration;
 pub mod error;
+pub mod firing;
 pub mod ids;
 pub mod job;
 pub mod ports;

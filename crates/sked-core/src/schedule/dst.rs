@@ -1,6 +1,13 @@
 //! Daylight-saving rules for cron schedules: what happens to a wall-clock time that does not
 //! exist (spring gap) or exists twice (autumn repeat) in the schedule's time zone.
+//!
+//! This module owns the mapping from a wall-clock time to the instants it fires at. It does
+//! not know cron syntax (see [`super::cron`]) nor how occurrences are searched
+//! (see [`super::next`]).
 
+use crate::timestamp::Timestamp;
+use chrono::{DateTime, Duration, LocalResult, NaiveDateTime, Offset, TimeZone, Utc};
+use chrono_tz::Tz;
 use serde::{Deserialize, Serialize};
 
 /// A cron job's DST rule, written `{"gap": "shift", "repeat": "once"}`.
@@ -35,4 +42,130 @@ pub enum DstRepeat {
     Once,
     /// Fire at both instants.
     Twice,
+}
+
+/// The largest jump of a zone's UTC offset that the next-fire search allows for around a
+/// transition. Real DST shifts are 30 min to 2 h; 3 h leaves a margin.
+pub const MAX_DST_SHIFT: Duration = Duration::hours(3);
+
+/// How far past a non-existent local time the search for the end of its gap goes. Ordinary
+/// gaps are an hour; whole skipped days (Samoa, 2011-12-30) fit as well.
+const MAX_GAP: Duration = Duration::hours(48);
+
+/// The instants at which a cron occurrence at wall-clock time `local` fires in `tz` under
+/// `policy`, earliest first: one for an ordinary time; for a time in the spring gap the first
+/// instant after the gap (`shift`) or none (`skip`); for a time in the autumn repeat its first
+/// instant (`once`) or both (`twice`). Sub-second parts of `local` are kept.
+pub fn fire_instants(tz: &Tz, local: NaiveDateTime, policy: &DstPolicy) -> impl Iterator<Item = Timestamp> {
+    let pair = match tz.from_local_datetime(&local) {
+        LocalResult::Single(t) => [Some(t), None],
+        LocalResult::Ambiguous(first, second) => match policy.repeat {
+            DstRepeat::Once => [Some(first), None],
+            DstRepeat::Twice => [Some(first), Some(second)],
+        },
+        LocalResult::None => match policy.gap {
+            DstGap::Shift => [gap_end(tz, local), None],
+            DstGap::Skip => [None, None],
+        },
+    };
+    pair.into_iter().flatten().map(|t| t.with_timezone(&Utc))
+}
+
+/// The first instant after the spring gap that `local` falls into (the transition itself,
+/// e.g. 03:00 local for 02:30 on the night clocks jump 02:00→03:00). `None` if `local` is not
+/// in a gap within [`MAX_GAP`].
+pub fn gap_end(tz: &Tz, local: NaiveDateTime) -> Option<DateTime<Tz>> {
+    let resolves = |t: NaiveDateTime| tz.from_local_datetime(&t).earliest();
+    if resolves(local).is_some() {
+        return None;
+    }
+    // Coarse steps of a minute find a wall-clock time past the gap; then step back a second
+    // at a time while the earlier time still exists, to land on the gap's exact end.
+    let mut minutes = 1;
+    let mut after = loop {
+        let t = local + Duration::minutes(minutes);
+        if resolves(t).is_some() {
+            break t;
+        }
+        if Duration::minutes(minutes) > MAX_GAP {
+            return None;
+        }
+        minutes += 1;
+    };
+    for _ in 0..60 {
+        let before = after - Duration::seconds(1);
+        if before <= local || resolves(before).is_none() {
+            break;
+        }
+        after = before;
+    }
+    resolves(after)
+}
+
+/// Whether `tz` changes its UTC offset within [`MAX_DST_SHIFT`] of `t`: only near such a
+/// change can wall-clock order and instant order disagree.
+pub fn near_transition(tz: &Tz, t: Timestamp) -> bool {
+    let offset_at = |t: Timestamp| tz.offset_from_utc_datetime(&t.naive_utc()).fix();
+    offset_at(t - MAX_DST_SHIFT) != offset_at(t + MAX_DST_SHIFT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono_tz::Europe::Berlin;
+
+    fn local(s: &str) -> NaiveDateTime {
+        NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S").unwrap()
+    }
+
+    fn utc(s: &str) -> Timestamp {
+        crate::timestamp::parse(s).unwrap()
+    }
+
+    fn instants(t: &str, gap: DstGap, repeat: DstRepeat) -> Vec<Timestamp> {
+        fire_instants(&Berlin, local(t), &DstPolicy { gap, repeat }).collect()
+    }
+
+    #[test]
+    fn given_ordinary_time_when_resolved_then_one_instant() {
+        assert_eq!(instants("2026-06-01 12:00:00", DstGap::Skip, DstRepeat::Twice), [utc("2026-06-01T10:00:00Z")]);
+    }
+
+    #[test]
+    fn given_time_in_spring_gap_when_shift_then_transition_instant_and_when_skip_then_none() {
+        let shifted = instants("2026-03-29 02:30:00", DstGap::Shift, DstRepeat::Once);
+        assert_eq!(shifted, [utc("2026-03-29T01:00:00Z")]);
+        assert!(instants("2026-03-29 02:30:00", DstGap::Skip, DstRepeat::Once).is_empty());
+    }
+
+    #[test]
+    fn given_time_in_autumn_repeat_when_once_then_first_and_when_twice_then_both() {
+        assert_eq!(instants("2026-10-25 02:30:00", DstGap::Shift, DstRepeat::Once), [utc("2026-10-25T00:30:00Z")]);
+        assert_eq!(
+            instants("2026-10-25 02:30:00", DstGap::Shift, DstRepeat::Twice),
+            [utc("2026-10-25T00:30:00Z"), utc("2026-10-25T01:30:00Z")]
+        );
+    }
+
+    #[test]
+    fn given_gap_end_when_local_time_exists_then_none() {
+        assert_eq!(gap_end(&Berlin, local("2026-03-29 03:00:00")), None);
+        let end = gap_end(&Berlin, local("2026-03-29 02:00:00")).unwrap();
+        assert_eq!(end.naive_local(), local("2026-03-29 03:00:00"));
+    }
+
+    #[test]
+    fn given_whole_skipped_day_when_shifted_then_lands_after_it() {
+        // Samoa skipped 2011-12-30 entirely.
+        let end = gap_end(&chrono_tz::Pacific::Apia, local("2011-12-30 09:00:00")).unwrap();
+        assert_eq!(end.naive_local(), local("2011-12-31 00:00:00"));
+    }
+
+    #[test]
+    fn given_instants_when_checked_then_near_transition_only_around_dst_changes() {
+        assert!(near_transition(&Berlin, utc("2026-03-29T00:30:00Z")));
+        assert!(near_transition(&Berlin, utc("2026-10-25T02:00:00Z")));
+        assert!(!near_transition(&Berlin, utc("2026-06-01T00:00:00Z")));
+        assert!(!near_transition(&chrono_tz::UTC, utc("2026-03-29T01:00:00Z")));
+    }
 }

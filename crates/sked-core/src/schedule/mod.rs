@@ -6,6 +6,7 @@
 //! `start_at`/`end_at` window. Jitter never moves the nominal time (it names the run);
 //! it only delays when the run may start.
 
+pub mod cron;
 pub mod dst;
 pub mod next;
 

@@ -1,7 +1,30 @@
 //! Next-fire computation: a pure function of (schedule, previous fire time). No clock.
+//!
+//! - `at` fires once, at its instant, if that lies inside the window.
+//! - `every` fires on the grid `anchor + k·interval` (any integer `k`), at millisecond
+//!   precision.
+//! - `cron` fires at whole seconds. Occurrences are found on the *wall clock* of the schedule's
+//!   time zone (croner matching, [`super::cron`]) and each is mapped to instants by the DST
+//!   policy ([`super::dst`]). Near a transition wall-clock order and instant order can
+//!   disagree (the autumn repeat, several gap times shifted to one instant), so there the
+//!   search looks a little behind and keeps the earliest instant strictly after the previous
+//!   one; that also fires a shifted instant only once.
+//!
+//! Every search is bounded ([`CRON_HORIZON_YEARS`]): a schedule with no future occurrence
+//! answers `None`.
 
+use super::cron::{CronExpr, parse_cron, parse_timezone};
+use super::dst::{DstRepeat, MAX_DST_SHIFT, fire_instants, gap_end, near_transition};
 use super::{DstPolicy, Schedule};
-use crate::timestamp::Timestamp;
+use crate::duration::Dur;
+use crate::timestamp::{self, Timestamp};
+use chrono::{Duration, DurationRound, NaiveDateTime};
+use chrono_tz::Tz;
+
+/// How far past the previous fire time a cron search looks before answering `None`. Long
+/// enough for the rarest real schedules (29 February on a given weekday recurs after up to
+/// 40 years).
+pub const CRON_HORIZON_YEARS: i64 = 50;
 
 /// The window a job fires within (`start_at` inclusive, `end_at` inclusive).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -12,19 +35,54 @@ pub struct FireWindow {
     pub end_at: Option<Timestamp>,
 }
 
+impl FireWindow {
+    /// Whether `t` lies inside the window (both ends inclusive).
+    pub fn contains(&self, t: Timestamp) -> bool {
+        self.start_at.is_none_or(|s| t >= s) && self.end_at.is_none_or(|e| t <= e)
+    }
+
+    /// `t` if it lies inside the window.
+    fn keep(&self, t: Option<Timestamp>) -> Option<Timestamp> {
+        t.filter(|t| self.contains(*t))
+    }
+
+    /// The instant occurrences must be strictly after: `after`, or just before `start_at` if
+    /// that is later (so an occurrence exactly at `start_at` counts).
+    fn lower_bound(&self, after: Timestamp) -> Timestamp {
+        match self.start_at {
+            Some(s) if s - Duration::milliseconds(1) > after => s - Duration::milliseconds(1),
+            _ => after,
+        }
+    }
+}
+
 /// The first occurrence for a job (re)scheduled at `now`: for `at`, the instant itself (even if
 /// past: it fires at once); for `every` and `cron`, the first occurrence strictly after `now`
 /// (and not before `start_at`). `None` when the window has no occurrence left.
 pub fn first_fire(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, now: Timestamp) -> Option<Timestamp> {
-    let _ = (schedule, dst, window, now);
-    todo!("schedule helper")
+    match schedule {
+        Schedule::At(at) => window.keep(Some(*at)),
+        Schedule::Every { interval, anchor } => {
+            let anchor = anchor.unwrap_or_else(|| timestamp::trunc_ms(now));
+            window.keep(every_after(*interval, anchor, window.lower_bound(now)))
+        }
+        Schedule::Cron { expr, timezone } => window.keep(cron_after(expr, timezone, dst, window.lower_bound(now))),
+    }
 }
 
 /// The occurrence after the nominal time `prev` (strictly later), within the window.
 /// `None` for `at` schedules and once past `end_at`.
 pub fn next_fire_after(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, prev: Timestamp) -> Option<Timestamp> {
-    let _ = (schedule, dst, window, prev);
-    todo!("schedule helper")
+    match schedule {
+        Schedule::At(_) => None,
+        Schedule::Every { interval, anchor } => {
+            // A stored job always has its anchor (see `JobSpec::normalised`); without one the
+            // grid is laid from `prev`.
+            let anchor = anchor.unwrap_or_else(|| timestamp::trunc_ms(prev));
+            window.keep(every_after(*interval, anchor, window.lower_bound(prev)))
+        }
+        Schedule::Cron { expr, timezone } => window.keep(cron_after(expr, timezone, dst, window.lower_bound(prev))),
+    }
 }
 
 /// The next `count` occurrences after `now` (what `GET /jobs/{id}/preview` shows), DST applied.
@@ -39,4 +97,379 @@ pub fn preview(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, now: T
         next = next_fire_after(schedule, dst, window, t);
     }
     out
+}
+
+/// The smallest `anchor + k·interval` strictly after `after` (at millisecond precision).
+/// `None` for a zero interval or on overflow.
+fn every_after(interval: Dur, anchor: Timestamp, after: Timestamp) -> Option<Timestamp> {
+    let step = i128::from(interval.as_millis());
+    if step <= 0 {
+        return None;
+    }
+    let anchor_ms = i128::from(anchor.timestamp_millis());
+    // Strictly after `after` means at or after its next whole millisecond.
+    let bound = i128::from(timestamp::trunc_ms(after).timestamp_millis()) + 1;
+    let k = (bound - anchor_ms + step - 1).div_euclid(step);
+    let ms = i64::try_from(anchor_ms + k * step).ok()?;
+    chrono::DateTime::from_timestamp_millis(ms)
+}
+
+/// The first instant strictly after `after` at which a cron schedule fires, or `None` when the
+/// expression or zone is invalid or nothing fires within [`CRON_HORIZON_YEARS`].
+fn cron_after(expr: &str, timezone: &str, dst: &DstPolicy, after: Timestamp) -> Option<Timestamp> {
+    let cron = parse_cron(expr).ok()?;
+    let tz = parse_timezone(timezone).ok()?;
+    next_cron_instant(&cron, &tz, dst, after)
+}
+
+/// The earliest instant strictly after `after` that an occurrence of `cron` in `tz` fires at,
+/// under `dst`. Works at whole seconds.
+pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, dst: &DstPolicy, after: Timestamp) -> Option<Timestamp> {
+    // Occurrences are whole seconds, so "after `after`" is "after its whole second".
+    let after = after.duration_trunc(Duration::seconds(1)).ok()?;
+    let local = |t: Timestamp| t.with_timezone(tz).naive_local();
+    // Wall-clock order is instant order except for the second pass of an autumn repeat, which
+    // only `repeat = twice` fires: there an earlier wall-clock time can fire after a later one.
+    // Only then, and only near a transition, does the scan start behind `after`'s wall clock
+    // and keep going until no later wall-clock time can beat the best instant found.
+    let careful = dst.repeat == DstRepeat::Twice && near_transition(tz, after);
+    let mut cursor: NaiveDateTime = if careful { local(after) - MAX_DST_SHIFT } else { local(after) };
+    let horizon = local(after).checked_add_signed(Duration::days(366 * CRON_HORIZON_YEARS))?;
+    let mut best: Option<Timestamp> = None;
+    while let Some(wall) = cron.next_local_after(cursor) {
+        if wall > horizon || best.is_some_and(|b| wall > local(b) + MAX_DST_SHIFT) {
+            break;
+        }
+        // `fire_instants` answers in instant order, so the first one after `after` is this
+        // wall-clock time's candidate.
+        if let Some(t) = fire_instants(tz, wall, dst).find(|t| *t > after) {
+            if best.is_none_or(|b| t < b) {
+                best = Some(t);
+            }
+        }
+        if let Some(b) = best {
+            // Nothing later on the wall clock fires before `b`, unless a repeat is near it.
+            if !careful || (wall >= local(b) && !near_transition(tz, b)) {
+                break;
+            }
+        }
+        // Every wall-clock time in a spring gap fires at the same instant (or not at all):
+        // step over the rest of the gap instead of visiting each of its seconds.
+        cursor = match gap_end(tz, wall) {
+            Some(end) => end.naive_local() - Duration::seconds(1),
+            None => wall,
+        };
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::{DstGap, DstRepeat};
+
+    fn utc(s: &str) -> Timestamp {
+        timestamp::parse(s).unwrap()
+    }
+
+    fn utcs(all: &[&str]) -> Vec<Timestamp> {
+        all.iter().map(|s| utc(s)).collect()
+    }
+
+    fn cron(expr: &str, timezone: &str) -> Schedule {
+        Schedule::Cron { expr: expr.into(), timezone: timezone.into() }
+    }
+
+    fn every(interval: &str, anchor: Option<&str>) -> Schedule {
+        Schedule::Every { interval: interval.parse().unwrap(), anchor: anchor.map(utc) }
+    }
+
+    fn policy(gap: DstGap, repeat: DstRepeat) -> DstPolicy {
+        DstPolicy { gap, repeat }
+    }
+
+    /// The next `count` fire times of `schedule` after `now`, with no window.
+    fn fires(schedule: &Schedule, dst: DstPolicy, now: &str, count: usize) -> Vec<Timestamp> {
+        preview(schedule, &dst, &FireWindow::default(), utc(now), count)
+    }
+
+    fn strictly_increasing(v: &[Timestamp]) -> bool {
+        v.windows(2).all(|w| w[0] < w[1])
+    }
+
+    // --- DST: Europe/Berlin, spring 2026-03-29 02:00 → 03:00 ---
+
+    #[test]
+    fn given_berlin_spring_gap_when_shift_then_0230_fires_at_0300_local() {
+        let got = fires(&cron("30 2 * * *", "Europe/Berlin"), DstPolicy::default(), "2026-03-28T12:00:00Z", 2);
+        assert_eq!(got, utcs(&["2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"]));
+    }
+
+    #[test]
+    fn given_berlin_spring_gap_when_skip_then_that_night_does_not_fire() {
+        let dst = policy(DstGap::Skip, DstRepeat::Once);
+        let got = fires(&cron("30 2 * * *", "Europe/Berlin"), dst, "2026-03-28T12:00:00Z", 2);
+        assert_eq!(got, utcs(&["2026-03-30T00:30:00Z", "2026-03-31T00:30:00Z"]));
+    }
+
+    #[test]
+    fn given_every_30_minutes_across_berlin_gap_when_shift_then_shifted_times_fire_once() {
+        let got = fires(&cron("*/30 * * * *", "Europe/Berlin"), DstPolicy::default(), "2026-03-29T00:00:00Z", 4);
+        // 01:30 CET, then 02:00, 02:30 (gap) and 03:00 CEST are one instant, then 03:30 CEST.
+        assert_eq!(got, utcs(&["2026-03-29T00:30:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z", "2026-03-29T02:00:00Z"]));
+        assert!(strictly_increasing(&got));
+    }
+
+    #[test]
+    fn given_every_30_minutes_across_berlin_gap_when_skip_then_real_times_only() {
+        let dst = policy(DstGap::Skip, DstRepeat::Once);
+        let got = fires(&cron("*/30 * * * *", "Europe/Berlin"), dst, "2026-03-29T00:00:00Z", 3);
+        assert_eq!(got, utcs(&["2026-03-29T00:30:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z"]));
+    }
+
+    #[test]
+    fn given_every_second_across_berlin_gap_when_shift_then_one_fire_at_the_gap_end() {
+        let s = cron("* * * * * *", "Europe/Berlin");
+        let got = fires(&s, DstPolicy::default(), "2026-03-29T00:59:58Z", 3);
+        assert_eq!(got, utcs(&["2026-03-29T00:59:59Z", "2026-03-29T01:00:00Z", "2026-03-29T01:00:01Z"]));
+        let skipped = fires(&s, policy(DstGap::Skip, DstRepeat::Once), "2026-03-29T00:59:58Z", 3);
+        assert_eq!(skipped, got);
+    }
+
+    // --- DST: Europe/Berlin, autumn 2026-10-25 03:00 → 02:00 ---
+
+    #[test]
+    fn given_berlin_autumn_repeat_when_once_then_first_instant_only() {
+        let got = fires(&cron("30 2 * * *", "Europe/Berlin"), DstPolicy::default(), "2026-10-24T12:00:00Z", 2);
+        assert_eq!(got, utcs(&["2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"]));
+    }
+
+    #[test]
+    fn given_berlin_autumn_repeat_when_twice_then_both_instants_an_hour_apart() {
+        let dst = policy(DstGap::Shift, DstRepeat::Twice);
+        let got = fires(&cron("30 2 * * *", "Europe/Berlin"), dst, "2026-10-24T12:00:00Z", 3);
+        assert_eq!(got, utcs(&["2026-10-25T00:30:00Z", "2026-10-25T01:30:00Z", "2026-10-26T01:30:00Z"]));
+    }
+
+    #[test]
+    fn given_every_30_minutes_across_berlin_repeat_when_once_then_second_pass_is_not_fired() {
+        let got = fires(&cron("*/30 * * * *", "Europe/Berlin"), DstPolicy::default(), "2026-10-24T23:00:00Z", 4);
+        // 01:30 CEST, 02:00 CEST, 02:30 CEST, then 03:00 CET (02:00 and 02:30 CET are repeats).
+        assert_eq!(got, utcs(&["2026-10-24T23:30:00Z", "2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-25T02:00:00Z"]));
+    }
+
+    #[test]
+    fn given_every_30_minutes_across_berlin_repeat_when_twice_then_every_instant_in_order() {
+        let dst = policy(DstGap::Shift, DstRepeat::Twice);
+        let got = fires(&cron("*/30 * * * *", "Europe/Berlin"), dst, "2026-10-24T23:00:00Z", 6);
+        let want = [
+            "2026-10-24T23:30:00Z",
+            "2026-10-25T00:00:00Z",
+            "2026-10-25T00:30:00Z",
+            "2026-10-25T01:00:00Z",
+            "2026-10-25T01:30:00Z",
+            "2026-10-25T02:00:00Z",
+        ];
+        assert_eq!(got, utcs(&want));
+    }
+
+    #[test]
+    fn given_prev_in_first_pass_of_repeat_when_twice_then_next_is_the_second_pass() {
+        let dst = policy(DstGap::Shift, DstRepeat::Twice);
+        let s = cron("*/30 * * * *", "Europe/Berlin");
+        let window = FireWindow::default();
+        // 02:30 CEST → 02:00 CET, an earlier wall-clock time but a later instant.
+        assert_eq!(next_fire_after(&s, &dst, &window, utc("2026-10-25T00:30:00Z")), Some(utc("2026-10-25T01:00:00Z")));
+        // From the middle of the second pass.
+        assert_eq!(next_fire_after(&s, &dst, &window, utc("2026-10-25T01:10:00Z")), Some(utc("2026-10-25T01:30:00Z")));
+    }
+
+    // --- DST: America/New_York, 2026-03-08 02:00 → 03:00 and 2026-11-01 02:00 → 01:00 ---
+
+    #[test]
+    fn given_new_york_spring_gap_when_shift_or_skip_then_shifted_or_dropped() {
+        let s = cron("30 2 * * *", "America/New_York");
+        let shifted = fires(&s, DstPolicy::default(), "2026-03-07T12:00:00Z", 2);
+        assert_eq!(shifted, utcs(&["2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"]));
+        let skipped = fires(&s, policy(DstGap::Skip, DstRepeat::Once), "2026-03-07T12:00:00Z", 1);
+        assert_eq!(skipped, utcs(&["2026-03-09T06:30:00Z"]));
+    }
+
+    #[test]
+    fn given_new_york_autumn_repeat_when_once_or_twice_then_one_or_two_fires() {
+        let s = cron("30 1 * * *", "America/New_York");
+        let once = fires(&s, DstPolicy::default(), "2026-10-31T12:00:00Z", 2);
+        assert_eq!(once, utcs(&["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]));
+        let twice = fires(&s, policy(DstGap::Shift, DstRepeat::Twice), "2026-10-31T12:00:00Z", 3);
+        assert_eq!(twice, utcs(&["2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"]));
+    }
+
+    // --- Calendar ---
+
+    #[test]
+    fn given_feb_29_when_not_a_leap_year_then_next_leap_year() {
+        let got = fires(&cron("0 0 29 2 *", "UTC"), DstPolicy::default(), "2026-01-01T00:00:00Z", 2);
+        assert_eq!(got, utcs(&["2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"]));
+    }
+
+    #[test]
+    fn given_day_31_when_month_is_shorter_then_it_is_skipped() {
+        let s = cron("0 0 31 * *", "UTC");
+        let got = next_fire_after(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-01-31T00:00:00Z"));
+        assert_eq!(got, Some(utc("2026-03-31T00:00:00Z")));
+        let year = fires(&s, DstPolicy::default(), "2026-01-01T00:00:00Z", 7);
+        let months: Vec<u32> = year.iter().map(|t| chrono::Datelike::month(t)).collect();
+        assert_eq!(months, [1, 3, 5, 7, 8, 10, 12]);
+    }
+
+    #[test]
+    fn given_impossible_date_when_computed_then_none() {
+        for expr in ["0 0 30 2 *", "0 0 31 4 *"] {
+            let s = cron(expr, "Europe/Berlin");
+            assert_eq!(first_fire(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-01-01T00:00:00Z")), None);
+            assert!(fires(&s, DstPolicy::default(), "2026-01-01T00:00:00Z", 5).is_empty());
+        }
+    }
+
+    #[test]
+    fn given_weekday_names_when_friday_then_next_is_monday() {
+        // 2026-05-08 is a Friday; 09:00 CEST is 07:00Z.
+        let got = fires(&cron("0 9 * * MON-FRI", "Europe/Berlin"), DstPolicy::default(), "2026-05-08T08:00:00Z", 2);
+        assert_eq!(got, utcs(&["2026-05-11T07:00:00Z", "2026-05-12T07:00:00Z"]));
+    }
+
+    #[test]
+    fn given_daily_macro_in_a_zone_when_computed_then_local_midnight() {
+        let got = fires(&cron("@daily", "Europe/Berlin"), DstPolicy::default(), "2026-06-01T12:00:00Z", 2);
+        assert_eq!(got, utcs(&["2026-06-01T22:00:00Z", "2026-06-02T22:00:00Z"]));
+    }
+
+    #[test]
+    fn given_six_field_seconds_cron_when_computed_then_every_five_seconds_at_whole_seconds() {
+        let got = fires(&cron("*/5 * * * * *", "UTC"), DstPolicy::default(), "2026-06-01T12:00:03.250Z", 3);
+        assert_eq!(got, utcs(&["2026-06-01T12:00:05Z", "2026-06-01T12:00:10Z", "2026-06-01T12:00:15Z"]));
+        assert!(got.iter().all(|t| t.timestamp_subsec_millis() == 0));
+    }
+
+    #[test]
+    fn given_now_on_an_occurrence_when_first_fire_then_the_next_one() {
+        let s = cron("0 * * * *", "UTC");
+        let got = first_fire(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-06-01T12:00:00Z"));
+        assert_eq!(got, Some(utc("2026-06-01T13:00:00Z")));
+        let got = first_fire(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-06-01T11:59:59.999Z"));
+        assert_eq!(got, Some(utc("2026-06-01T12:00:00Z")));
+    }
+
+    #[test]
+    fn given_invalid_cron_or_zone_when_computed_then_none() {
+        let window = FireWindow::default();
+        let now = utc("2026-06-01T12:00:00Z");
+        assert_eq!(first_fire(&cron("nope", "UTC"), &DstPolicy::default(), &window, now), None);
+        assert_eq!(first_fire(&cron("@daily", "Mars/Base"), &DstPolicy::default(), &window, now), None);
+    }
+
+    // --- Window ---
+
+    #[test]
+    fn given_end_at_when_reached_then_fires_stop_and_end_at_is_inclusive() {
+        let window = FireWindow { start_at: None, end_at: Some(utc("2026-06-01T03:00:00Z")) };
+        let s = every("1h", Some("2026-06-01T00:00:00Z"));
+        let got = preview(&s, &DstPolicy::default(), &window, utc("2026-06-01T00:00:00Z"), 10);
+        assert_eq!(got, utcs(&["2026-06-01T01:00:00Z", "2026-06-01T02:00:00Z", "2026-06-01T03:00:00Z"]));
+        let c = cron("0 * * * *", "UTC");
+        assert_eq!(next_fire_after(&c, &DstPolicy::default(), &window, utc("2026-06-01T03:00:00Z")), None);
+    }
+
+    #[test]
+    fn given_start_at_when_in_the_future_then_first_fire_waits_for_it() {
+        let s = every("1h", Some("2026-06-01T00:00:00Z"));
+        let now = utc("2026-06-01T00:10:00Z");
+        let late = FireWindow { start_at: Some(utc("2026-06-01T05:30:00Z")), end_at: None };
+        assert_eq!(first_fire(&s, &DstPolicy::default(), &late, now), Some(utc("2026-06-01T06:00:00Z")));
+        let exact = FireWindow { start_at: Some(utc("2026-06-01T05:00:00Z")), end_at: None };
+        assert_eq!(first_fire(&s, &DstPolicy::default(), &exact, now), Some(utc("2026-06-01T05:00:00Z")));
+        let c = cron("0 0 * * *", "UTC");
+        assert_eq!(first_fire(&c, &DstPolicy::default(), &late, now), Some(utc("2026-06-02T00:00:00Z")));
+    }
+
+    // --- at ---
+
+    #[test]
+    fn given_at_when_past_and_inside_window_then_fires_at_once_and_only_once() {
+        let s = Schedule::At(utc("2026-01-01T00:00:00Z"));
+        let now = utc("2026-06-01T00:00:00Z");
+        assert_eq!(first_fire(&s, &DstPolicy::default(), &FireWindow::default(), now), Some(utc("2026-01-01T00:00:00Z")));
+        assert_eq!(next_fire_after(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-01-01T00:00:00Z")), None);
+        assert_eq!(preview(&s, &DstPolicy::default(), &FireWindow::default(), now, 5).len(), 1);
+    }
+
+    #[test]
+    fn given_at_when_outside_window_then_none() {
+        let s = Schedule::At(utc("2026-01-01T00:00:00Z"));
+        let window = FireWindow { start_at: Some(utc("2026-02-01T00:00:00Z")), end_at: None };
+        assert_eq!(first_fire(&s, &DstPolicy::default(), &window, utc("2025-01-01T00:00:00Z")), None);
+    }
+
+    // --- every ---
+
+    #[test]
+    fn given_anchor_in_the_past_when_first_fire_then_next_grid_point() {
+        let s = every("1m", Some("2026-01-01T00:00:10Z"));
+        let got = fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 2);
+        assert_eq!(got, utcs(&["2026-06-01T12:00:10Z", "2026-06-01T12:01:10Z"]));
+    }
+
+    #[test]
+    fn given_anchor_in_the_future_when_first_fire_then_grid_extends_backwards() {
+        let s = every("1h", Some("2026-06-10T00:15:00Z"));
+        let got = fires(&s, DstPolicy::default(), "2026-06-01T12:30:00Z", 1);
+        assert_eq!(got, utcs(&["2026-06-01T13:15:00Z"]));
+    }
+
+    #[test]
+    fn given_now_on_the_grid_when_first_fire_then_strictly_after() {
+        let s = every("5m", Some("2026-06-01T00:00:00Z"));
+        assert_eq!(fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 1), utcs(&["2026-06-01T12:05:00Z"]));
+    }
+
+    #[test]
+    fn given_one_second_interval_when_previewed_then_each_second() {
+        let s = every("1s", Some("2026-06-01T00:00:00Z"));
+        let got = fires(&s, DstPolicy::default(), "2026-06-01T12:00:00.500Z", 3);
+        assert_eq!(got, utcs(&["2026-06-01T12:00:01Z", "2026-06-01T12:00:02Z", "2026-06-01T12:00:03Z"]));
+    }
+
+    #[test]
+    fn given_no_anchor_when_first_fire_then_one_interval_after_now() {
+        let s = every("10m", None);
+        assert_eq!(fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 1), utcs(&["2026-06-01T12:10:00Z"]));
+    }
+
+    #[test]
+    fn given_zero_interval_when_computed_then_none_not_a_panic() {
+        let s = every("0s", Some("2026-06-01T00:00:00Z"));
+        assert!(fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 1).is_empty());
+    }
+
+    // --- preview ---
+
+    #[test]
+    fn given_count_when_previewed_then_exactly_count_increasing_times() {
+        for s in [cron("*/7 * * * *", "Asia/Kolkata"), every("90s", Some("2026-01-01T00:00:00Z"))] {
+            let got = fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 10);
+            assert_eq!(got.len(), 10);
+            assert!(strictly_increasing(&got));
+        }
+        assert!(fires(&cron("@hourly", "UTC"), DstPolicy::default(), "2026-06-01T12:00:00Z", 0).is_empty());
+    }
+
+    #[test]
+    fn given_a_year_of_every_15_minutes_in_berlin_when_previewed_then_no_duplicates_and_whole_days() {
+        for dst in [DstPolicy::default(), policy(DstGap::Skip, DstRepeat::Twice)] {
+            let got = fires(&cron("*/15 * * * *", "Europe/Berlin"), dst, "2026-01-01T00:00:00Z", 366 * 96);
+            assert!(strictly_increasing(&got));
+            // Every instant is a quarter hour.
+            assert!(got.iter().all(|t| t.timestamp() % 900 == 0));
+        }
+    }
 }

@@ -2,12 +2,19 @@
 //! resume, trigger, preview.
 
 use super::Sked;
-use crate::error::CoreError;
+use crate::error::{BatchFieldError, CoreError, FieldError};
 use crate::ids::{JobId, TenantId};
-use crate::job::{Job, JobSpec};
-use crate::ports::{JobFilter, Page, PageRequest};
-use crate::run::Run;
+use crate::job::{Job, JobSpec, JobState};
+use crate::ports::{JobFilter, Page, PageRequest, StoreError};
+use crate::run::{Run, RunState, Trigger};
+use crate::schedule::next::{first_fire, next_fire_after};
+use crate::task::Task;
 use crate::timestamp::Timestamp;
+use crate::validate::{validate_job_id, validate_spec};
+use sha2::{Digest, Sha256};
+
+/// Most jobs one batch may create.
+pub const MAX_BATCH: usize = 1_000;
 
 /// A job as submitted: an optional caller-given id and the definition.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,63 +41,276 @@ impl Sked {
     /// replay of the same request returns the first answer; a different request reusing
     /// the key is a `Conflict`.
     pub async fn create_job(&self, tenant: &TenantId, new: NewJob, idempotency_key: Option<&str>) -> Result<Created, CoreError> {
-        let _ = (tenant, new, idempotency_key);
-        todo!()
+        let now = self.now();
+        let problems = self.check_new_job(&new, now);
+        if !problems.is_empty() {
+            return Err(self.invalid_or_unsupported(problems));
+        }
+        let fingerprint = fingerprint(tenant, std::slice::from_ref(&new));
+        if let Some(key) = idempotency_key {
+            if let Some(ids) = self.replayed(tenant, key, &fingerprint).await? {
+                let job = self.get_job(tenant, &ids[0]).await?;
+                return Ok(Created { job, created: false });
+            }
+        }
+        if let Some(id) = &new.id {
+            if let Some(existing) = self.existing_twin(tenant, id, &new.spec).await? {
+                return Ok(Created { job: existing, created: false });
+            }
+        }
+        let job = self.new_job(tenant, new, now);
+        match self.ports.store.create_jobs(std::slice::from_ref(&job), idempotency_key.map(|k| (k, fingerprint.as_str()))).await {
+            Ok(()) => {}
+            // Lost a race with an identical create: answer like a re-POST.
+            Err(StoreError::Conflict(_)) => {
+                return match self.existing_twin(tenant, &job.id, &job.spec).await? {
+                    Some(existing) => Ok(Created { job: existing, created: false }),
+                    None => Err(CoreError::Conflict(format!("job {} already exists", job.id))),
+                };
+            }
+            Err(e) => return Err(e.into()),
+        }
+        self.sweep.wake();
+        Ok(Created { job, created: true })
     }
 
-    /// Creates up to 1,000 jobs in one transaction; any invalid entry fails them all with
-    /// `InvalidBatch` listing every problem.
+    /// Creates up to [`MAX_BATCH`] jobs in one transaction; any invalid entry fails them all
+    /// with `InvalidBatch` listing every problem.
     pub async fn create_jobs(&self, tenant: &TenantId, jobs: Vec<NewJob>, idempotency_key: Option<&str>) -> Result<Vec<Job>, CoreError> {
-        let _ = (tenant, jobs, idempotency_key);
-        todo!()
+        let now = self.now();
+        if jobs.is_empty() || jobs.len() > MAX_BATCH {
+            return Err(CoreError::invalid("jobs", format!("a batch holds 1 to {MAX_BATCH} jobs, not {}", jobs.len())));
+        }
+        let mut problems = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for (index, new) in jobs.iter().enumerate() {
+            for e in self.check_new_job(new, now) {
+                problems.push(BatchFieldError { index, field: e.field, message: e.message });
+            }
+            if let Some(id) = &new.id {
+                if !seen.insert(id.clone()) {
+                    problems.push(BatchFieldError { index, field: "id".into(), message: format!("id {id} appears twice in the batch") });
+                }
+            }
+        }
+        if !problems.is_empty() {
+            return Err(CoreError::InvalidBatch(problems));
+        }
+        let fingerprint = fingerprint(tenant, &jobs);
+        if let Some(key) = idempotency_key {
+            if let Some(ids) = self.replayed(tenant, key, &fingerprint).await? {
+                let mut out = Vec::with_capacity(ids.len());
+                for id in &ids {
+                    out.push(self.get_job(tenant, id).await?);
+                }
+                return Ok(out);
+            }
+        }
+        let jobs: Vec<Job> = jobs.into_iter().map(|new| self.new_job(tenant, new, now)).collect();
+        self.ports
+            .store
+            .create_jobs(&jobs, idempotency_key.map(|k| (k, fingerprint.as_str())))
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict(msg) => CoreError::Conflict(format!("a job id in the batch already exists: {msg}")),
+                other => other.into(),
+            })?;
+        self.sweep.wake();
+        Ok(jobs)
     }
 
     /// One job (DELETED jobs included, so history stays reachable).
     pub async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
-        let _ = (tenant, id);
-        todo!()
+        self.ports.store.get_job(tenant, id).await?.ok_or_else(|| CoreError::NotFound(format!("job {id}")))
     }
 
     /// A page of jobs.
     pub async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter, page: &PageRequest) -> Result<Page<Job>, CoreError> {
-        let _ = (tenant, filter, page);
-        todo!()
+        Ok(self.ports.store.list_jobs(tenant, filter, page).await?)
     }
 
-    /// Replaces a job's definition (PUT; PATCH merges first, then calls this). A schedule
-    /// change recomputes `next_fire_at`. With `if_version`, `Conflict` unless it matches.
+    /// Replaces a job's definition (PUT; PATCH merges first, then calls this). A change of
+    /// schedule, window or DST rule recomputes `next_fire_at`. With `if_version`, `Conflict`
+    /// unless it matches.
     pub async fn replace_job(&self, tenant: &TenantId, id: &JobId, spec: JobSpec, if_version: Option<u64>) -> Result<Job, CoreError> {
-        let _ = (tenant, id, spec, if_version);
-        todo!()
+        let now = self.now();
+        let problems = self.check_new_job(&NewJob { id: None, spec: spec.clone() }, now);
+        if !problems.is_empty() {
+            return Err(self.invalid_or_unsupported(problems));
+        }
+        let job = self.live_job(tenant, id).await?;
+        let spec = spec.normalised(now);
+        let timing_changed = spec.schedule != job.spec.schedule
+            || spec.window() != job.spec.window()
+            || spec.dst != job.spec.dst;
+        let mut updated = job.clone();
+        if timing_changed {
+            updated.next_fire_at = first_fire(&spec.schedule, &spec.dst, &spec.window(), now);
+            updated.state = match (job.state, updated.next_fire_at) {
+                (JobState::Paused, _) => JobState::Paused,
+                (_, Some(_)) => JobState::Active,
+                (_, None) => JobState::Completed,
+            };
+        }
+        updated.spec = spec;
+        self.save(updated, &job, if_version, now).await
     }
 
-    /// Deletes a job: no new runs; running attempts finish unless `cancel_running`.
+    /// Deletes a job: no new runs, and its PENDING runs are cancelled; RUNNING attempts
+    /// finish unless `cancel_running`.
     pub async fn delete_job(&self, tenant: &TenantId, id: &JobId, cancel_running: bool) -> Result<Job, CoreError> {
-        let _ = (tenant, id, cancel_running);
-        todo!()
+        let now = self.now();
+        let job = self.live_job(tenant, id).await?;
+        let mut deleted = job.clone();
+        deleted.state = JobState::Deleted;
+        deleted.next_fire_at = None;
+        let deleted = self.save(deleted, &job, None, now).await?;
+        for run in self.ports.store.active_runs(tenant, id).await? {
+            if run.state == RunState::Pending || cancel_running {
+                self.ports.store.cancel_run(tenant, &run.run_id, now, "job deleted").await?;
+            }
+        }
+        Ok(deleted)
     }
 
-    /// Stops a job firing until resumed.
+    /// Stops a job firing until resumed. Pausing a paused job changes nothing.
     pub async fn pause_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
-        let _ = (tenant, id);
-        todo!()
+        self.set_state(tenant, id, JobState::Active, JobState::Paused).await
     }
 
     /// Resumes a paused job; occurrences missed meanwhile follow its misfire policy.
     pub async fn resume_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
-        let _ = (tenant, id);
-        todo!()
+        self.set_state(tenant, id, JobState::Paused, JobState::Active).await
     }
 
     /// Runs a job once now, outside its schedule.
     pub async fn trigger_job(&self, tenant: &TenantId, id: &JobId) -> Result<Run, CoreError> {
-        let _ = (tenant, id);
-        todo!()
+        let job = self.live_job(tenant, id).await?;
+        let run = super::start_extra_run(&self.ports, &job, Trigger::Manual).await?;
+        Ok(run)
     }
 
     /// The next `count` fire times of a stored job, DST applied.
     pub async fn preview_job(&self, tenant: &TenantId, id: &JobId, count: usize) -> Result<Vec<Timestamp>, CoreError> {
-        let _ = (tenant, id, count);
-        todo!()
+        let job = self.get_job(tenant, id).await?;
+        let spec = &job.spec;
+        let mut out = Vec::with_capacity(count);
+        let mut next = job.next_fire_at.filter(|_| matches!(job.state, JobState::Active | JobState::Paused));
+        while let (Some(t), true) = (next, out.len() < count) {
+            out.push(t);
+            next = next_fire_after(&spec.schedule, &spec.dst, &spec.window(), t);
+        }
+        Ok(out)
     }
+
+    /// The clock's now, at store precision.
+    pub(crate) fn now(&self) -> Timestamp {
+        crate::timestamp::trunc_ms(self.ports.clock.now())
+    }
+
+    /// Every problem with a submitted job, capability checks included.
+    fn check_new_job(&self, new: &NewJob, now: Timestamp) -> Vec<FieldError> {
+        let mut problems: Vec<FieldError> = new.id.as_ref().and_then(|id| validate_job_id(id.as_str())).into_iter().collect();
+        problems.extend(validate_spec(&new.spec, now));
+        if matches!(new.spec.task, Task::Container(_)) && !self.config.capabilities.container_tasks {
+            problems.push(FieldError::new(
+                "task.container",
+                "container tasks need the ECS executor of the AWS deployment; the local deployment runs command and http tasks",
+            ));
+        }
+        problems
+    }
+
+    /// `Unsupported` when the only problems are capability ones, else `Invalid`.
+    fn invalid_or_unsupported(&self, problems: Vec<FieldError>) -> CoreError {
+        match problems.as_slice() {
+            [only] if only.field == "task.container" => CoreError::Unsupported { field: only.field.clone(), message: only.message.clone() },
+            _ => CoreError::Invalid(problems),
+        }
+    }
+
+    /// The job ids an idempotency key already answered, if this is a replay.
+    async fn replayed(&self, tenant: &TenantId, key: &str, fingerprint: &str) -> Result<Option<Vec<JobId>>, CoreError> {
+        match self.ports.store.idempotency_lookup(tenant, key).await? {
+            Some((recorded, ids)) if recorded == fingerprint => Ok(Some(ids)),
+            Some(_) => Err(CoreError::Conflict(format!("Idempotency-Key {key:?} was used for a different request"))),
+            None => Ok(None),
+        }
+    }
+
+    /// The live job `id` if it exists with the same definition; `Conflict` if it exists with
+    /// another one.
+    async fn existing_twin(&self, tenant: &TenantId, id: &JobId, spec: &JobSpec) -> Result<Option<Job>, CoreError> {
+        match self.ports.store.get_job(tenant, id).await? {
+            Some(existing) if existing.state != JobState::Deleted => {
+                if spec.clone().normalised(existing.created_at) == existing.spec {
+                    Ok(Some(existing))
+                } else {
+                    Err(CoreError::Conflict(format!("job {id} already exists with a different definition")))
+                }
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// A new job from a validated submission.
+    fn new_job(&self, tenant: &TenantId, new: NewJob, now: Timestamp) -> Job {
+        let spec = new.spec.normalised(now);
+        let next_fire_at = first_fire(&spec.schedule, &spec.dst, &spec.window(), now);
+        Job {
+            tenant: tenant.clone(),
+            id: new.id.unwrap_or_else(|| JobId::generate(now)),
+            state: if next_fire_at.is_some() { JobState::Active } else { JobState::Completed },
+            next_fire_at,
+            spec,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    /// A job that exists and is not DELETED.
+    async fn live_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
+        match self.ports.store.get_job(tenant, id).await? {
+            Some(job) if job.state != JobState::Deleted => Ok(job),
+            _ => Err(CoreError::NotFound(format!("job {id}"))),
+        }
+    }
+
+    /// Moves a job from `from` to `to` (no-op if already `to`).
+    async fn set_state(&self, tenant: &TenantId, id: &JobId, from: JobState, to: JobState) -> Result<Job, CoreError> {
+        let job = self.live_job(tenant, id).await?;
+        if job.state == to {
+            return Ok(job);
+        }
+        if job.state != from {
+            return Err(CoreError::Conflict(format!("job {id} is {}, not {from}", job.state)));
+        }
+        let mut changed = job.clone();
+        changed.state = to;
+        self.save(changed, &job, None, self.now()).await
+    }
+
+    /// Writes a user change with a version check, and wakes the sweeper.
+    async fn save(&self, mut updated: Job, current: &Job, if_version: Option<u64>, now: Timestamp) -> Result<Job, CoreError> {
+        if let Some(v) = if_version.filter(|v| *v != current.version) {
+            return Err(CoreError::Conflict(format!("job {} is at version {}, not {v}", current.id, current.version)));
+        }
+        updated.version = current.version + 1;
+        updated.updated_at = now;
+        self.ports.store.update_job(&updated, current.version).await.map_err(|e| match e {
+            StoreError::Conflict(_) => CoreError::Conflict(format!("job {} changed meanwhile; read it again", current.id)),
+            StoreError::NotFound => CoreError::NotFound(format!("job {}", current.id)),
+            other => other.into(),
+        })?;
+        self.sweep.wake();
+        Ok(updated)
+    }
+}
+
+/// A stable digest of a create request, to recognise a replayed idempotency key.
+fn fingerprint(tenant: &TenantId, jobs: &[NewJob]) -> String {
+    let body: Vec<_> = jobs.iter().map(|j| serde_json::json!({"id": j.id, "spec": j.spec})).collect();
+    let text = serde_json::to_string(&(tenant, body)).unwrap_or_default();
+    format!("{:x}", Sha256::digest(text.as_bytes()))
 }

@@ -12,7 +12,10 @@ pub mod runs;
 pub mod sweeper;
 pub mod worker;
 
+use crate::error::CoreError;
+use crate::job::Job;
 use crate::ports::{Clock, DispatchQueue, JobStore, LogStore};
+use crate::run::{Run, Trigger};
 use crate::validate::Capabilities;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -70,4 +73,17 @@ impl Sked {
     pub fn ports(&self) -> &Ports {
         &self.ports
     }
+}
+
+/// Writes and enqueues a run of `job` outside its schedule (manual trigger, timeout
+/// handler), nominally at now.
+pub(crate) async fn start_extra_run(ports: &Ports, job: &Job, trigger: Trigger) -> Result<Run, CoreError> {
+    let now = crate::timestamp::trunc_ms(ports.clock.now());
+    let spec = &job.spec;
+    let run = Run::new_pending(job.tenant.clone(), job.id.clone(), now, trigger, spec.priority, now, spec.max_attempts(), now);
+    if !ports.store.insert_run(&run).await? {
+        return Err(CoreError::Conflict(format!("run {} already exists", run.run_id)));
+    }
+    ports.queue.enqueue(&[reaper::dispatch_of(&run)]).await?;
+    Ok(run)
 }

@@ -4,6 +4,9 @@
 use super::Ports;
 use crate::duration::Dur;
 use crate::error::CoreError;
+use crate::ports::{AttemptResult, Dispatch, RunTransition, StoreError};
+use crate::retry::after_attempt_for;
+use crate::run::{AttemptOutcome, Run};
 use tokio_util::sync::CancellationToken;
 
 /// Reaper settings.
@@ -46,12 +49,71 @@ impl Reaper {
 
     /// Runs passes every `interval` until `shutdown` is cancelled.
     pub async fn run(self, shutdown: CancellationToken) {
-        let _ = shutdown;
-        todo!()
+        let clock = self.ports.clock.clone();
+        while !shutdown.is_cancelled() {
+            if let Err(e) = self.reap_once().await {
+                tracing::warn!(error = %e, "reaper pass failed");
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = clock.sleep_until(clock.now() + self.config.interval.to_chrono()) => {}
+            }
+        }
     }
 
-    /// One pass.
+    /// One pass: abandon expired leases, then re-enqueue stale PENDING runs.
     pub async fn reap_once(&self) -> Result<ReapReport, CoreError> {
-        todo!()
+        let now = crate::timestamp::trunc_ms(self.ports.clock.now());
+        let mut report = ReapReport::default();
+        let mut dispatches = Vec::new();
+        for run in self.ports.store.expired_leases(now, self.config.batch).await? {
+            match self.abandon(&run, now).await {
+                Ok(Some(retry)) => {
+                    report.abandoned += 1;
+                    dispatches.push(retry);
+                }
+                Ok(None) => report.abandoned += 1,
+                // The worker renewed just in time, or another reaper got there first.
+                Err(CoreError::Store(StoreError::Fenced | StoreError::Conflict(_))) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let ready_before = now - self.config.stale_after.to_chrono();
+        for run in self.ports.store.stale_pending(ready_before, self.config.batch).await? {
+            report.requeued += 1;
+            dispatches.push(dispatch_of(&run));
+        }
+        if !dispatches.is_empty() {
+            self.ports.queue.enqueue(&dispatches).await?;
+        }
+        Ok(report)
     }
+
+    /// Closes the expired attempt of `run` as worker lost, at its lease's expiry; returns the
+    /// dispatch of the retry if one follows.
+    async fn abandon(&self, run: &Run, now: crate::timestamp::Timestamp) -> Result<Option<Dispatch>, CoreError> {
+        let Some(lease) = &run.lease else { return Ok(None) };
+        let job = self.ports.store.get_job(&run.tenant, &run.job_id).await?;
+        let next = match &job {
+            Some(job) => after_attempt_for(run, &job.spec, AttemptOutcome::WorkerLost, now),
+            None => RunTransition::Finish(crate::run::RunState::Failed),
+        };
+        let result = AttemptResult {
+            finished_at: lease.expires_at,
+            outcome: AttemptOutcome::WorkerLost,
+            exit_code: None,
+            http_status: None,
+            error: Some(format!("worker lost: {} stopped renewing its lease", lease.owner)),
+            log_bytes: 0,
+            log_truncated: false,
+        };
+        let updated = self.ports.store.complete(&run.tenant, &run.run_id, lease.token, &result, next, Some(now)).await?;
+        tracing::warn!(tenant = %run.tenant, run_id = %run.run_id, worker = %lease.owner, "attempt abandoned: worker lost");
+        Ok(matches!(next, RunTransition::Retry { .. }).then(|| dispatch_of(&updated)))
+    }
+}
+
+/// The queue message that hands `run` to a worker.
+pub(crate) fn dispatch_of(run: &Run) -> Dispatch {
+    Dispatch { tenant: run.tenant.clone(), run_id: run.run_id.clone(), priority: run.priority, not_before: run.not_before }
 }

@@ -5,7 +5,14 @@
 use super::{Ports, SweepSignal};
 use crate::duration::Dur;
 use crate::error::CoreError;
+use crate::firing::{SkipReason, plan};
+use crate::job::{Job, Overlap};
+use crate::ports::{Dispatch, StoreError};
+use crate::timestamp::Timestamp;
 use tokio_util::sync::CancellationToken;
+
+/// Pause after a failed sweep before trying again.
+const ERROR_BACKOFF: Dur = Dur::secs(1);
 
 /// Sweeper settings.
 #[derive(Debug, Clone, Copy)]
@@ -34,6 +41,8 @@ pub struct SweepReport {
     pub fired: usize,
     /// Occurrences skipped by policy.
     pub skipped: usize,
+    /// The batch was full: more may be due right now.
+    pub more: bool,
 }
 
 /// The sweeper task.
@@ -49,14 +58,92 @@ impl Sweeper {
         Sweeper { ports, signal, config }
     }
 
-    /// Sweeps until `shutdown` is cancelled.
+    /// Sweeps until `shutdown` is cancelled: fire what is due, then sleep until the earliest
+    /// `next_fire_at` (or `max_sleep`), a job change, or shutdown.
     pub async fn run(self, shutdown: CancellationToken) {
-        let _ = shutdown;
-        todo!()
+        let clock = self.ports.clock.clone();
+        while !shutdown.is_cancelled() {
+            let wake_at = match self.sweep_once().await {
+                Ok(report) if report.more => clock.now(),
+                Ok(_) => self.next_wake().await,
+                Err(e) => {
+                    tracing::warn!(error = %e, "sweep failed; retrying");
+                    clock.now() + ERROR_BACKOFF.to_chrono()
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => return,
+                _ = self.signal.woken() => {}
+                _ = clock.sleep_until(wake_at) => {}
+            }
+        }
     }
 
-    /// Fires everything due now, then returns.
+    /// When the next sweep is due: the earliest `next_fire_at` less the look-ahead, capped
+    /// at `max_sleep` from now.
+    async fn next_wake(&self) -> Timestamp {
+        let now = self.ports.clock.now();
+        let latest = now + self.config.max_sleep.to_chrono();
+        match self.ports.store.next_due_at().await {
+            Ok(Some(due)) => (due - self.config.lookahead.to_chrono()).min(latest),
+            Ok(None) => latest,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the next due time");
+                now + ERROR_BACKOFF.to_chrono()
+            }
+        }
+    }
+
+    /// Fires one batch of what is due now. `more` in the report says another batch waits.
     pub async fn sweep_once(&self) -> Result<SweepReport, CoreError> {
-        todo!()
+        let now = crate::timestamp::trunc_ms(self.ports.clock.now());
+        let horizon = now + self.config.lookahead.to_chrono();
+        let due = self.ports.store.due_jobs(horizon, self.config.batch).await?;
+        let mut report = SweepReport { jobs: due.len(), more: due.len() == self.config.batch, ..SweepReport::default() };
+        let mut dispatches = Vec::new();
+        for job in &due {
+            match self.fire_job(job, now).await {
+                Ok((fired, skipped)) => {
+                    report.fired += fired.len();
+                    report.skipped += skipped;
+                    dispatches.extend(fired);
+                }
+                // Someone changed the job meanwhile (a user, another sweeper): the next
+                // sweep sees its new state.
+                Err(CoreError::Store(StoreError::Conflict(_))) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !dispatches.is_empty() {
+            // A crash before this line leaves PENDING runs that the reaper re-enqueues.
+            self.ports.queue.enqueue(&dispatches).await?;
+        }
+        Ok(report)
+    }
+
+    /// Plans and writes one job's firing; returns the dispatches of the runs it created and
+    /// how many occurrences it skipped.
+    async fn fire_job(&self, job: &Job, now: Timestamp) -> Result<(Vec<Dispatch>, usize), CoreError> {
+        let active = if job.spec.overlap_policy() == Overlap::Allow {
+            Vec::new()
+        } else {
+            self.ports.store.active_runs(&job.tenant, &job.id).await?
+        };
+        let Some(plan) = plan(job, &active, now, self.config.lookahead) else {
+            return Ok((Vec::new(), 0));
+        };
+        let created = self.ports.store.fire(&plan.firing).await?;
+        for (at, reason) in &plan.skipped {
+            let reason = match reason {
+                SkipReason::Misfire => "misfire",
+                SkipReason::Overlap => "overlap",
+            };
+            tracing::info!(tenant = %job.tenant, job_id = %job.id, scheduled_for = %crate::timestamp::format(at), reason, "occurrence skipped");
+        }
+        let dispatches = created
+            .into_iter()
+            .map(|run| Dispatch { tenant: run.tenant, run_id: run.run_id, priority: run.priority, not_before: run.not_before })
+            .collect();
+        Ok((dispatches, plan.skipped.len()))
     }
 }

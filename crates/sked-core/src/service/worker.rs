@@ -2,12 +2,28 @@
 //! executor, heartbeats at a third of the lease, enforces the timeout, and completes — or,
 //! having lost its lease, stops the payload and writes nothing.
 
-use super::Ports;
+use super::reaper::dispatch_of;
+use super::{Ports, start_extra_run};
 use crate::duration::Dur;
+use crate::error::CoreError;
 use crate::ids::WorkerId;
-use crate::ports::Executor;
+use crate::job::{Job, OnTimeout, Overlap};
+use crate::ports::{
+    AttemptResult, ClaimOutcome, Delivery, ExecRequest, ExecResult, Executor, LogKey, LogLine, LogSummary, LogWriter,
+    QueueError, RunTransition, StopReason, StoreError,
+};
+use crate::retry::after_attempt_for;
+use crate::run::{AttemptOutcome, Run, RunState, Trigger};
+use crate::timestamp::{self, Timestamp};
 use std::sync::Arc;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+/// Buffered output lines between an executor and the log writer.
+const OUTPUT_BUFFER: usize = 1024;
+/// Pause after a failed receive before trying again.
+const RECEIVE_BACKOFF: Dur = Dur::millis(500);
 
 /// Worker settings.
 #[derive(Debug, Clone)]
@@ -45,9 +61,302 @@ impl Worker {
     }
 
     /// Works until `shutdown` is cancelled; then stops taking work, stops running payloads
-    /// (their runs are retried elsewhere) and returns.
+    /// (their runs are retried elsewhere) and returns once they have ended.
     pub async fn run(self, shutdown: CancellationToken) {
-        let _ = shutdown;
-        todo!()
+        let this = Arc::new(self);
+        let slots = Arc::new(Semaphore::new(this.config.concurrency.max(1)));
+        let mut attempts = JoinSet::new();
+        loop {
+            let first = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
+            };
+            let mut permits = vec![first];
+            while let Ok(p) = slots.clone().try_acquire_owned() {
+                permits.push(p);
+            }
+            let received = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                r = this.ports.queue.receive(permits.len(), this.config.lease, this.config.poll_wait) => r,
+            };
+            let deliveries = match received {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::warn!(worker = %this.config.id, error = %e, "receive failed");
+                    let clock = &this.ports.clock;
+                    clock.sleep_until(clock.now() + RECEIVE_BACKOFF.to_chrono()).await;
+                    continue;
+                }
+            };
+            for delivery in deliveries {
+                let Some(permit) = permits.pop() else { break };
+                let worker = this.clone();
+                let stop = shutdown.clone();
+                attempts.spawn(async move {
+                    worker.handle(delivery, stop).await;
+                    drop(permit);
+                });
+            }
+            while attempts.try_join_next().is_some() {}
+        }
+        while attempts.join_next().await.is_some() {}
+    }
+
+    /// Claims and runs one delivered run; leaves the message for redelivery where another
+    /// worker (or a later try) must take it.
+    async fn handle(&self, delivery: Delivery, shutdown: CancellationToken) {
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        match self.try_handle(&delivery, shutdown).await {
+            Ok(()) => {}
+            Err(e) => tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %e, "delivery not handled; it will be redelivered"),
+        }
+    }
+
+    async fn try_handle(&self, delivery: &Delivery, shutdown: CancellationToken) -> Result<(), CoreError> {
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let job = match run_id.parts() {
+            Some((job_id, _)) => store.get_job(tenant, &job_id).await?,
+            None => None,
+        };
+        // `queue_one`: the waiting run starts only once the earlier one has ended.
+        if let Some(job) = job.as_ref().filter(|j| j.spec.overlap_policy() == Overlap::QueueOne) {
+            let now = self.ports.clock.now();
+            let busy_until = store
+                .active_runs(tenant, &job.id)
+                .await?
+                .iter()
+                .filter(|r| &r.run_id != run_id && r.state == RunState::Running)
+                .filter_map(|r| r.lease.as_ref().map(|l| l.expires_at))
+                .filter(|until| *until > now)
+                .max();
+            if let Some(until) = busy_until {
+                return self.defer(delivery, until).await;
+            }
+        }
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        let (run, token) = match store.claim(tenant, run_id, &self.config.id, now, lease_until).await {
+            Ok(ClaimOutcome::Claimed { run, token }) => (run, token),
+            Ok(ClaimOutcome::Terminal(_)) | Err(StoreError::NotFound) => return self.ack(delivery).await,
+            Ok(ClaimOutcome::Leased(until) | ClaimOutcome::NotYet(until)) => return self.defer(delivery, until).await,
+            Err(e) => return Err(e.into()),
+        };
+        let job = match job {
+            Some(job) if job.id == run.job_id => job,
+            _ => match store.get_job(tenant, &run.job_id).await? {
+                Some(job) => job,
+                None => {
+                    let result = failure_at(now, "the run's job no longer exists");
+                    store.complete(tenant, run_id, token, &result, RunTransition::Finish(RunState::Failed), None).await?;
+                    return self.ack(delivery).await;
+                }
+            },
+        };
+        self.run_attempt(delivery, &job, run, token, shutdown).await
+    }
+
+    /// Runs the claimed attempt to its end and records it (unless the lease was lost).
+    async fn run_attempt(&self, delivery: &Delivery, job: &Job, run: Run, token: u64, shutdown: CancellationToken) -> Result<(), CoreError> {
+        let clock = self.ports.clock.clone();
+        let attempt = run.attempt_count();
+        let started = clock.now();
+        tracing::info!(worker = %self.config.id, tenant = %run.tenant, job_id = %run.job_id, run_id = %run.run_id, attempt, "attempt started");
+        let key = LogKey { tenant: run.tenant.clone(), run_id: run.run_id.clone(), attempt };
+        let writer = self.ports.logs.writer(&key).await?;
+        let (out_tx, out_rx) = mpsc::channel(OUTPUT_BUFFER);
+        let pump = tokio::spawn(pump_output(out_rx, writer));
+        let (stop_tx, stop_rx) = watch::channel(None);
+        let request = ExecRequest { task: job.spec.task.clone(), context: context_env(&run, token), grace: self.config.grace };
+
+        let execution = self.executor.execute(request, out_tx, stop_rx);
+        tokio::pin!(execution);
+        let beat_every = Dur::millis((self.config.lease.as_millis() / 3).max(1) as u64).to_chrono();
+        let deadline = started + job.spec.timeout.to_chrono();
+        let mut next_beat = started + beat_every;
+        let mut stop: Option<StopReason> = None;
+        let result: ExecResult = loop {
+            tokio::select! {
+                result = &mut execution => break result,
+                _ = clock.sleep_until(next_beat), if stop != Some(StopReason::LeaseLost) => {
+                    next_beat = clock.now() + beat_every;
+                    if let Some(reason) = self.heartbeat(delivery, &run, token).await {
+                        if stop.is_none() || reason == StopReason::LeaseLost {
+                            stop = Some(reason);
+                            let _ = stop_tx.send(stop);
+                        }
+                    }
+                }
+                _ = clock.sleep_until(deadline), if stop.is_none() => {
+                    stop = Some(StopReason::Timeout);
+                    let _ = stop_tx.send(stop);
+                }
+                _ = shutdown.cancelled(), if stop.is_none() => {
+                    stop = Some(StopReason::Shutdown);
+                    let _ = stop_tx.send(stop);
+                }
+            }
+        };
+        let summary = match pump.await {
+            Ok(Ok(summary)) => summary,
+            Ok(Err(e)) => {
+                tracing::warn!(run_id = %run.run_id, attempt, error = %e, "log could not be finished");
+                LogSummary::default()
+            }
+            Err(_) => LogSummary::default(),
+        };
+        let stopped = result.stopped.or(stop.filter(|s| *s == StopReason::LeaseLost));
+        let outcome = match stopped {
+            // Fenced off: another attempt may be running. Write nothing about this one.
+            Some(StopReason::LeaseLost) => {
+                tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "lease lost; payload stopped, nothing recorded");
+                return Ok(());
+            }
+            Some(StopReason::Timeout) => AttemptOutcome::TimedOut,
+            Some(StopReason::Cancelled) => AttemptOutcome::Cancelled,
+            Some(StopReason::Shutdown) => AttemptOutcome::WorkerLost,
+            None if result.success => AttemptOutcome::Succeeded,
+            None => AttemptOutcome::Failed,
+        };
+        let now = timestamp::trunc_ms(clock.now());
+        let error = match stopped {
+            Some(StopReason::Timeout) => Some(format!("timed out after {}", job.spec.timeout)),
+            Some(StopReason::Cancelled) => Some("cancelled".to_string()),
+            Some(StopReason::Shutdown) => Some(format!("worker {} shut down", self.config.id)),
+            _ => result.error.clone(),
+        };
+        let attempt_result = AttemptResult {
+            finished_at: now,
+            outcome,
+            exit_code: result.exit_code,
+            http_status: result.http_status,
+            error,
+            log_bytes: summary.bytes,
+            log_truncated: summary.truncated,
+        };
+        let next = after_attempt_for(&run, &job.spec, outcome, now);
+        let finished = match self.ports.store.complete(&run.tenant, &run.run_id, token, &attempt_result, next, None).await {
+            Ok(run) => run,
+            Err(StoreError::Fenced) => {
+                tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "completion fenced off; nothing recorded");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        tracing::info!(worker = %self.config.id, run_id = %run.run_id, attempt, outcome = %outcome, state = %finished.state, "attempt ended");
+        if matches!(next, RunTransition::Retry { .. }) {
+            self.ports.queue.enqueue(&[dispatch_of(&finished)]).await?;
+        }
+        self.ack(delivery).await?;
+        if finished.state.is_terminal() {
+            self.after_run(job, &finished).await?;
+        }
+        Ok(())
+    }
+
+    /// Renews the store lease and the queue lease. Returns a reason to stop the payload:
+    /// the run was cancelled, or the lease is lost.
+    async fn heartbeat(&self, delivery: &Delivery, run: &Run, token: u64) -> Option<StopReason> {
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let until = now + self.config.lease.to_chrono();
+        match self.ports.store.heartbeat(&run.tenant, &run.run_id, token, now, until).await {
+            Ok(current) => {
+                if let Err(e) = self.ports.queue.extend(&delivery.receipt, self.config.lease).await {
+                    tracing::debug!(run_id = %run.run_id, error = %e, "queue lease not extended");
+                }
+                current.cancel_requested.then_some(StopReason::Cancelled)
+            }
+            Err(StoreError::Fenced) => Some(StopReason::LeaseLost),
+            Err(e) => {
+                tracing::warn!(run_id = %run.run_id, error = %e, "heartbeat failed; will retry");
+                None
+            }
+        }
+    }
+
+    /// Follow-ups once a run has ended: the timeout handler job, and the run `queue_one`
+    /// held back.
+    async fn after_run(&self, job: &Job, run: &Run) -> Result<(), CoreError> {
+        if let (RunState::TimedOut, OnTimeout::RunJob(handler)) = (run.state, &job.spec.on_timeout) {
+            match self.ports.store.get_job(&run.tenant, handler).await? {
+                Some(handler) if handler.state != crate::job::JobState::Deleted => {
+                    start_extra_run(&self.ports, &handler, Trigger::Handler).await?;
+                }
+                _ => tracing::warn!(run_id = %run.run_id, handler = %handler, "timeout handler job not found"),
+            }
+        }
+        if job.spec.overlap_policy() == Overlap::QueueOne {
+            let waiting: Vec<_> = self
+                .ports
+                .store
+                .active_runs(&run.tenant, &run.job_id)
+                .await?
+                .iter()
+                .filter(|r| r.state == RunState::Pending)
+                .map(dispatch_of)
+                .collect();
+            if !waiting.is_empty() {
+                self.ports.queue.enqueue(&waiting).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Leaves a delivery invisible until `until`, when it is worth trying again.
+    async fn defer(&self, delivery: &Delivery, until: Timestamp) -> Result<(), CoreError> {
+        let wait = (until - self.ports.clock.now()).num_milliseconds().max(0) as u64 + 10;
+        ignore_stale(self.ports.queue.extend(&delivery.receipt, Dur::millis(wait)).await)
+    }
+
+    async fn ack(&self, delivery: &Delivery) -> Result<(), CoreError> {
+        ignore_stale(self.ports.queue.ack(&delivery.receipt).await)
+    }
+}
+
+/// A stale receipt means the message was already handled or superseded: nothing to do.
+fn ignore_stale(result: Result<(), QueueError>) -> Result<(), CoreError> {
+    match result {
+        Ok(()) | Err(QueueError::StaleReceipt) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The SKED_* variables every payload gets.
+fn context_env(run: &Run, token: u64) -> Vec<(String, String)> {
+    vec![
+        ("SKED_TENANT".into(), run.tenant.to_string()),
+        ("SKED_JOB_ID".into(), run.job_id.to_string()),
+        ("SKED_RUN_ID".into(), run.run_id.to_string()),
+        ("SKED_ATTEMPT".into(), run.attempt_count().to_string()),
+        ("SKED_SCHEDULED_FOR".into(), timestamp::format(&run.scheduled_for)),
+        ("SKED_FENCING_TOKEN".into(), token.to_string()),
+    ]
+}
+
+fn failure_at(now: Timestamp, error: &str) -> AttemptResult {
+    AttemptResult {
+        finished_at: now,
+        outcome: AttemptOutcome::Failed,
+        exit_code: None,
+        http_status: None,
+        error: Some(error.to_string()),
+        log_bytes: 0,
+        log_truncated: false,
+    }
+}
+
+/// Moves output lines into the attempt's log until the executor drops its sender.
+async fn pump_output(mut lines: mpsc::Receiver<LogLine>, mut writer: Box<dyn LogWriter>) -> Result<LogSummary, crate::ports::LogError> {
+    let mut failed = None;
+    while let Some(line) = lines.recv().await {
+        if failed.is_none() {
+            if let Err(e) = writer.append(line).await {
+                failed = Some(e);
+            }
+        }
+    }
+    match failed {
+        Some(e) => Err(e),
+        None => writer.finish().await,
     }
 }

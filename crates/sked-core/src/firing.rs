@@ -1,0 +1,293 @@
+//! Firing plans: what a sweep does with one due job — which occurrences become runs, which
+//! are skipped by policy (misfire, overlap) and why, and where the job's schedule goes next.
+//! A pure function of (job, its active runs, now), so every policy is unit-tested here.
+
+use crate::duration::Dur;
+use crate::job::{Job, JobState, MAX_FIRE_ALL, Misfire, Overlap};
+use crate::ports::Firing;
+use crate::retry::start_jitter;
+use crate::run::{Run, RunState, Trigger};
+use crate::schedule::{Schedule, next_fire_after};
+use crate::timestamp::Timestamp;
+
+/// An occurrence late by more than this counts as missed (sked was down, or the job was
+/// paused) and follows the job's misfire policy; within it, it simply fires late.
+pub const MISFIRE_GRACE: Dur = Dur::secs(60);
+
+/// Most occurrences one plan walks through; a longer catch-up continues at the next sweep.
+const MAX_SCAN: usize = 10_000;
+
+/// Why an occurrence did not become a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// Missed (late beyond [`MISFIRE_GRACE`]) and the misfire policy dropped it.
+    Misfire,
+    /// An earlier run of the job was still active and the overlap policy dropped it.
+    Overlap,
+}
+
+/// A sweep's plan for one job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The conditional write to make.
+    pub firing: Firing,
+    /// Occurrences not fired, with the reason.
+    pub skipped: Vec<(Timestamp, SkipReason)>,
+}
+
+/// Plans the firing of `job` at `now`: every occurrence from `job.next_fire_at` up to
+/// `now + lookahead` is considered. `active` are the job's PENDING/RUNNING runs.
+/// `None` if the job is not ACTIVE or has nothing due.
+pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option<Plan> {
+    let first = job.next_fire_at?;
+    let horizon = now + lookahead.to_chrono();
+    if job.state != JobState::Active || first > horizon {
+        return None;
+    }
+    let spec = &job.spec;
+    let window = spec.window();
+
+    // Walk the due occurrences.
+    let mut due = Vec::new();
+    let mut next = Some(first);
+    while let Some(t) = next {
+        if t > horizon || due.len() == MAX_SCAN {
+            break;
+        }
+        due.push(t);
+        next = next_fire_after(&spec.schedule, &spec.dst, &window, t);
+    }
+
+    // Misfire: split what was missed from what is (nearly) on time.
+    let missed_before = now - MISFIRE_GRACE.to_chrono();
+    let one_shot = matches!(spec.schedule, Schedule::At(_));
+    let split = if one_shot { 0 } else { due.partition_point(|t| *t < missed_before) };
+    let (missed, current) = due.split_at(split);
+    let mut skipped = Vec::new();
+    let mut fire: Vec<Timestamp> = Vec::new();
+    match spec.misfire {
+        Misfire::FireAll => {
+            let keep_from = missed.len().saturating_sub(MAX_FIRE_ALL);
+            skipped.extend(missed[..keep_from].iter().map(|t| (*t, SkipReason::Misfire)));
+            fire.extend_from_slice(&missed[keep_from..]);
+        }
+        Misfire::Skip => skipped.extend(missed.iter().map(|t| (*t, SkipReason::Misfire))),
+        // fire_once and any later policy: one run stands for everything missed.
+        _ => {
+            if let Some((latest, older)) = missed.split_last() {
+                skipped.extend(older.iter().map(|t| (*t, SkipReason::Misfire)));
+                fire.push(*latest);
+            }
+        }
+    }
+    fire.extend_from_slice(current);
+
+    // Overlap: with an earlier run still going, keep at most one new run (the latest).
+    let mut cancel = Vec::new();
+    let policy = spec.overlap_policy();
+    if policy != Overlap::Allow && (fire.len() > 1 || !active.is_empty()) {
+        let latest = fire.pop();
+        skipped.extend(fire.drain(..).map(|t| (t, SkipReason::Overlap)));
+        let keep_latest = match policy {
+            Overlap::Forbid => active.is_empty(),
+            Overlap::QueueOne => !active.iter().any(|r| r.state == RunState::Pending),
+            Overlap::Replace => {
+                cancel.extend(active.iter().map(|r| r.run_id.clone()));
+                true
+            }
+            _ => true,
+        };
+        match latest {
+            Some(t) if keep_latest => fire.push(t),
+            Some(t) => skipped.push((t, SkipReason::Overlap)),
+            None => {}
+        }
+    }
+    skipped.sort_by_key(|(t, _)| *t);
+
+    let runs = fire
+        .into_iter()
+        .map(|t| {
+            let mut run = Run::new_pending(
+                job.tenant.clone(),
+                job.id.clone(),
+                t,
+                Trigger::Schedule,
+                spec.priority,
+                t,
+                spec.max_attempts(),
+                now,
+            );
+            run.not_before = t + start_jitter(spec.jitter, run.run_id.as_str()).to_chrono();
+            run
+        })
+        .collect();
+    Some(Plan {
+        firing: Firing {
+            tenant: job.tenant.clone(),
+            job_id: job.id.clone(),
+            expected_version: job.version,
+            expected_next_fire_at: job.next_fire_at,
+            next_fire_at: next,
+            state: if next.is_some() { JobState::Active } else { JobState::Completed },
+            runs,
+            cancel,
+        },
+        skipped,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::JobSpec;
+    use crate::timestamp::parse;
+
+    fn ts(s: &str) -> Timestamp {
+        parse(s).unwrap()
+    }
+
+    /// A job from JSON spec fields, ACTIVE, with `next_fire_at` set.
+    fn job(spec: serde_json::Value, next_fire_at: &str) -> Job {
+        let spec: JobSpec = serde_json::from_value(spec).unwrap();
+        Job {
+            tenant: "t".into(),
+            id: "j".into(),
+            spec: spec.normalised(ts("2026-01-01T00:00:00Z")),
+            state: JobState::Active,
+            next_fire_at: Some(ts(next_fire_at)),
+            version: 3,
+            created_at: ts("2026-01-01T00:00:00Z"),
+            updated_at: ts("2026-01-01T00:00:00Z"),
+        }
+    }
+
+    fn every_minute(extra: serde_json::Value) -> serde_json::Value {
+        let mut spec = serde_json::json!({
+            "schedule": {"cron": "* * * * *"},
+            "task": {"command": {"argv": ["true"]}},
+        });
+        spec.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+        spec
+    }
+
+    fn fired(plan: &Plan) -> Vec<Timestamp> {
+        plan.firing.runs.iter().map(|r| r.scheduled_for).collect()
+    }
+
+    #[test]
+    fn nothing_due_means_no_plan() {
+        let j = job(every_minute(serde_json::json!({})), "2026-12-01T10:01:00Z");
+        assert_eq!(plan(&j, &[], ts("2026-12-01T10:00:30Z"), Dur::ZERO), None);
+    }
+
+    #[test]
+    fn an_on_time_occurrence_fires_and_the_schedule_advances() {
+        let j = job(every_minute(serde_json::json!({})), "2026-12-01T10:00:00Z");
+        let p = plan(&j, &[], ts("2026-12-01T10:00:00.003Z"), Dur::ZERO).unwrap();
+        assert_eq!(fired(&p), vec![ts("2026-12-01T10:00:00Z")]);
+        assert_eq!(p.firing.next_fire_at, Some(ts("2026-12-01T10:01:00Z")));
+        assert_eq!(p.firing.expected_next_fire_at, j.next_fire_at);
+        assert_eq!(p.firing.expected_version, 3);
+        assert_eq!(p.firing.state, JobState::Active);
+        assert_eq!(p.firing.runs[0].run_id.as_str(), "j@20261201T100000.000Z");
+        assert!(p.skipped.is_empty());
+    }
+
+    #[test]
+    fn fire_once_after_downtime_fires_one_run_for_the_missed_and_skips_the_rest() {
+        let j = job(every_minute(serde_json::json!({"misfire": "fire_once", "overlap": "allow"})), "2026-12-01T10:00:00Z");
+        let p = plan(&j, &[], ts("2026-12-01T10:10:30Z"), Dur::ZERO).unwrap();
+        // 10:10 is within the grace, 10:09 is the latest missed one.
+        assert_eq!(fired(&p), vec![ts("2026-12-01T10:09:00Z"), ts("2026-12-01T10:10:00Z")]);
+        assert_eq!(p.skipped.len(), 9);
+        assert!(p.skipped.iter().all(|(_, r)| *r == SkipReason::Misfire));
+        assert_eq!(p.firing.next_fire_at, Some(ts("2026-12-01T10:11:00Z")));
+
+        // With the default `forbid`, the catch-up itself must not overlap: one run.
+        let j = job(every_minute(serde_json::json!({"misfire": "fire_once"})), "2026-12-01T10:00:00Z");
+        let p = plan(&j, &[], ts("2026-12-01T10:10:30Z"), Dur::ZERO).unwrap();
+        assert_eq!(fired(&p), vec![ts("2026-12-01T10:10:00Z")]);
+        assert_eq!(p.skipped.len(), 10);
+    }
+
+    #[test]
+    fn skip_drops_every_missed_occurrence() {
+        let j = job(every_minute(serde_json::json!({"misfire": "skip"})), "2026-12-01T10:00:00Z");
+        let p = plan(&j, &[], ts("2026-12-01T10:10:30Z"), Dur::ZERO).unwrap();
+        assert_eq!(fired(&p), vec![ts("2026-12-01T10:10:00Z")]);
+        assert_eq!(p.skipped.len(), 10);
+    }
+
+    #[test]
+    fn fire_all_fires_every_missed_occurrence_up_to_the_bound() {
+        let j = job(every_minute(serde_json::json!({"misfire": "fire_all", "overlap": "allow"})), "2026-12-01T10:00:00Z");
+        let p = plan(&j, &[], ts("2026-12-01T10:05:00Z"), Dur::ZERO).unwrap();
+        assert_eq!(fired(&p).len(), 6);
+        let j = job(every_minute(serde_json::json!({"misfire": "fire_all", "overlap": "allow"})), "2026-12-01T00:00:00Z");
+        let p = plan(&j, &[], ts("2026-12-01T10:00:30Z"), Dur::ZERO).unwrap();
+        assert_eq!(fired(&p).len(), MAX_FIRE_ALL + 1, "100 missed plus the current one");
+        assert_eq!(p.skipped.len(), 600 - MAX_FIRE_ALL);
+    }
+
+    #[test]
+    fn forbid_skips_while_a_run_is_active() {
+        let j = job(every_minute(serde_json::json!({})), "2026-12-01T10:00:00Z");
+        let active = Run::new_pending("t".into(), "j".into(), ts("2026-12-01T09:59:00Z"), Trigger::Schedule, 5, ts("2026-12-01T09:59:00Z"), 4, ts("2026-12-01T09:59:00Z"));
+        let p = plan(&j, &[active], ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
+        assert!(p.firing.runs.is_empty());
+        assert_eq!(p.skipped, vec![(ts("2026-12-01T10:00:00Z"), SkipReason::Overlap)]);
+        assert_eq!(p.firing.next_fire_at, Some(ts("2026-12-01T10:01:00Z")), "the schedule still advances");
+    }
+
+    #[test]
+    fn replace_cancels_the_active_run_and_queue_one_keeps_one_waiting() {
+        let mut running = Run::new_pending("t".into(), "j".into(), ts("2026-12-01T09:59:00Z"), Trigger::Schedule, 5, ts("2026-12-01T09:59:00Z"), 4, ts("2026-12-01T09:59:00Z"));
+        running.state = RunState::Running;
+        let j = job(every_minute(serde_json::json!({"overlap": "replace"})), "2026-12-01T10:00:00Z");
+        let p = plan(&j, std::slice::from_ref(&running), ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
+        assert_eq!(p.firing.cancel, vec![running.run_id.clone()]);
+        assert_eq!(fired(&p), vec![ts("2026-12-01T10:00:00Z")]);
+
+        let j = job(every_minute(serde_json::json!({"overlap": "queue_one"})), "2026-12-01T10:00:00Z");
+        let p = plan(&j, std::slice::from_ref(&running), ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
+        assert_eq!(fired(&p), vec![ts("2026-12-01T10:00:00Z")], "one may wait behind the running one");
+        let mut waiting = running.clone();
+        waiting.state = RunState::Pending;
+        let p = plan(&j, &[running, waiting], ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
+        assert!(p.firing.runs.is_empty(), "but not two");
+    }
+
+    #[test]
+    fn a_one_shot_fires_once_however_late_and_completes() {
+        let j = job(serde_json::json!({"schedule": {"at": "2026-12-01T10:00:00Z"}, "task": {"command": {"argv": ["true"]}}, "misfire": "skip"}), "2026-12-01T10:00:00Z");
+        let p = plan(&j, &[], ts("2026-12-02T10:00:00Z"), Dur::ZERO).unwrap();
+        assert_eq!(fired(&p), vec![ts("2026-12-01T10:00:00Z")]);
+        assert_eq!(p.firing.next_fire_at, None);
+        assert_eq!(p.firing.state, JobState::Completed);
+    }
+
+    #[test]
+    fn jitter_delays_the_start_but_not_the_nominal_time() {
+        let j = job(every_minute(serde_json::json!({"jitter": "30s"})), "2026-12-01T10:00:00Z");
+        let p = plan(&j, &[], ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
+        let run = &p.firing.runs[0];
+        assert_eq!(run.scheduled_for, ts("2026-12-01T10:00:00Z"));
+        assert!(run.not_before >= run.scheduled_for && run.not_before < ts("2026-12-01T10:00:30Z"));
+    }
+
+    #[test]
+    fn lookahead_fires_early_with_not_before_at_the_nominal_time() {
+        let j = job(every_minute(serde_json::json!({})), "2026-12-01T10:01:00Z");
+        let p = plan(&j, &[], ts("2026-12-01T10:00:30Z"), Dur::secs(60)).unwrap();
+        assert_eq!(fired(&p), vec![ts("2026-12-01T10:01:00Z")]);
+        assert_eq!(p.firing.runs[0].not_before, ts("2026-12-01T10:01:00Z"));
+    }
+
+    #[test]
+    fn paused_jobs_do_not_fire() {
+        let mut j = job(every_minute(serde_json::json!({})), "2026-12-01T10:00:00Z");
+        j.state = JobState::Paused;
+        assert_eq!(plan(&j, &[], ts("2026-12-01T10:00:00Z"), Dur::ZERO), None);
+    }
+}

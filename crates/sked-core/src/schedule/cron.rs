@@ -1,0 +1,132 @@
+//! Cron expressions and time zones: parsing them (for validation and for the next-fire
+//! computation) and finding matching wall-clock times.
+//!
+//! Parsing and matching are delegated to the `croner` crate; this module only pins the
+//! dialect sked accepts (5 fields, or 6 with leading seconds; the `@` macros) and gives
+//! errors people can act on. It works on *local naive* times only: turning a wall-clock time
+//! into instants (and what DST does to it) belongs to [`super::dst`].
+
+use chrono::NaiveDateTime;
+use chrono_tz::Tz;
+use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
+
+/// A parsed cron expression, matched against wall-clock (local naive) times.
+#[derive(Debug, Clone)]
+pub struct CronExpr {
+    /// The parsed pattern.
+    cron: Cron,
+}
+
+/// The `@` macros sked accepts, and the 5-field expression each stands for.
+const MACROS: [(&str, &str); 7] = [
+    ("@yearly", "0 0 1 1 *"),
+    ("@annually", "0 0 1 1 *"),
+    ("@monthly", "0 0 1 * *"),
+    ("@weekly", "0 0 * * SUN"),
+    ("@daily", "0 0 * * *"),
+    ("@midnight", "0 0 * * *"),
+    ("@hourly", "0 * * * *"),
+];
+
+/// Parses a cron expression: 5 fields (`minute hour day-of-month month day-of-week`), 6 fields
+/// with leading seconds, or one of `@yearly @annually @monthly @weekly @daily @midnight
+/// @hourly`. Month and weekday names (`JAN`, `MON-FRI`) are accepted, case-insensitively.
+/// The error is a sentence for people, naming what is wrong.
+pub fn parse_cron(expr: &str) -> Result<CronExpr, String> {
+    let trimmed = expr.trim();
+    if trimmed.is_empty() {
+        return Err("cron expression is empty".into());
+    }
+    // croner does not know `@midnight` and passes unknown macros through to the field
+    // parser, so the macros are expanded here and anything else starting with `@` refused.
+    let expanded = if trimmed.starts_with('@') {
+        match MACROS.iter().find(|(name, _)| name.eq_ignore_ascii_case(trimmed)) {
+            Some((_, pattern)) => *pattern,
+            None => {
+                return Err(format!(
+                    "unknown cron macro {trimmed:?}; use one of @yearly @annually @monthly @weekly @daily @midnight @hourly"
+                ));
+            }
+        }
+    } else {
+        trimmed
+    };
+    let fields = expanded.split_whitespace().count();
+    if !(5..=6).contains(&fields) {
+        return Err(format!(
+            "cron expression has {fields} fields; use 5 (minute hour day-of-month month day-of-week) or 6 with leading seconds"
+        ));
+    }
+    let parser = CronParser::builder().seconds(Seconds::Optional).year(Year::Disallowed).build();
+    parser
+        .parse(expanded)
+        .map(|cron| CronExpr { cron })
+        .map_err(|e| format!("invalid cron expression {trimmed:?}: {e}"))
+}
+
+/// Parses an IANA time-zone name (`Europe/Berlin`, `UTC`), case-sensitively.
+pub fn parse_timezone(name: &str) -> Result<Tz, String> {
+    name.parse::<Tz>()
+        .map_err(|_| format!("unknown time zone {name:?}: use an IANA name such as \"Europe/Berlin\" or \"UTC\""))
+}
+
+impl CronExpr {
+    /// The first wall-clock time strictly after `after` (compared at whole seconds) that the
+    /// expression matches, or `None` if there is none (`0 0 30 2 *`) or the search gives up.
+    pub fn next_local_after(&self, after: NaiveDateTime) -> Option<NaiveDateTime> {
+        // croner searches the wall clock of a `NaiveDateTime` as is (it never sees a time zone
+        // there), so DST is entirely ours to handle. It ignores sub-second parts.
+        self.cron.find_next_occurrence(&after, false).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::NaiveDate;
+
+    fn local(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> NaiveDateTime {
+        NaiveDate::from_ymd_opt(y, mo, d).unwrap().and_hms_opt(h, mi, s).unwrap()
+    }
+
+    #[test]
+    fn given_five_or_six_fields_when_parsed_then_accepted() {
+        for ok in ["0 9 * * MON-FRI", "*/5 * * * * *", "0 0 1 JAN *", "0 0 L * *", " 0 0 * * * "] {
+            assert!(parse_cron(ok).is_ok(), "{ok} should parse");
+        }
+    }
+
+    #[test]
+    fn given_every_macro_when_parsed_then_accepted_case_insensitively() {
+        for (name, _) in MACROS {
+            assert!(parse_cron(name).is_ok(), "{name}");
+            assert!(parse_cron(&name.to_uppercase()).is_ok(), "{name} upper case");
+        }
+    }
+
+    #[test]
+    fn given_bad_expressions_when_parsed_then_refused_with_a_reason() {
+        for bad in ["", "* * * *", "1 2 3 4 5 6 7", "60 * * * *", "@fortnightly", "0/10 * * * *", "a b c d e"] {
+            let err = parse_cron(bad).err().unwrap_or_else(|| panic!("{bad:?} should fail"));
+            assert!(!err.is_empty());
+        }
+        assert!(parse_cron("* * * *").unwrap_err().contains("4 fields"));
+    }
+
+    #[test]
+    fn given_midnight_macro_when_matched_then_same_as_daily() {
+        let from = local(2026, 5, 5, 10, 0, 0);
+        let m = parse_cron("@midnight").unwrap().next_local_after(from);
+        assert_eq!(m, Some(local(2026, 5, 6, 0, 0, 0)));
+        assert_eq!(m, parse_cron("@daily").unwrap().next_local_after(from));
+    }
+
+    #[test]
+    fn given_time_zone_names_when_parsed_then_only_iana_names_pass() {
+        assert_eq!(parse_timezone("Europe/Berlin"), Ok(chrono_tz::Europe::Berlin));
+        assert!(parse_timezone("UTC").is_ok());
+        assert!(parse_timezone("Mars/Olympus").is_err());
+        assert!(parse_timezone("").is_err());
+    }
+}
