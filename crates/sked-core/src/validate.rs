@@ -305,3 +305,323 @@ fn check_backoff(out: &mut Problems, b: &Backoff) {
         out.add("backoff.jitter", format!("backoff.jitter is {}; use 0 to 1", b.jitter));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::OnTimeout;
+    use crate::schedule::DstPolicy;
+    use serde_json::json;
+
+    fn ts(s: &str) -> Timestamp {
+        timestamp::parse(s).unwrap()
+    }
+
+    fn now() -> Timestamp {
+        ts("2026-06-01T12:00:00Z")
+    }
+
+    fn spec(value: serde_json::Value) -> JobSpec {
+        serde_json::from_value(value).unwrap()
+    }
+
+    /// A valid recurring command job.
+    fn base() -> JobSpec {
+        spec(json!({"schedule": {"every": "5m"}, "task": {"command": {"argv": ["echo", "hi"]}}}))
+    }
+
+    fn with_task(task: serde_json::Value) -> JobSpec {
+        JobSpec { task: serde_json::from_value(task).unwrap(), ..base() }
+    }
+
+    fn with_schedule(schedule: serde_json::Value) -> JobSpec {
+        JobSpec { schedule: serde_json::from_value(schedule).unwrap(), ..base() }
+    }
+
+    fn fields(spec: &JobSpec) -> Vec<String> {
+        validate_spec(spec, now()).into_iter().map(|e| e.field).collect()
+    }
+
+    /// Asserts that `spec` has exactly one problem, with `field`.
+    fn only(spec: &JobSpec, field: &str) {
+        assert_eq!(fields(spec), [field], "{spec:?}");
+    }
+
+    fn valid(spec: &JobSpec) {
+        assert_eq!(validate_spec(spec, now()), [], "{spec:?}");
+    }
+
+    #[test]
+    fn given_defaults_when_validated_then_no_problem() {
+        valid(&base());
+        valid(&with_schedule(json!({"at": "2026-01-01T00:00:00Z"})));
+        valid(&with_schedule(json!({"cron": "0 9 * * MON-FRI", "timezone": "Europe/Berlin"})));
+    }
+
+    #[test]
+    fn given_several_problems_when_validated_then_all_are_listed() {
+        let mut s = with_schedule(json!({"cron": "bad", "timezone": "Nowhere/Land"}));
+        s.priority = 12;
+        s.max_retries = 1000;
+        s.task = serde_json::from_value(json!({"http": {"url": "ftp://x", "method": "FETCH"}})).unwrap();
+        assert_eq!(
+            fields(&s),
+            ["schedule.cron", "schedule.timezone", "task.http.url", "task.http.method", "priority", "max_retries"]
+        );
+    }
+
+    #[test]
+    fn given_job_id_when_checked_then_field_is_id() {
+        assert_eq!(validate_job_id("backup.nightly-1"), None);
+        assert_eq!(validate_job_id("a b").unwrap().field, "id");
+        assert!(validate_job_id("").is_some());
+        assert!(validate_job_id(&"x".repeat(129)).is_some());
+    }
+
+    #[test]
+    fn given_cron_when_unparsable_then_schedule_cron_with_reason() {
+        valid(&with_schedule(json!({"cron": "@midnight"})));
+        valid(&with_schedule(json!({"cron": "*/5 * * * * *"})));
+        let problems = validate_spec(&with_schedule(json!({"cron": "* * *"})), now());
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].field, "schedule.cron");
+        assert!(problems[0].message.contains("3 fields"), "{}", problems[0].message);
+    }
+
+    #[test]
+    fn given_timezone_when_unknown_then_schedule_timezone() {
+        only(&with_schedule(json!({"cron": "@daily", "timezone": "Europe/Atlantis"})), "schedule.timezone");
+    }
+
+    #[test]
+    fn given_every_when_below_one_second_then_schedule_every() {
+        valid(&with_schedule(json!({"every": "1s"})));
+        only(&with_schedule(json!({"every": "500ms"})), "schedule.every");
+        only(&with_schedule(json!({"every": 0})), "schedule.every");
+    }
+
+    #[test]
+    fn given_anchor_when_absurd_then_schedule_anchor() {
+        valid(&with_schedule(json!({"every": "1m", "anchor": "2020-01-01T00:00:00Z"})));
+        valid(&with_schedule(json!({"every": "1m", "anchor": "2030-01-01T00:00:00Z"})));
+        only(&with_schedule(json!({"every": "1m", "anchor": "0001-01-01T00:00:00Z"})), "schedule.anchor");
+    }
+
+    #[test]
+    fn given_window_when_end_not_after_start_then_end_at() {
+        let mut s = base();
+        s.start_at = Some(ts("2026-07-01T00:00:00Z"));
+        s.end_at = Some(ts("2026-08-01T00:00:00Z"));
+        valid(&s);
+        s.end_at = s.start_at;
+        only(&s, "end_at");
+        s.end_at = Some(ts("2026-06-15T00:00:00Z"));
+        only(&s, "end_at");
+    }
+
+    #[test]
+    fn given_end_at_in_the_past_when_recurring_then_end_at_but_not_for_at() {
+        let mut s = base();
+        s.end_at = Some(ts("2026-05-01T00:00:00Z"));
+        only(&s, "end_at");
+        let mut at = with_schedule(json!({"at": "2026-04-01T00:00:00Z"}));
+        at.end_at = Some(ts("2026-05-01T00:00:00Z"));
+        valid(&at);
+    }
+
+    #[test]
+    fn given_at_when_outside_window_then_schedule_at() {
+        let mut s = with_schedule(json!({"at": "2026-04-01T00:00:00Z"}));
+        s.start_at = Some(ts("2026-05-01T00:00:00Z"));
+        only(&s, "schedule.at");
+    }
+
+    #[test]
+    fn given_start_at_when_absurd_year_then_start_at() {
+        let mut s = base();
+        s.start_at = Some(ts("1900-01-01T00:00:00Z"));
+        only(&s, "start_at");
+    }
+
+    #[test]
+    fn given_jitter_on_every_when_not_below_interval_then_jitter() {
+        let mut s = base();
+        s.jitter = Some(Dur::secs(299));
+        valid(&s);
+        s.jitter = Some(Dur::secs(300));
+        only(&s, "jitter");
+    }
+
+    #[test]
+    fn given_jitter_on_cron_when_not_below_gap_then_jitter() {
+        let mut s = with_schedule(json!({"cron": "0 * * * *", "timezone": "Europe/Berlin"}));
+        s.jitter = Some(Dur::secs(30 * 60));
+        valid(&s);
+        s.jitter = Some(Dur::secs(3600));
+        only(&s, "jitter");
+    }
+
+    #[test]
+    fn given_jitter_on_at_when_over_an_hour_then_jitter() {
+        let mut s = with_schedule(json!({"at": "2026-12-01T09:00:00Z"}));
+        s.jitter = Some(Dur::secs(3600));
+        valid(&s);
+        s.jitter = Some(Dur::secs(3601));
+        only(&s, "jitter");
+    }
+
+    #[test]
+    fn given_dst_policy_when_not_cron_then_no_problem() {
+        let mut s = base();
+        s.dst = serde_json::from_value::<DstPolicy>(json!({"gap": "skip", "repeat": "twice"})).unwrap();
+        valid(&s);
+    }
+
+    #[test]
+    fn given_argv_when_empty_or_with_nul_then_task_command_argv() {
+        only(&with_task(json!({"command": {"argv": []}})), "task.command.argv");
+        only(&with_task(json!({"command": {"argv": [""]}})), "task.command.argv");
+        only(&with_task(json!({"command": {"argv": ["echo", "a\u{0}b"]}})), "task.command.argv");
+    }
+
+    #[test]
+    fn given_command_env_when_too_many_or_bad_names_then_task_command_env() {
+        let env: BTreeMap<String, String> = (0..MAX_ENV).map(|i| (format!("V{i}"), "x".into())).collect();
+        valid(&with_task(json!({"command": {"argv": ["true"], "env": env}})));
+        let too_many: BTreeMap<String, String> = (0..=MAX_ENV).map(|i| (format!("V{i}"), "x".into())).collect();
+        only(&with_task(json!({"command": {"argv": ["true"], "env": too_many}})), "task.command.env");
+        only(&with_task(json!({"command": {"argv": ["true"], "env": {"A=B": "x"}}})), "task.command.env");
+        only(&with_task(json!({"command": {"argv": ["true"], "env": {"": "x"}}})), "task.command.env");
+    }
+
+    #[test]
+    fn given_cwd_when_relative_or_empty_then_task_command_cwd() {
+        valid(&with_task(json!({"command": {"argv": ["true"], "cwd": "/tmp"}})));
+        only(&with_task(json!({"command": {"argv": ["true"], "cwd": "tmp"}})), "task.command.cwd");
+        only(&with_task(json!({"command": {"argv": ["true"], "cwd": ""}})), "task.command.cwd");
+    }
+
+    #[test]
+    fn given_http_url_when_not_absolute_http_then_task_http_url() {
+        for ok in ["http://example.com", "https://example.com:8443/a?b#c", "http://user:pw@10.0.0.1/x", "http://[::1]:80/"] {
+            valid(&with_task(json!({"http": {"url": ok}})));
+        }
+        for bad in ["example.com", "/path", "ftp://example.com", "http://", "http:///x", "http://a b", "http://h:99999", "http://h:x"] {
+            only(&with_task(json!({"http": {"url": bad}})), "task.http.url");
+        }
+    }
+
+    #[test]
+    fn given_http_method_when_unknown_then_task_http_method() {
+        for ok in HTTP_METHODS {
+            valid(&with_task(json!({"http": {"url": "https://x.test", "method": ok}})));
+        }
+        only(&with_task(json!({"http": {"url": "https://x.test", "method": "get"}})), "task.http.method");
+        only(&with_task(json!({"http": {"url": "https://x.test", "method": "TRACE"}})), "task.http.method");
+    }
+
+    #[test]
+    fn given_http_headers_when_invalid_name_or_value_then_task_http_headers() {
+        valid(&with_task(json!({"http": {"url": "https://x.test", "headers": {"X-Api-Key": "k"}}})));
+        only(&with_task(json!({"http": {"url": "https://x.test", "headers": {"Bad Header": "k"}}})), "task.http.headers");
+        only(&with_task(json!({"http": {"url": "https://x.test", "headers": {"X": "a\r\nb"}}})), "task.http.headers");
+    }
+
+    #[test]
+    fn given_expect_status_when_out_of_range_then_task_http_expect_status() {
+        valid(&with_task(json!({"http": {"url": "https://x.test", "expect_status": 204}})));
+        only(&with_task(json!({"http": {"url": "https://x.test", "expect_status": 99}})), "task.http.expect_status");
+        only(&with_task(json!({"http": {"url": "https://x.test", "expect_status": 600}})), "task.http.expect_status");
+    }
+
+    #[test]
+    fn given_container_when_image_empty_or_env_too_big_then_named_field() {
+        valid(&with_task(json!({"container": {"image": "alpine:3"}})));
+        only(&with_task(json!({"container": {"image": " "}})), "task.container.image");
+        let too_many: BTreeMap<String, String> = (0..=MAX_ENV).map(|i| (format!("V{i}"), "x".into())).collect();
+        only(&with_task(json!({"container": {"image": "alpine", "env": too_many}})), "task.container.env");
+    }
+
+    #[test]
+    fn given_priority_when_over_nine_then_priority() {
+        let mut s = base();
+        s.priority = 9;
+        valid(&s);
+        s.priority = 10;
+        only(&s, "priority");
+    }
+
+    #[test]
+    fn given_max_retries_when_over_a_hundred_then_max_retries() {
+        let mut s = base();
+        s.max_retries = 100;
+        valid(&s);
+        s.max_retries = 101;
+        only(&s, "max_retries");
+    }
+
+    #[test]
+    fn given_backoff_when_out_of_range_then_each_backoff_field() {
+        let mut s = base();
+        s.backoff = Backoff { initial: Dur::ZERO, ..Backoff::default() };
+        only(&s, "backoff.initial");
+        s.backoff = Backoff { initial: Dur::secs(60), max: Dur::secs(30), ..Backoff::default() };
+        only(&s, "backoff.max");
+        for factor in [0.5, 11.0, f64::NAN, f64::INFINITY] {
+            s.backoff = Backoff { factor, ..Backoff::default() };
+            only(&s, "backoff.factor");
+        }
+        for jitter in [-0.1, 1.5, f64::NAN] {
+            s.backoff = Backoff { jitter, ..Backoff::default() };
+            only(&s, "backoff.jitter");
+        }
+        s.backoff = Backoff { factor: 1.0, jitter: 1.0, ..Backoff::default() };
+        valid(&s);
+    }
+
+    #[test]
+    fn given_timeout_when_outside_one_second_to_seven_days_then_timeout() {
+        let mut s = base();
+        for ok in [Dur::secs(1), MAX_TIMEOUT] {
+            s.timeout = ok;
+            valid(&s);
+        }
+        for bad in [Dur::millis(999), Dur::secs(7 * 24 * 3600 + 1)] {
+            s.timeout = bad;
+            only(&s, "timeout");
+        }
+    }
+
+    #[test]
+    fn given_on_timeout_run_job_when_id_invalid_then_on_timeout_run_job() {
+        let mut s = base();
+        s.on_timeout = OnTimeout::RunJob("cleanup.job".into());
+        valid(&s);
+        s.on_timeout = OnTimeout::RunJob("not valid@id".into());
+        only(&s, "on_timeout.run_job");
+    }
+
+    #[test]
+    fn given_labels_when_too_many_or_bad_keys_or_long_values_then_labels() {
+        let mut s = base();
+        s.labels = (0..MAX_LABELS).map(|i| (format!("team/k.{i}-x_y"), "v".into())).collect();
+        valid(&s);
+        s.labels = (0..=MAX_LABELS).map(|i| (format!("k{i}"), "v".into())).collect();
+        only(&s, "labels");
+        for bad_key in ["", "has space", &"k".repeat(64)] {
+            s.labels = BTreeMap::from([(bad_key.to_string(), "v".to_string())]);
+            only(&s, "labels");
+        }
+        s.labels = BTreeMap::from([("k".to_string(), "v".repeat(257))]);
+        only(&s, "labels");
+    }
+
+    #[test]
+    fn given_name_when_over_256_chars_then_name() {
+        let mut s = base();
+        s.name = Some("é".repeat(256));
+        valid(&s);
+        s.name = Some("n".repeat(257));
+        only(&s, "name");
+    }
+}

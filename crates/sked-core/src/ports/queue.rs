@@ -73,9 +73,11 @@ pub enum QueueError {
 /// - An unacked message becomes receivable again when its visibility lease ends.
 /// - `ack` removes the delivered message; `extend` pushes its visibility to now + `visibility`.
 ///   Both answer [`QueueError::StaleReceipt`] when the receipt is no longer current.
-/// - Local queues deduplicate by run: enqueuing a run already queued keeps one message, with
-///   the earlier of the two `not_before`s and, if it was leased, makes the old receipt stale.
-///   (SQS may keep both; claiming in the store makes the second harmless.)
+/// - Local queues deduplicate by run: enqueuing a run already queued keeps one message. If
+///   that message is waiting, it keeps the earlier of the two `not_before`s; if it is leased
+///   (a worker is handling it, e.g. enqueuing the run's retry), it takes the new `not_before`,
+///   becomes unleased, and the old receipt turns stale. (SQS may keep both messages; claiming
+///   in the store makes the second harmless.)
 #[async_trait]
 pub trait DispatchQueue: Send + Sync + 'static {
     /// Adds messages.

@@ -60,43 +60,76 @@ impl FireWindow {
 /// past: it fires at once); for `every` and `cron`, the first occurrence strictly after `now`
 /// (and not before `start_at`). `None` when the window has no occurrence left.
 pub fn first_fire(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, now: Timestamp) -> Option<Timestamp> {
-    match schedule {
-        Schedule::At(at) => window.keep(Some(*at)),
-        Schedule::Every { interval, anchor } => {
-            let anchor = anchor.unwrap_or_else(|| timestamp::trunc_ms(now));
-            window.keep(every_after(*interval, anchor, window.lower_bound(now)))
-        }
-        Schedule::Cron { expr, timezone } => window.keep(cron_after(expr, timezone, dst, window.lower_bound(now))),
-    }
+    Plan::new(schedule, dst, window).first(now)
 }
 
 /// The occurrence after the nominal time `prev` (strictly later), within the window.
 /// `None` for `at` schedules and once past `end_at`.
 pub fn next_fire_after(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, prev: Timestamp) -> Option<Timestamp> {
-    match schedule {
-        Schedule::At(_) => None,
-        Schedule::Every { interval, anchor } => {
-            // A stored job always has its anchor (see `JobSpec::normalised`); without one the
-            // grid is laid from `prev`.
-            let anchor = anchor.unwrap_or_else(|| timestamp::trunc_ms(prev));
-            window.keep(every_after(*interval, anchor, window.lower_bound(prev)))
-        }
-        Schedule::Cron { expr, timezone } => window.keep(cron_after(expr, timezone, dst, window.lower_bound(prev))),
-    }
+    Plan::new(schedule, dst, window).after(prev)
 }
 
 /// The next `count` occurrences after `now` (what `GET /jobs/{id}/preview` shows), DST applied.
 pub fn preview(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, now: Timestamp, count: usize) -> Vec<Timestamp> {
-    let mut out = Vec::with_capacity(count);
-    let mut next = first_fire(schedule, dst, window, now);
+    // One plan for the whole series: parsing a cron expression costs far more than a step.
+    let plan = Plan::new(schedule, dst, window);
+    let mut out = Vec::with_capacity(count.min(1024));
+    let mut next = plan.first(now);
     while let Some(t) = next {
         if out.len() == count {
             break;
         }
         out.push(t);
-        next = next_fire_after(schedule, dst, window, t);
+        next = plan.after(t);
     }
     out
+}
+
+/// A schedule made ready to step through: its cron expression and zone parsed once.
+enum Plan<'a> {
+    /// Fires once, at this instant, if inside the window.
+    At(Timestamp, &'a FireWindow),
+    /// The `anchor + k·interval` grid; no anchor means "from the instant asked about".
+    Every(Dur, Option<Timestamp>, &'a FireWindow),
+    /// A valid cron schedule.
+    Cron(CronExpr, Tz, &'a DstPolicy, &'a FireWindow),
+    /// An invalid cron schedule (validation refuses these): never fires.
+    Never,
+}
+
+impl<'a> Plan<'a> {
+    fn new(schedule: &Schedule, dst: &'a DstPolicy, window: &'a FireWindow) -> Self {
+        match schedule {
+            Schedule::At(at) => Plan::At(*at, window),
+            Schedule::Every { interval, anchor } => Plan::Every(*interval, *anchor, window),
+            Schedule::Cron { expr, timezone } => match (parse_cron(expr), parse_timezone(timezone)) {
+                (Ok(cron), Ok(tz)) => Plan::Cron(cron, tz, dst, window),
+                _ => Plan::Never,
+            },
+        }
+    }
+
+    /// See [`first_fire`].
+    fn first(&self, now: Timestamp) -> Option<Timestamp> {
+        match self {
+            Plan::At(at, window) => window.keep(Some(*at)),
+            _ => self.after(now),
+        }
+    }
+
+    /// See [`next_fire_after`].
+    fn after(&self, prev: Timestamp) -> Option<Timestamp> {
+        match self {
+            Plan::At(..) | Plan::Never => None,
+            Plan::Every(interval, anchor, window) => {
+                // A stored job always has its anchor (see `JobSpec::normalised`); without one
+                // the grid is laid from `prev` (the moment asked about).
+                let anchor = anchor.unwrap_or_else(|| timestamp::trunc_ms(prev));
+                window.keep(every_after(*interval, anchor, window.lower_bound(prev)))
+            }
+            Plan::Cron(cron, tz, dst, window) => window.keep(next_cron_instant(cron, tz, dst, window.lower_bound(prev))),
+        }
+    }
 }
 
 /// The smallest `anchor + k·interval` strictly after `after` (at millisecond precision).
@@ -112,14 +145,6 @@ fn every_after(interval: Dur, anchor: Timestamp, after: Timestamp) -> Option<Tim
     let k = (bound - anchor_ms + step - 1).div_euclid(step);
     let ms = i64::try_from(anchor_ms + k * step).ok()?;
     chrono::DateTime::from_timestamp_millis(ms)
-}
-
-/// The first instant strictly after `after` at which a cron schedule fires, or `None` when the
-/// expression or zone is invalid or nothing fires within [`CRON_HORIZON_YEARS`].
-fn cron_after(expr: &str, timezone: &str, dst: &DstPolicy, after: Timestamp) -> Option<Timestamp> {
-    let cron = parse_cron(expr).ok()?;
-    let tz = parse_timezone(timezone).ok()?;
-    next_cron_instant(&cron, &tz, dst, after)
 }
 
 /// The earliest instant strictly after `after` that an occurrence of `cron` in `tz` fires at,

@@ -304,7 +304,7 @@ impl Worker {
 
     /// Leaves a delivery invisible until `until`, when it is worth trying again.
     async fn defer(&self, delivery: &Delivery, until: Timestamp) -> Result<(), CoreError> {
-        let wait = (until - self.ports.clock.now()).num_milliseconds().max(0) as u64 + 10;
+        let wait = (until - self.ports.clock.now()).num_milliseconds().max(0) as u64;
         ignore_stale(self.ports.queue.extend(&delivery.receipt, Dur::millis(wait)).await)
     }
 
