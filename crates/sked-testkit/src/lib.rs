@@ -1,9 +1,14 @@
 //! sked-testkit: test doubles and shared test suites.
 //!
-//! - [`clock`]: a manual clock tests advance by hand.
+//! - [`clock`]: [`ManualClock`](clock::ManualClock), a clock tests set and advance by hand.
 //! - [`memory`]: in-memory store, queue and log store (real implementations of the ports,
-//!   not mocks: they keep the same contract as SQLite and AWS).
-//! - [`contract`]: the store and queue contract suites; every adapter runs them.
+//!   not mocks: they keep the same contract as SQLite and AWS), and a scripted
+//!   [`FakeExecutor`](memory::FakeExecutor).
+//! - [`contract`]: the store and queue contract suites every adapter runs, through
+//!   [`store_contract!`] and [`queue_contract!`].
+//!
+//! Nothing here reads the wall clock except the real-time timeouts that turn a hung
+//! contract case into a failure.
 
 pub mod clock;
 pub mod contract;

@@ -1,1 +1,160 @@
-//! (in progress)
+//! Contract suites: the behaviour every adapter of a port must show, written once.
+//!
+//! - [`store`]: one `pub async fn` per case against `Arc<dyn JobStore>`; run them all with
+//!   [`store_contract!`](crate::store_contract).
+//! - [`queue`]: the same for `Arc<dyn DispatchQueue>` driven by a [`ManualClock`]; run them
+//!   with [`queue_contract!`](crate::queue_contract).
+//! - [`fixtures`]: the jobs, runs and instants the cases use (millisecond-exact, so every
+//!   store can round-trip them).
+//!
+//! The macros expand to one `#[tokio::test]` per case inside a module (`store_contract` /
+//! `queue_contract`), so a failure names its case. They reach everything through `$crate::`,
+//! so a user crate needs only `sked-testkit`, `sked-core` and `tokio` (with `macros` and `rt`).
+//!
+//! ```ignore
+//! use std::sync::Arc;
+//! use sked_core::ports::{DispatchQueue, JobStore};
+//! use sked_testkit::{clock::ManualClock, memory::{MemQueue, MemStore}};
+//!
+//! sked_testkit::store_contract!(async || Arc::new(MemStore::new()) as Arc<dyn JobStore>);
+//! sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
+//!     Arc::new(MemQueue::new(clock)) as Arc<dyn DispatchQueue>
+//! });
+//! ```
+//!
+//! This module must not depend on any adapter: cases see only the port.
+//!
+//! [`ManualClock`]: crate::clock::ManualClock
+
+pub mod fixtures;
+pub mod queue;
+pub mod store;
+
+pub use fixtures::t0;
+
+/// Expands to one `#[tokio::test]` per store contract case, in a module `store_contract`.
+///
+/// `$make` is evaluated in each test and called with no argument; it returns a future of a
+/// fresh, empty store that coerces to `Arc<dyn JobStore>`:
+/// `sked_testkit::store_contract!(async || Arc::new(MemStore::new()) as Arc<dyn JobStore>);`
+#[macro_export]
+macro_rules! store_contract {
+    ($make:expr $(,)?) => {
+        $crate::__contract_cases!(store_contract, store, $make;
+            create_jobs_inserts_all,
+            create_jobs_is_all_or_nothing,
+            create_jobs_conflicts_on_live_id,
+            create_jobs_replaces_a_deleted_job,
+            create_jobs_records_idempotency_key,
+            create_jobs_failed_records_no_idempotency_key,
+            create_jobs_reused_idempotency_key_conflicts,
+            get_job_is_tenant_scoped,
+            update_job_compares_and_sets_version,
+            update_job_unknown_is_not_found,
+            list_jobs_pages_with_cursors,
+            list_jobs_filters_by_state,
+            list_jobs_filters_by_labels,
+            list_jobs_is_tenant_scoped,
+            due_jobs_horizon_order_limit_across_tenants,
+            due_jobs_only_active,
+            next_due_at_is_earliest_active,
+            fire_inserts_runs_and_advances_job,
+            fire_twice_conflicts_and_creates_nothing,
+            fire_conflicts_when_version_moved,
+            fire_returns_only_inserted_runs,
+            fire_cancels_listed_runs,
+            fire_can_complete_the_job,
+            insert_run_is_idempotent,
+            insert_run_same_id_in_two_tenants,
+            get_run_round_trips,
+            list_runs_newest_first_with_cursors,
+            list_runs_filters,
+            active_runs_oldest_first,
+            claim_unknown_run_is_not_found,
+            claim_before_not_before_is_not_yet,
+            claim_starts_first_attempt,
+            claim_while_leased_is_leased,
+            claim_after_retry_starts_next_attempt,
+            claim_after_lease_expiry_closes_lost_attempt,
+            claim_last_attempt_lost_is_terminal_failed,
+            claim_finished_run_is_terminal,
+            claim_with_cancel_requested,
+            heartbeat_extends_lease,
+            heartbeat_reports_cancel_requested,
+            heartbeat_fenced,
+            complete_retry,
+            complete_finish,
+            complete_with_stale_token_is_fenced_and_changes_nothing,
+            complete_only_if_expired_by,
+            cancel_pending_run,
+            cancel_running_run_requests_cancel,
+            cancel_terminal_run_is_unchanged,
+            cancel_unknown_run_is_not_found,
+            expired_leases_across_tenants,
+            stale_pending_oldest_first_across_tenants,
+        );
+    };
+}
+
+/// Expands to one `#[tokio::test]` per queue contract case, in a module `queue_contract`.
+///
+/// `$make` is evaluated in each test and called with a fresh `Arc<ManualClock>` reading
+/// [`t0`]; it returns a future of an empty queue timed by that clock, coercing to
+/// `Arc<dyn DispatchQueue>`:
+/// `sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move { Arc::new(MemQueue::new(clock)) as Arc<dyn DispatchQueue> });`
+#[macro_export]
+macro_rules! queue_contract {
+    ($make:expr $(,)?) => {
+        $crate::__contract_cases!(queue_contract, queue, $make;
+            receive_empty_with_zero_wait_returns_at_once,
+            receive_respects_not_before,
+            receive_orders_by_priority,
+            receive_ages_old_low_priority_first,
+            receive_equal_rank_in_enqueue_order,
+            receive_respects_max,
+            leased_message_is_invisible_until_visibility_ends,
+            ack_removes_message,
+            stale_receipts_are_refused,
+            extend_keeps_message_invisible,
+            enqueue_dedupes_by_run,
+            reenqueue_of_leased_run_makes_receipt_stale,
+            long_poll_wakes_on_enqueue,
+            long_poll_wakes_when_clock_reaches_not_before,
+            long_poll_times_out_empty,
+        );
+    };
+}
+
+/// Shared body of the contract macros. Not public API.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __contract_cases {
+    (store_contract, store, $make:expr; $($case:ident),+ $(,)?) => {
+        #[allow(unused_imports)]
+        mod store_contract {
+            use super::*;
+            $(
+                #[::tokio::test]
+                async fn $case() {
+                    let store: ::std::sync::Arc<dyn $crate::contract::store::JobStore> = ($make)().await;
+                    $crate::contract::store::$case(store).await;
+                }
+            )+
+        }
+    };
+    (queue_contract, queue, $make:expr; $($case:ident),+ $(,)?) => {
+        #[allow(unused_imports)]
+        mod queue_contract {
+            use super::*;
+            $(
+                #[::tokio::test]
+                async fn $case() {
+                    let clock = ::std::sync::Arc::new($crate::clock::ManualClock::new($crate::contract::t0()));
+                    let queue: ::std::sync::Arc<dyn $crate::contract::queue::DispatchQueue> =
+                        ($make)(::std::sync::Arc::clone(&clock)).await;
+                    $crate::contract::queue::$case(clock, queue).await;
+                }
+            )+
+        }
+    };
+}

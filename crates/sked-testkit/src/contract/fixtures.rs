@@ -1,0 +1,106 @@
+//! Fixtures for the contract suites: a fixed start instant, jobs and runs with
+//! millisecond-exact timestamps, and attempt results.
+//!
+//! Everything here is deterministic so a failing case reads the same on every adapter.
+
+use sked_core::ids::{JobId, TenantId, WorkerId};
+use sked_core::job::{Job, JobSpec, JobState};
+use sked_core::ports::queue::Dispatch;
+use sked_core::ports::store::AttemptResult;
+use sked_core::run::{AttemptOutcome, Run, Trigger};
+use sked_core::timestamp::{Timestamp, parse};
+
+/// The instant every case starts from: 2026-03-01T00:00:00.000Z.
+pub fn t0() -> Timestamp {
+    parse("2026-03-01T00:00:00Z").unwrap_or_default()
+}
+
+/// `t0() + secs` seconds.
+pub fn at(secs: i64) -> Timestamp {
+    t0() + chrono::Duration::seconds(secs)
+}
+
+/// `t0() + ms` milliseconds.
+pub fn at_ms(ms: i64) -> Timestamp {
+    t0() + chrono::Duration::milliseconds(ms)
+}
+
+/// A tenant id.
+pub fn tenant(name: &str) -> TenantId {
+    TenantId::from(name)
+}
+
+/// A worker id.
+pub fn worker(name: &str) -> WorkerId {
+    WorkerId::from(name)
+}
+
+/// A job spec firing every minute, labelled `team=core`, running `ok`.
+pub fn spec(name: &str) -> JobSpec {
+    let spec: JobSpec = serde_json::from_value(serde_json::json!({
+        "name": name,
+        "labels": {"team": "core"},
+        "schedule": {"every": "1m", "anchor": "2026-03-01T00:00:00.000Z"},
+        "task": {"command": {"argv": ["ok"]}},
+    }))
+    .expect("fixture spec parses");
+    spec.normalised(t0())
+}
+
+/// An ACTIVE job of `tenant`, version 1, next firing at `at(60)`.
+pub fn job(tenant_name: &str, id: &str) -> Job {
+    Job {
+        tenant: tenant(tenant_name),
+        id: JobId::from(id),
+        spec: spec(id),
+        state: JobState::Active,
+        next_fire_at: Some(at(60)),
+        version: 1,
+        created_at: t0(),
+        updated_at: t0(),
+    }
+}
+
+/// `job` with labels replaced by `labels`.
+pub fn job_with_labels(tenant_name: &str, id: &str, labels: &[(&str, &str)]) -> Job {
+    let mut j = job(tenant_name, id);
+    j.spec.labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    j
+}
+
+/// A PENDING scheduled run of `job_id` at `at(secs)`: priority 5, ready at once, 3 attempts.
+pub fn run(tenant_name: &str, job_id: &str, secs: i64) -> Run {
+    Run::new_pending(
+        tenant(tenant_name),
+        JobId::from(job_id),
+        at(secs),
+        Trigger::Schedule,
+        5,
+        at(secs),
+        3,
+        at(secs),
+    )
+}
+
+/// An attempt result with `outcome` at `finished_at` and nothing else of note.
+pub fn result(outcome: AttemptOutcome, finished_at: Timestamp) -> AttemptResult {
+    AttemptResult {
+        finished_at,
+        outcome,
+        exit_code: None,
+        http_status: None,
+        error: None,
+        log_bytes: 0,
+        log_truncated: false,
+    }
+}
+
+/// A dispatch of tenant `t1`'s run of `job_id` at [`t0`], with `priority`, ready at `not_before`.
+pub fn dispatch(job_id: &str, priority: u8, not_before: Timestamp) -> Dispatch {
+    Dispatch {
+        tenant: tenant("t1"),
+        run_id: sked_core::ids::RunId::derive(&JobId::from(job_id), t0()),
+        priority,
+        not_before,
+    }
+}

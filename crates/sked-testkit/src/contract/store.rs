@@ -1,0 +1,1220 @@
+//! The store contract: every [`JobStore`] adapter must pass these cases.
+//!
+//! Each case takes a fresh, empty store and checks one promise of the trait doc (in
+//! sked-core's `ports/store.rs`). Cases only use the port, fixed instants from
+//! [`fixtures`](super::fixtures), and never the wall clock.
+//! Run them all with [`store_contract!`](crate::store_contract).
+
+pub use sked_core::ports::store::JobStore;
+
+use super::fixtures::{at, job, job_with_labels, result, run, spec, t0, tenant, worker};
+use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::job::{Job, JobState};
+use sked_core::ports::store::{
+    AttemptResult, ClaimOutcome, Firing, JobFilter, Page, PageRequest, RunFilter, RunTransition, StoreError,
+};
+use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
+use sked_core::timestamp::Timestamp;
+use std::sync::Arc;
+
+/// The store under test.
+pub type Store = Arc<dyn JobStore>;
+
+// ----- helpers -----
+
+async fn create(store: &Store, jobs: &[Job]) {
+    store.create_jobs(jobs, None).await.expect("create_jobs");
+}
+
+async fn insert(store: &Store, r: &Run) {
+    assert!(
+        store.insert_run(r).await.expect("insert_run"),
+        "run {} should be new",
+        r.run_id
+    );
+}
+
+async fn get(store: &Store, r: &Run) -> Run {
+    store
+        .get_run(&r.tenant, &r.run_id)
+        .await
+        .expect("get_run")
+        .expect("run exists")
+}
+
+/// Claims `r` for `w` at `now` with a lease until `until`; panics unless Claimed.
+async fn claim(store: &Store, r: &Run, w: &str, now: Timestamp, until: Timestamp) -> (Run, u64) {
+    match store
+        .claim(&r.tenant, &r.run_id, &worker(w), now, until)
+        .await
+        .expect("claim")
+    {
+        ClaimOutcome::Claimed { run, token } => (run, token),
+        other => panic!("expected Claimed, got {other:?}"),
+    }
+}
+
+fn page(limit: usize, cursor: Option<String>) -> PageRequest {
+    PageRequest { cursor, limit }
+}
+
+fn ids(p: &Page<Job>) -> Vec<&str> {
+    p.items.iter().map(|j| j.id.as_str()).collect()
+}
+
+fn run_ids(runs: &[Run]) -> Vec<String> {
+    runs.iter().map(|r| r.run_id.0.clone()).collect()
+}
+
+fn is_conflict<T: std::fmt::Debug>(r: &Result<T, StoreError>) -> bool {
+    matches!(r, Err(StoreError::Conflict(_)))
+}
+
+fn is_fenced<T: std::fmt::Debug>(r: &Result<T, StoreError>) -> bool {
+    matches!(r, Err(StoreError::Fenced))
+}
+
+fn is_not_found<T: std::fmt::Debug>(r: &Result<T, StoreError>) -> bool {
+    matches!(r, Err(StoreError::NotFound))
+}
+
+fn firing(j: &Job, runs: Vec<Run>, next: Option<Timestamp>) -> Firing {
+    Firing {
+        tenant: j.tenant.clone(),
+        job_id: j.id.clone(),
+        expected_version: j.version,
+        expected_next_fire_at: j.next_fire_at,
+        next_fire_at: next,
+        state: JobState::Active,
+        runs,
+        cancel: vec![],
+    }
+}
+
+async fn all_runs(store: &Store, t: &TenantId) -> Vec<Run> {
+    store
+        .list_runs(t, &RunFilter::default(), &page(1000, None))
+        .await
+        .expect("list_runs")
+        .items
+}
+
+// ----- jobs -----
+
+/// `create_jobs` inserts every job; each reads back equal.
+pub async fn create_jobs_inserts_all(store: Store) {
+    let (a, b) = (job("t1", "a"), job("t1", "b"));
+    create(&store, &[a.clone(), b.clone()]).await;
+    assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap(), Some(a));
+    assert_eq!(store.get_job(&b.tenant, &b.id).await.unwrap(), Some(b));
+}
+
+/// One existing id fails the whole batch: nothing of it is written.
+pub async fn create_jobs_is_all_or_nothing(store: Store) {
+    create(&store, &[job("t1", "a")]).await;
+    let res = store
+        .create_jobs(&[job("t1", "b"), job("t1", "a")], Some(("k", "fp")))
+        .await;
+    assert!(is_conflict(&res), "expected Conflict, got {res:?}");
+    assert_eq!(
+        store.get_job(&tenant("t1"), &"b".into()).await.unwrap(),
+        None,
+        "b must not be written"
+    );
+}
+
+/// An id that exists in a live state (ACTIVE, PAUSED, COMPLETED) is a conflict; the stored
+/// job is unchanged. The same id in another tenant is no conflict.
+pub async fn create_jobs_conflicts_on_live_id(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    for state in [JobState::Active, JobState::Paused, JobState::Completed] {
+        let mut current = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+        let expected = current.version;
+        current.state = state;
+        current.version += 1;
+        store.update_job(&current, expected).await.unwrap();
+        let mut again = job("t1", "a");
+        again.spec = spec("other");
+        let res = store.create_jobs(&[again], None).await;
+        assert!(is_conflict(&res), "state {state}: expected Conflict, got {res:?}");
+        assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap(), Some(current));
+    }
+    create(&store, &[job("t2", "a")]).await;
+}
+
+/// A DELETED job of that id is replaced by the new one.
+pub async fn create_jobs_replaces_a_deleted_job(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    let mut deleted = a.clone();
+    deleted.state = JobState::Deleted;
+    deleted.version = 2;
+    store.update_job(&deleted, 1).await.unwrap();
+    let mut fresh = job("t1", "a");
+    fresh.spec = spec("second life");
+    fresh.created_at = at(100);
+    fresh.updated_at = at(100);
+    create(&store, &[fresh.clone()]).await;
+    assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap(), Some(fresh));
+}
+
+/// With an idempotency key, `(key, fingerprint) → job ids` is recorded for the tenant.
+pub async fn create_jobs_records_idempotency_key(store: Store) {
+    let t = tenant("t1");
+    assert_eq!(store.idempotency_lookup(&t, "k1").await.unwrap(), None);
+    store
+        .create_jobs(&[job("t1", "a"), job("t1", "b")], Some(("k1", "fp-1")))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.idempotency_lookup(&t, "k1").await.unwrap(),
+        Some(("fp-1".to_string(), vec![JobId::from("a"), JobId::from("b")]))
+    );
+    assert_eq!(store.idempotency_lookup(&t, "k2").await.unwrap(), None);
+    assert_eq!(
+        store.idempotency_lookup(&tenant("t2"), "k1").await.unwrap(),
+        None,
+        "keys are per tenant"
+    );
+}
+
+/// A failed create records no key (same transaction).
+pub async fn create_jobs_failed_records_no_idempotency_key(store: Store) {
+    create(&store, &[job("t1", "a")]).await;
+    let res = store.create_jobs(&[job("t1", "a")], Some(("k1", "fp"))).await;
+    assert!(is_conflict(&res), "expected Conflict, got {res:?}");
+    assert_eq!(store.idempotency_lookup(&tenant("t1"), "k1").await.unwrap(), None);
+}
+
+/// A key already recorded cannot be recorded again: the second create is a conflict and
+/// writes nothing (the caller then looks the key up and answers from it).
+pub async fn create_jobs_reused_idempotency_key_conflicts(store: Store) {
+    store
+        .create_jobs(&[job("t1", "a")], Some(("k1", "fp-1")))
+        .await
+        .unwrap();
+    let res = store.create_jobs(&[job("t1", "b")], Some(("k1", "fp-2"))).await;
+    assert!(is_conflict(&res), "expected Conflict, got {res:?}");
+    assert_eq!(store.get_job(&tenant("t1"), &"b".into()).await.unwrap(), None);
+    assert_eq!(
+        store.idempotency_lookup(&tenant("t1"), "k1").await.unwrap(),
+        Some(("fp-1".to_string(), vec![JobId::from("a")]))
+    );
+}
+
+/// `get_job` returns jobs in any state, only to their tenant; unknown ids are `None`.
+pub async fn get_job_is_tenant_scoped(store: Store) {
+    let mut a = job("t1", "a");
+    a.state = JobState::Deleted;
+    create(&store, std::slice::from_ref(&a)).await;
+    assert_eq!(store.get_job(&tenant("t1"), &"a".into()).await.unwrap(), Some(a));
+    assert_eq!(store.get_job(&tenant("t2"), &"a".into()).await.unwrap(), None);
+    assert_eq!(store.get_job(&tenant("t1"), &"zz".into()).await.unwrap(), None);
+}
+
+/// `update_job` stores the job as given when the version matches, else Conflict and no change.
+pub async fn update_job_compares_and_sets_version(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    let mut v2 = a.clone();
+    v2.version = 2;
+    v2.state = JobState::Paused;
+    v2.spec = spec("renamed");
+    v2.next_fire_at = None;
+    v2.updated_at = at(5);
+    store.update_job(&v2, 1).await.unwrap();
+    assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap(), Some(v2.clone()));
+
+    let mut stale = a.clone();
+    stale.version = 2;
+    stale.spec = spec("lost update");
+    let res = store.update_job(&stale, 1).await;
+    assert!(is_conflict(&res), "expected Conflict, got {res:?}");
+    assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap(), Some(v2));
+}
+
+/// Updating a job that does not exist (for this tenant) is NotFound.
+pub async fn update_job_unknown_is_not_found(store: Store) {
+    create(&store, &[job("t1", "a")]).await;
+    let res = store.update_job(&job("t1", "zz"), 1).await;
+    assert!(is_not_found(&res), "expected NotFound, got {res:?}");
+    let res = store.update_job(&job("t2", "a"), 1).await;
+    assert!(is_not_found(&res), "other tenant's job: expected NotFound, got {res:?}");
+    assert_eq!(store.get_job(&tenant("t2"), &"a".into()).await.unwrap(), None);
+}
+
+/// Five jobs, limit 2: three pages in id order, the last with no cursor.
+pub async fn list_jobs_pages_with_cursors(store: Store) {
+    let jobs: Vec<Job> = ["e", "b", "d", "a", "c"].iter().map(|id| job("t1", id)).collect();
+    create(&store, &jobs).await;
+    create(&store, &[job("t0", "a0"), job("t2", "b0")]).await;
+    let t = tenant("t1");
+    let f = JobFilter::default();
+    let p1 = store.list_jobs(&t, &f, &page(2, None)).await.unwrap();
+    assert_eq!(ids(&p1), ["a", "b"]);
+    assert!(p1.next_cursor.is_some());
+    let p2 = store.list_jobs(&t, &f, &page(2, p1.next_cursor.clone())).await.unwrap();
+    assert_eq!(ids(&p2), ["c", "d"]);
+    assert!(p2.next_cursor.is_some());
+    let p3 = store.list_jobs(&t, &f, &page(2, p2.next_cursor.clone())).await.unwrap();
+    assert_eq!(ids(&p3), ["e"]);
+    assert_eq!(p3.next_cursor, None);
+    assert_eq!(p1.items[0], job("t1", "a"));
+}
+
+/// Without a state filter DELETED jobs are hidden; with one, only that state is listed.
+pub async fn list_jobs_filters_by_state(store: Store) {
+    let mut jobs = vec![job("t1", "a"), job("t1", "b"), job("t1", "c"), job("t1", "d")];
+    jobs[1].state = JobState::Paused;
+    jobs[2].state = JobState::Deleted;
+    jobs[3].state = JobState::Completed;
+    create(&store, &jobs).await;
+    let t = tenant("t1");
+    let list = async |state: Option<JobState>| {
+        let p = store
+            .list_jobs(&t, &JobFilter { state, labels: vec![] }, &page(10, None))
+            .await
+            .unwrap();
+        p.items.iter().map(|j| j.id.0.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(list(None).await, ["a", "b", "d"]);
+    assert_eq!(list(Some(JobState::Active)).await, ["a"]);
+    assert_eq!(list(Some(JobState::Paused)).await, ["b"]);
+    assert_eq!(list(Some(JobState::Deleted)).await, ["c"]);
+    assert_eq!(list(Some(JobState::Completed)).await, ["d"]);
+}
+
+/// A label filter keeps jobs carrying every one of its pairs.
+pub async fn list_jobs_filters_by_labels(store: Store) {
+    create(
+        &store,
+        &[
+            job_with_labels("t1", "a", &[("team", "core"), ("env", "prod")]),
+            job_with_labels("t1", "b", &[("team", "core"), ("env", "dev")]),
+            job_with_labels("t1", "c", &[("team", "web"), ("env", "prod")]),
+            job_with_labels("t1", "d", &[]),
+        ],
+    )
+    .await;
+    let t = tenant("t1");
+    let list = async |labels: &[(&str, &str)]| {
+        let labels = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let p = store
+            .list_jobs(&t, &JobFilter { state: None, labels }, &page(10, None))
+            .await
+            .unwrap();
+        p.items.iter().map(|j| j.id.0.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(list(&[]).await, ["a", "b", "c", "d"]);
+    assert_eq!(list(&[("team", "core")]).await, ["a", "b"]);
+    assert_eq!(list(&[("env", "prod")]).await, ["a", "c"]);
+    assert_eq!(list(&[("team", "core"), ("env", "prod")]).await, ["a"]);
+    assert_eq!(list(&[("team", "nobody")]).await, Vec::<String>::new());
+}
+
+/// A tenant lists only its own jobs.
+pub async fn list_jobs_is_tenant_scoped(store: Store) {
+    create(&store, &[job("t1", "a"), job("t2", "b"), job("t2", "c")]).await;
+    let p = store
+        .list_jobs(&tenant("t2"), &JobFilter::default(), &page(10, None))
+        .await
+        .unwrap();
+    assert_eq!(ids(&p), ["b", "c"]);
+    assert_eq!(p.next_cursor, None);
+    let p = store
+        .list_jobs(&tenant("t3"), &JobFilter::default(), &page(10, None))
+        .await
+        .unwrap();
+    assert!(p.items.is_empty());
+}
+
+/// `due_jobs`: ACTIVE jobs of any tenant with `next_fire_at <= horizon`, earliest first,
+/// at most `limit`.
+pub async fn due_jobs_horizon_order_limit_across_tenants(store: Store) {
+    let mut jobs = vec![job("t1", "a"), job("t2", "b"), job("t1", "c"), job("t3", "d")];
+    jobs[0].next_fire_at = Some(at(30));
+    jobs[1].next_fire_at = Some(at(10));
+    jobs[2].next_fire_at = Some(at(20));
+    jobs[3].next_fire_at = Some(at(41));
+    for j in &jobs {
+        create(&store, std::slice::from_ref(j)).await;
+    }
+    let due = |js: Vec<Job>| js.iter().map(|j| j.id.0.clone()).collect::<Vec<_>>();
+    assert_eq!(due(store.due_jobs(at(40), 10).await.unwrap()), ["b", "c", "a"]);
+    assert_eq!(
+        due(store.due_jobs(at(30), 10).await.unwrap()),
+        ["b", "c", "a"],
+        "horizon is inclusive"
+    );
+    assert_eq!(due(store.due_jobs(at(40), 2).await.unwrap()), ["b", "c"]);
+    assert_eq!(due(store.due_jobs(at(5), 10).await.unwrap()), Vec::<String>::new());
+    assert_eq!(store.due_jobs(at(40), 10).await.unwrap()[0], jobs[1]);
+}
+
+/// Only ACTIVE jobs are due; jobs with nothing left to fire are not.
+pub async fn due_jobs_only_active(store: Store) {
+    let mut jobs = vec![
+        job("t1", "a"),
+        job("t1", "b"),
+        job("t1", "c"),
+        job("t1", "d"),
+        job("t1", "e"),
+    ];
+    jobs[1].state = JobState::Paused;
+    jobs[2].state = JobState::Completed;
+    jobs[3].state = JobState::Deleted;
+    jobs[4].next_fire_at = None;
+    create(&store, &jobs).await;
+    let due = store.due_jobs(at(1000), 10).await.unwrap();
+    assert_eq!(due.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), ["a"]);
+}
+
+/// `next_due_at` is the earliest `next_fire_at` of any ACTIVE job, `None` when there is none.
+pub async fn next_due_at_is_earliest_active(store: Store) {
+    assert_eq!(store.next_due_at().await.unwrap(), None);
+    let mut jobs = vec![job("t1", "a"), job("t2", "b"), job("t1", "c")];
+    jobs[0].next_fire_at = Some(at(30));
+    jobs[1].next_fire_at = Some(at(20));
+    jobs[2].next_fire_at = Some(at(5));
+    jobs[2].state = JobState::Paused;
+    for j in &jobs {
+        create(&store, std::slice::from_ref(j)).await;
+    }
+    assert_eq!(store.next_due_at().await.unwrap(), Some(at(20)));
+}
+
+/// `fire` inserts the runs, sets `next_fire_at` and state, and leaves `version` alone.
+pub async fn fire_inserts_runs_and_advances_job(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    let r = run("t1", "a", 60);
+    let inserted = store.fire(&firing(&a, vec![r.clone()], Some(at(120)))).await.unwrap();
+    assert_eq!(inserted, vec![r.clone()]);
+    assert_eq!(get(&store, &r).await, r);
+    let after = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!(after.next_fire_at, Some(at(120)));
+    assert_eq!(after.state, JobState::Active);
+    assert_eq!(after.version, a.version, "sweeps do not bump version");
+    let expected = Job {
+        next_fire_at: Some(at(120)),
+        ..a
+    };
+    assert_eq!(after, expected);
+}
+
+/// Repeating a firing is a conflict (its `next_fire_at` moved on) and creates nothing.
+pub async fn fire_twice_conflicts_and_creates_nothing(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    let f = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
+    store.fire(&f).await.unwrap();
+    let mut again = f.clone();
+    again.runs.push(run("t1", "a", 61));
+    let res = store.fire(&again).await;
+    assert!(is_conflict(&res), "expected Conflict, got {res:?}");
+    assert_eq!(
+        run_ids(&all_runs(&store, &a.tenant).await),
+        run_ids(&[run("t1", "a", 60)])
+    );
+    assert_eq!(
+        store.get_job(&a.tenant, &a.id).await.unwrap().unwrap().next_fire_at,
+        Some(at(120))
+    );
+}
+
+/// A firing made against an older version conflicts and changes nothing.
+pub async fn fire_conflicts_when_version_moved(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    let mut v2 = a.clone();
+    v2.version = 2;
+    v2.updated_at = at(1);
+    store.update_job(&v2, 1).await.unwrap();
+    let mut f = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
+    f.state = JobState::Completed;
+    let res = store.fire(&f).await;
+    assert!(is_conflict(&res), "expected Conflict, got {res:?}");
+    assert!(all_runs(&store, &a.tenant).await.is_empty());
+    assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap(), Some(v2));
+}
+
+/// Runs whose id exists are left as they are and are not in the returned list.
+pub async fn fire_returns_only_inserted_runs(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    let mut existing = run("t1", "a", 0);
+    existing.priority = 1;
+    existing.trigger = Trigger::Manual;
+    insert(&store, &existing).await;
+    let (r0, r60) = (run("t1", "a", 0), run("t1", "a", 60));
+    let inserted = store
+        .fire(&firing(&a, vec![r0, r60.clone()], Some(at(120))))
+        .await
+        .unwrap();
+    assert_eq!(inserted, vec![r60]);
+    assert_eq!(get(&store, &existing).await, existing, "existing run untouched");
+}
+
+/// `fire` cancels the listed runs first: PENDING ones end CANCELLED, RUNNING ones get
+/// `cancel_requested`.
+pub async fn fire_cancels_listed_runs(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    let (pending, running, other) = (run("t1", "a", 0), run("t1", "a", 1), run("t1", "a", 2));
+    for r in [&pending, &running, &other] {
+        insert(&store, r).await;
+    }
+    claim(&store, &running, "w1", at(50), at(100)).await;
+    let mut f = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
+    f.cancel = vec![pending.run_id.clone(), running.run_id.clone()];
+    assert_eq!(store.fire(&f).await.unwrap().len(), 1);
+    let p = get(&store, &pending).await;
+    assert_eq!(p.state, RunState::Cancelled);
+    assert!(p.finished_at.is_some());
+    let r = get(&store, &running).await;
+    assert_eq!(r.state, RunState::Running);
+    assert!(r.cancel_requested);
+    assert_eq!(get(&store, &other).await, other);
+}
+
+/// A firing with nothing left completes the job: it is no longer due.
+pub async fn fire_can_complete_the_job(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    let mut f = firing(&a, vec![run("t1", "a", 60)], None);
+    f.state = JobState::Completed;
+    store.fire(&f).await.unwrap();
+    let after = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (after.state, after.next_fire_at, after.version),
+        (JobState::Completed, None, 1)
+    );
+    assert!(store.due_jobs(at(10_000), 10).await.unwrap().is_empty());
+    assert_eq!(store.next_due_at().await.unwrap(), None);
+}
+
+// ----- runs -----
+
+/// `insert_run` inserts once; a second insert of the same id is a no-op returning false.
+pub async fn insert_run_is_idempotent(store: Store) {
+    let r = run("t1", "a", 0);
+    assert!(store.insert_run(&r).await.unwrap());
+    let mut second = r.clone();
+    second.priority = 9;
+    second.not_before = at(99);
+    assert!(!store.insert_run(&second).await.unwrap());
+    assert_eq!(get(&store, &r).await, r);
+}
+
+/// Run ids are scoped by tenant: the same job id and nominal time in two tenants are two runs.
+pub async fn insert_run_same_id_in_two_tenants(store: Store) {
+    let (r1, r2) = (run("t1", "a", 0), run("t2", "a", 0));
+    assert_eq!(r1.run_id, r2.run_id);
+    insert(&store, &r1).await;
+    insert(&store, &r2).await;
+    claim(&store, &r1, "w1", at(1), at(30)).await;
+    assert_eq!(get(&store, &r2).await, r2, "the other tenant's run is untouched");
+}
+
+/// A run read back equals the run written, every field included.
+pub async fn get_run_round_trips(store: Store) {
+    let mut r = Run::new_pending(tenant("t1"), "a".into(), at(60), Trigger::Manual, 7, at(61), 4, at(59));
+    r.created_at = super::fixtures::at_ms(59_123);
+    r.state = RunState::Running;
+    r.started_at = Some(super::fixtures::at_ms(62_005));
+    r.attempts = vec![
+        Attempt {
+            attempt: 1,
+            worker: worker("w1"),
+            started_at: super::fixtures::at_ms(62_005),
+            finished_at: Some(super::fixtures::at_ms(63_999)),
+            outcome: Some(AttemptOutcome::Failed),
+            exit_code: Some(3),
+            http_status: Some(503),
+            error: Some("boom: ünïcode".into()),
+            log_bytes: 1234,
+            log_truncated: true,
+        },
+        Attempt {
+            attempt: 2,
+            worker: worker("w2"),
+            started_at: at(80),
+            finished_at: None,
+            outcome: None,
+            exit_code: None,
+            http_status: None,
+            error: None,
+            log_bytes: 0,
+            log_truncated: false,
+        },
+    ];
+    r.lease = Some(Lease {
+        owner: worker("w2"),
+        token: 7,
+        expires_at: super::fixtures::at_ms(95_001),
+    });
+    r.cancel_requested = true;
+    r.reason = Some("why not".into());
+    insert(&store, &r).await;
+    assert_eq!(get(&store, &r).await, r);
+
+    let mut done = run("t1", "a", 0);
+    done.state = RunState::Succeeded;
+    done.finished_at = Some(at(5));
+    done.trigger = Trigger::Handler;
+    insert(&store, &done).await;
+    assert_eq!(get(&store, &done).await, done);
+    assert_eq!(
+        store.get_run(&tenant("t2"), &r.run_id).await.unwrap(),
+        None,
+        "tenant scoped"
+    );
+    assert_eq!(
+        store.get_run(&tenant("t1"), &RunId::from("a@nope")).await.unwrap(),
+        None
+    );
+}
+
+/// `list_runs` pages newest nominal time first; five runs at limit 2 make three pages.
+pub async fn list_runs_newest_first_with_cursors(store: Store) {
+    for s in [30, 10, 50, 20, 40] {
+        insert(&store, &run("t1", "a", s)).await;
+    }
+    insert(&store, &run("t2", "a", 45)).await;
+    let t = tenant("t1");
+    let f = RunFilter::default();
+    let p1 = store.list_runs(&t, &f, &page(2, None)).await.unwrap();
+    let p2 = store.list_runs(&t, &f, &page(2, p1.next_cursor.clone())).await.unwrap();
+    let p3 = store.list_runs(&t, &f, &page(2, p2.next_cursor.clone())).await.unwrap();
+    assert!(p1.next_cursor.is_some() && p2.next_cursor.is_some());
+    assert_eq!(p3.next_cursor, None);
+    assert_eq!(run_ids(&p1.items), run_ids(&[run("t1", "a", 50), run("t1", "a", 40)]));
+    assert_eq!(run_ids(&p2.items), run_ids(&[run("t1", "a", 30), run("t1", "a", 20)]));
+    assert_eq!(run_ids(&p3.items), run_ids(&[run("t1", "a", 10)]));
+    assert_eq!(p1.items[0], run("t1", "a", 50));
+}
+
+/// `list_runs` filters by job, state, `since` (inclusive) and `until` (exclusive), and
+/// never shows another tenant's runs.
+pub async fn list_runs_filters(store: Store) {
+    for s in [10, 20, 30] {
+        insert(&store, &run("t1", "a", s)).await;
+        insert(&store, &run("t1", "b", s)).await;
+        insert(&store, &run("t2", "a", s)).await;
+    }
+    let b10 = run("t1", "b", 10);
+    store
+        .cancel_run(&b10.tenant, &b10.run_id, at(11), "test")
+        .await
+        .unwrap();
+    let t = tenant("t1");
+    let list = async |f: RunFilter| run_ids(&store.list_runs(&t, &f, &page(100, None)).await.unwrap().items);
+    let job_a = RunFilter {
+        job_id: Some("a".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        list(job_a.clone()).await,
+        run_ids(&[run("t1", "a", 30), run("t1", "a", 20), run("t1", "a", 10)])
+    );
+    assert_eq!(
+        list(RunFilter {
+            state: Some(RunState::Cancelled),
+            ..Default::default()
+        })
+        .await,
+        run_ids(&[b10])
+    );
+    assert_eq!(
+        list(RunFilter {
+            since: Some(at(20)),
+            until: Some(at(30)),
+            ..job_a.clone()
+        })
+        .await,
+        run_ids(&[run("t1", "a", 20)])
+    );
+    assert_eq!(
+        list(RunFilter {
+            since: Some(at(21)),
+            ..job_a
+        })
+        .await,
+        run_ids(&[run("t1", "a", 30)])
+    );
+    assert_eq!(list(RunFilter::default()).await.len(), 6);
+}
+
+/// `active_runs`: the job's PENDING and RUNNING runs, oldest nominal time first.
+pub async fn active_runs_oldest_first(store: Store) {
+    let rs: Vec<Run> = [40, 10, 30, 20].iter().map(|s| run("t1", "a", *s)).collect();
+    for r in &rs {
+        insert(&store, r).await;
+    }
+    insert(&store, &run("t1", "b", 5)).await;
+    insert(&store, &run("t2", "a", 5)).await;
+    claim(&store, &rs[2], "w1", at(31), at(60)).await; // 30 running
+    store
+        .cancel_run(&rs[3].tenant, &rs[3].run_id, at(21), "test")
+        .await
+        .unwrap(); // 20 cancelled
+    let active = store.active_runs(&tenant("t1"), &"a".into()).await.unwrap();
+    assert_eq!(
+        run_ids(&active),
+        run_ids(&[run("t1", "a", 10), run("t1", "a", 30), run("t1", "a", 40)])
+    );
+    assert_eq!(active[1].state, RunState::Running);
+}
+
+// ----- claim -----
+
+/// Claiming a run that does not exist for the tenant is NotFound.
+pub async fn claim_unknown_run_is_not_found(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let res = store.claim(&tenant("t2"), &r.run_id, &worker("w"), at(1), at(30)).await;
+    assert!(is_not_found(&res), "expected NotFound, got {res:?}");
+    let res = store
+        .claim(&tenant("t1"), &RunId::from("a@nope"), &worker("w"), at(1), at(30))
+        .await;
+    assert!(is_not_found(&res), "expected NotFound, got {res:?}");
+}
+
+/// A PENDING run is not claimed before its `not_before`.
+pub async fn claim_before_not_before_is_not_yet(store: Store) {
+    let mut r = run("t1", "a", 0);
+    r.not_before = at(10);
+    insert(&store, &r).await;
+    let res = store
+        .claim(&r.tenant, &r.run_id, &worker("w"), at(9), at(40))
+        .await
+        .unwrap();
+    assert_eq!(res, ClaimOutcome::NotYet(at(10)));
+    assert_eq!(get(&store, &r).await, r, "unchanged");
+    claim(&store, &r, "w", at(10), at(40)).await;
+}
+
+/// The first claim makes the run RUNNING under a lease, with attempt 1 and `started_at`.
+pub async fn claim_starts_first_attempt(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (claimed, token) = claim(&store, &r, "w1", at(2), at(32)).await;
+    assert_eq!(claimed.state, RunState::Running);
+    assert_eq!(claimed.started_at, Some(at(2)));
+    assert_eq!(
+        claimed.lease,
+        Some(Lease {
+            owner: worker("w1"),
+            token,
+            expires_at: at(32)
+        })
+    );
+    assert_eq!(claimed.attempts.len(), 1);
+    let a = &claimed.attempts[0];
+    assert_eq!((a.attempt, &a.worker, a.started_at), (1, &worker("w1"), at(2)));
+    assert_eq!((a.finished_at, a.outcome), (None, None));
+    assert_eq!(get(&store, &r).await, claimed, "returned run is what is stored");
+}
+
+/// While a live lease holds the run, a claim answers Leased with the lease's expiry.
+pub async fn claim_while_leased_is_leased(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (claimed, _) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let res = store
+        .claim(&r.tenant, &r.run_id, &worker("w2"), at(20), at(50))
+        .await
+        .unwrap();
+    assert_eq!(res, ClaimOutcome::Leased(at(32)));
+    assert_eq!(get(&store, &r).await, claimed, "unchanged");
+}
+
+/// After a retry the next claim appends attempt n+1 with a greater token; `started_at`
+/// keeps the first attempt's start.
+pub async fn claim_after_retry_starts_next_attempt(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let mut last_token = 0;
+    for n in 1..=3u32 {
+        let now = at(i64::from(n) * 100);
+        let (claimed, token) = claim(&store, &r, &format!("w{n}"), now, now + chrono::Duration::seconds(30)).await;
+        assert!(token > last_token, "token {token} must exceed {last_token}");
+        last_token = token;
+        assert_eq!(claimed.attempts.len() as u32, n);
+        assert_eq!(claimed.attempts[n as usize - 1].attempt, n);
+        assert_eq!(claimed.started_at, Some(at(100)));
+        let res = result(AttemptOutcome::Failed, now + chrono::Duration::seconds(1));
+        let next = RunTransition::Retry {
+            not_before: now + chrono::Duration::seconds(10),
+        };
+        store
+            .complete(&r.tenant, &r.run_id, token, &res, next, None)
+            .await
+            .unwrap();
+    }
+}
+
+/// A RUNNING run whose lease expired is reclaimed: the abandoned attempt is closed as
+/// WORKER_LOST at the lease's expiry and attempt n+1 starts with a greater token.
+pub async fn claim_after_lease_expiry_closes_lost_attempt(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, t1) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let (claimed, t2) = claim(&store, &r, "w2", at(60), at(90)).await;
+    assert!(t2 > t1);
+    assert_eq!(claimed.attempts.len(), 2);
+    let lost = &claimed.attempts[0];
+    assert_eq!(lost.outcome, Some(AttemptOutcome::WorkerLost));
+    assert_eq!(lost.finished_at, Some(at(32)), "closed at the lease's expiry");
+    assert_eq!(
+        (claimed.attempts[1].attempt, &claimed.attempts[1].worker),
+        (2, &worker("w2"))
+    );
+    assert_eq!(
+        claimed.lease,
+        Some(Lease {
+            owner: worker("w2"),
+            token: t2,
+            expires_at: at(90)
+        })
+    );
+    assert_eq!(claimed.started_at, Some(at(2)));
+    assert_eq!(get(&store, &r).await, claimed);
+}
+
+/// When the lost attempt was the last allowed one, the run ends FAILED and the claim is
+/// Terminal.
+pub async fn claim_last_attempt_lost_is_terminal_failed(store: Store) {
+    let mut r = run("t1", "a", 0);
+    r.max_attempts = 1;
+    insert(&store, &r).await;
+    claim(&store, &r, "w1", at(2), at(32)).await;
+    let res = store
+        .claim(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
+        .await
+        .unwrap();
+    let ClaimOutcome::Terminal(ended) = res else {
+        panic!("expected Terminal, got {res:?}")
+    };
+    assert_eq!(ended.state, RunState::Failed);
+    assert!(ended.finished_at.is_some());
+    assert_eq!(ended.lease, None);
+    assert_eq!(ended.attempts.len(), 1);
+    assert_eq!(ended.attempts[0].outcome, Some(AttemptOutcome::WorkerLost));
+    assert_eq!(ended.attempts[0].finished_at, Some(at(32)));
+    assert_eq!(get(&store, &r).await, ended);
+}
+
+/// A finished run is Terminal and stays as it is.
+pub async fn claim_finished_run_is_terminal(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, token) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let done = store
+        .complete(
+            &r.tenant,
+            &r.run_id,
+            token,
+            &result(AttemptOutcome::Succeeded, at(5)),
+            RunTransition::Finish(RunState::Succeeded),
+            None,
+        )
+        .await
+        .unwrap();
+    let res = store
+        .claim(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
+        .await
+        .unwrap();
+    assert_eq!(res, ClaimOutcome::Terminal(done.clone()));
+    assert_eq!(get(&store, &r).await, done);
+
+    let c = run("t1", "a", 1);
+    insert(&store, &c).await;
+    let cancelled = store.cancel_run(&c.tenant, &c.run_id, at(1), "no").await.unwrap();
+    let res = store
+        .claim(&c.tenant, &c.run_id, &worker("w2"), at(60), at(90))
+        .await
+        .unwrap();
+    assert_eq!(res, ClaimOutcome::Terminal(cancelled));
+}
+
+/// A run with `cancel_requested` is not claimed: Leased while its lease lives, then it
+/// ends CANCELLED and the claim is Terminal.
+pub async fn claim_with_cancel_requested(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    claim(&store, &r, "w1", at(2), at(32)).await;
+    store.cancel_run(&r.tenant, &r.run_id, at(10), "stop it").await.unwrap();
+    let res = store
+        .claim(&r.tenant, &r.run_id, &worker("w2"), at(20), at(50))
+        .await
+        .unwrap();
+    assert_eq!(res, ClaimOutcome::Leased(at(32)));
+    let res = store
+        .claim(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
+        .await
+        .unwrap();
+    let ClaimOutcome::Terminal(ended) = res else {
+        panic!("expected Terminal, got {res:?}")
+    };
+    assert_eq!(ended.state, RunState::Cancelled);
+    assert_eq!(ended.attempts.len(), 1, "no new attempt");
+    assert!(ended.attempts[0].finished_at.is_some(), "abandoned attempt closed");
+    assert_eq!(ended.lease, None);
+    assert!(ended.finished_at.is_some());
+}
+
+// ----- heartbeat -----
+
+/// A heartbeat renews the live lease and returns the run.
+pub async fn heartbeat_extends_lease(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, token) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let hb = store
+        .heartbeat(&r.tenant, &r.run_id, token, at(20), at(50))
+        .await
+        .unwrap();
+    assert_eq!(
+        hb.lease,
+        Some(Lease {
+            owner: worker("w1"),
+            token,
+            expires_at: at(50)
+        })
+    );
+    assert_eq!(get(&store, &r).await, hb);
+    let res = store
+        .claim(&r.tenant, &r.run_id, &worker("w2"), at(40), at(70))
+        .await
+        .unwrap();
+    assert_eq!(res, ClaimOutcome::Leased(at(50)), "the renewed lease holds");
+}
+
+/// The run a heartbeat returns shows `cancel_requested`.
+pub async fn heartbeat_reports_cancel_requested(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, token) = claim(&store, &r, "w1", at(2), at(32)).await;
+    assert!(
+        !store
+            .heartbeat(&r.tenant, &r.run_id, token, at(10), at(40))
+            .await
+            .unwrap()
+            .cancel_requested
+    );
+    store.cancel_run(&r.tenant, &r.run_id, at(12), "stop").await.unwrap();
+    let hb = store
+        .heartbeat(&r.tenant, &r.run_id, token, at(20), at(50))
+        .await
+        .unwrap();
+    assert!(hb.cancel_requested);
+    assert_eq!(hb.state, RunState::Running);
+}
+
+/// Heartbeats with a wrong token, an older attempt's token, or after the lease expired are
+/// Fenced and change nothing.
+pub async fn heartbeat_fenced(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (claimed, t1) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let res = store.heartbeat(&r.tenant, &r.run_id, t1 + 1000, at(10), at(40)).await;
+    assert!(is_fenced(&res), "wrong token: expected Fenced, got {res:?}");
+    let res = store.heartbeat(&r.tenant, &r.run_id, t1, at(40), at(70)).await;
+    assert!(is_fenced(&res), "expired lease: expected Fenced, got {res:?}");
+    assert_eq!(get(&store, &r).await, claimed, "unchanged");
+    let (reclaimed, _) = claim(&store, &r, "w2", at(41), at(71)).await;
+    let res = store.heartbeat(&r.tenant, &r.run_id, t1, at(42), at(72)).await;
+    assert!(is_fenced(&res), "old attempt's token: expected Fenced, got {res:?}");
+    assert_eq!(get(&store, &r).await, reclaimed, "unchanged");
+}
+
+// ----- complete -----
+
+fn failed_result(at_: Timestamp) -> AttemptResult {
+    AttemptResult {
+        finished_at: at_,
+        outcome: AttemptOutcome::Failed,
+        exit_code: Some(3),
+        http_status: None,
+        error: Some("exited with code 3".into()),
+        log_bytes: 42,
+        log_truncated: true,
+    }
+}
+
+/// Retry: the attempt is closed with the result, the run is PENDING again from
+/// `not_before`, the lease is cleared.
+pub async fn complete_retry(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, token) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let res = failed_result(at(5));
+    let done = store
+        .complete(
+            &r.tenant,
+            &r.run_id,
+            token,
+            &res,
+            RunTransition::Retry { not_before: at(15) },
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state, RunState::Pending);
+    assert_eq!(done.not_before, at(15));
+    assert_eq!(done.lease, None);
+    assert_eq!(done.finished_at, None);
+    let a = &done.attempts[0];
+    assert_eq!(
+        (a.finished_at, a.outcome, a.exit_code, a.http_status),
+        (Some(at(5)), Some(AttemptOutcome::Failed), Some(3), None)
+    );
+    assert_eq!(
+        (a.error.as_deref(), a.log_bytes, a.log_truncated),
+        (Some("exited with code 3"), 42, true)
+    );
+    assert_eq!(get(&store, &r).await, done);
+    assert_eq!(
+        store
+            .claim(&r.tenant, &r.run_id, &worker("w1"), at(10), at(40))
+            .await
+            .unwrap(),
+        ClaimOutcome::NotYet(at(15))
+    );
+}
+
+/// Finish: the run takes the terminal state with `finished_at = result.finished_at`.
+pub async fn complete_finish(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, token) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let res = AttemptResult {
+        http_status: Some(200),
+        log_bytes: 7,
+        ..result(AttemptOutcome::Succeeded, at(6))
+    };
+    let done = store
+        .complete(
+            &r.tenant,
+            &r.run_id,
+            token,
+            &res,
+            RunTransition::Finish(RunState::Succeeded),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(done.state, RunState::Succeeded);
+    assert_eq!(done.finished_at, Some(at(6)));
+    assert_eq!(done.lease, None);
+    let a = &done.attempts[0];
+    assert_eq!(
+        (a.finished_at, a.outcome, a.http_status, a.log_bytes),
+        (Some(at(6)), Some(AttemptOutcome::Succeeded), Some(200), 7)
+    );
+    assert_eq!(get(&store, &r).await, done);
+    assert!(store.active_runs(&r.tenant, &r.job_id).await.unwrap().is_empty());
+}
+
+/// A completion with a stale or wrong token, or for a run no longer RUNNING, is Fenced and
+/// changes nothing.
+pub async fn complete_with_stale_token_is_fenced_and_changes_nothing(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, t1) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let (current, t2) = claim(&store, &r, "w2", at(60), at(90)).await;
+    let fin = RunTransition::Finish(RunState::Succeeded);
+    let res = store
+        .complete(
+            &r.tenant,
+            &r.run_id,
+            t1,
+            &result(AttemptOutcome::Succeeded, at(61)),
+            fin,
+            None,
+        )
+        .await;
+    assert!(is_fenced(&res), "stale token: expected Fenced, got {res:?}");
+    let res = store
+        .complete(
+            &r.tenant,
+            &r.run_id,
+            t2 + 1000,
+            &result(AttemptOutcome::Succeeded, at(61)),
+            fin,
+            None,
+        )
+        .await;
+    assert!(is_fenced(&res), "wrong token: expected Fenced, got {res:?}");
+    assert_eq!(get(&store, &r).await, current, "unchanged");
+    let done = store
+        .complete(
+            &r.tenant,
+            &r.run_id,
+            t2,
+            &result(AttemptOutcome::Succeeded, at(62)),
+            fin,
+            None,
+        )
+        .await
+        .unwrap();
+    let res = store
+        .complete(
+            &r.tenant,
+            &r.run_id,
+            t2,
+            &result(AttemptOutcome::Failed, at(63)),
+            RunTransition::Finish(RunState::Failed),
+            None,
+        )
+        .await;
+    assert!(is_fenced(&res), "run not RUNNING: expected Fenced, got {res:?}");
+    assert_eq!(get(&store, &r).await, done, "unchanged");
+}
+
+/// The reaper's form: with `only_if_expired_by = Some(t)` the write is fenced unless the
+/// lease expired before `t`.
+pub async fn complete_only_if_expired_by(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (claimed, token) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let lost = result(AttemptOutcome::WorkerLost, at(32));
+    let retry = RunTransition::Retry { not_before: at(40) };
+    let res = store
+        .complete(&r.tenant, &r.run_id, token, &lost, retry, Some(at(20)))
+        .await;
+    assert!(is_fenced(&res), "lease still live: expected Fenced, got {res:?}");
+    assert_eq!(get(&store, &r).await, claimed, "unchanged");
+    let done = store
+        .complete(&r.tenant, &r.run_id, token, &lost, retry, Some(at(35)))
+        .await
+        .unwrap();
+    assert_eq!(done.state, RunState::Pending);
+    assert_eq!(done.attempts[0].outcome, Some(AttemptOutcome::WorkerLost));
+    assert_eq!(done.attempts[0].finished_at, Some(at(32)));
+}
+
+// ----- cancel -----
+
+/// A PENDING run ends CANCELLED at once, with the reason.
+pub async fn cancel_pending_run(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let c = store
+        .cancel_run(&r.tenant, &r.run_id, at(3), "user asked")
+        .await
+        .unwrap();
+    assert_eq!(c.state, RunState::Cancelled);
+    assert_eq!(c.reason.as_deref(), Some("user asked"));
+    assert_eq!(c.finished_at, Some(at(3)));
+    assert_eq!(get(&store, &r).await, c);
+}
+
+/// A RUNNING run gets `cancel_requested` and keeps running under its lease.
+pub async fn cancel_running_run_requests_cancel(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (claimed, _) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let c = store
+        .cancel_run(&r.tenant, &r.run_id, at(3), "user asked")
+        .await
+        .unwrap();
+    assert_eq!(c.state, RunState::Running);
+    assert!(c.cancel_requested);
+    assert_eq!(
+        (&c.lease, &c.attempts, c.finished_at),
+        (&claimed.lease, &claimed.attempts, None)
+    );
+    assert_eq!(get(&store, &r).await, c);
+}
+
+/// A terminal run is returned unchanged.
+pub async fn cancel_terminal_run_is_unchanged(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, token) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let done = store
+        .complete(
+            &r.tenant,
+            &r.run_id,
+            token,
+            &result(AttemptOutcome::Succeeded, at(5)),
+            RunTransition::Finish(RunState::Succeeded),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store.cancel_run(&r.tenant, &r.run_id, at(6), "too late").await.unwrap(),
+        done
+    );
+    assert_eq!(get(&store, &r).await, done);
+}
+
+/// Cancelling a run that does not exist for the tenant is NotFound.
+pub async fn cancel_unknown_run_is_not_found(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let res = store.cancel_run(&tenant("t2"), &r.run_id, at(1), "x").await;
+    assert!(is_not_found(&res), "expected NotFound, got {res:?}");
+    let res = store
+        .cancel_run(&tenant("t1"), &RunId::from("a@nope"), at(1), "x")
+        .await;
+    assert!(is_not_found(&res), "expected NotFound, got {res:?}");
+    assert_eq!(get(&store, &r).await, r);
+}
+
+// ----- scans -----
+
+/// `expired_leases`: RUNNING runs of any tenant whose lease expired before `now`, at most
+/// `limit`.
+pub async fn expired_leases_across_tenants(store: Store) {
+    let (a, b, live, pending) = (
+        run("t1", "a", 0),
+        run("t2", "b", 0),
+        run("t1", "c", 0),
+        run("t1", "d", 0),
+    );
+    for r in [&a, &b, &live, &pending] {
+        insert(&store, r).await;
+    }
+    claim(&store, &a, "w1", at(1), at(10)).await;
+    claim(&store, &b, "w1", at(1), at(20)).await;
+    claim(&store, &live, "w1", at(1), at(100)).await;
+    let mut found = run_ids(&store.expired_leases(at(50), 10).await.unwrap());
+    found.sort();
+    let mut expected = run_ids(&[a.clone(), b.clone()]);
+    expected.sort();
+    assert_eq!(found, expected);
+    assert_eq!(store.expired_leases(at(50), 1).await.unwrap().len(), 1);
+    assert!(store.expired_leases(at(5), 10).await.unwrap().is_empty());
+    let found = store.expired_leases(at(15), 10).await.unwrap();
+    assert_eq!(run_ids(&found), run_ids(std::slice::from_ref(&a)));
+    assert_eq!(found[0], get(&store, &a).await);
+}
+
+/// `stale_pending`: PENDING runs of any tenant with `not_before <= ready_before`, oldest
+/// first, at most `limit`.
+pub async fn stale_pending_oldest_first_across_tenants(store: Store) {
+    let (a, b, c, later, running) = (
+        run("t1", "a", 30),
+        run("t2", "b", 10),
+        run("t1", "c", 20),
+        run("t1", "d", 90),
+        run("t1", "e", 5),
+    );
+    for r in [&a, &b, &c, &later, &running] {
+        insert(&store, r).await;
+    }
+    claim(&store, &running, "w1", at(6), at(1000)).await;
+    let found = store.stale_pending(at(30), 10).await.unwrap();
+    assert_eq!(run_ids(&found), run_ids(&[b.clone(), c.clone(), a.clone()]));
+    assert_eq!(found[0], b);
+    assert_eq!(
+        run_ids(&store.stale_pending(at(30), 2).await.unwrap()),
+        run_ids(&[b, c])
+    );
+    assert!(store.stale_pending(t0(), 10).await.unwrap().is_empty());
+}

@@ -1,0 +1,222 @@
+//! [`MemQueue`]: the in-memory [`DispatchQueue`].
+//!
+//! Keeps the local-queue contract of the trait doc: ready messages served by
+//! [`dispatch_rank`] then enqueue order, visibility leases, receive counts, deduplication
+//! by run (a re-enqueue keeps one message, the earlier `not_before`, and makes a live
+//! receipt stale), and a long poll that waits by the injected [`Clock`] and wakes at once
+//! on enqueue. A message's `ready_at` for ranking is its `not_before`.
+//! State sits behind a std `Mutex`, never held across an `.await`.
+
+use async_trait::async_trait;
+use sked_core::duration::Dur;
+use sked_core::ids::{RunId, TenantId};
+use sked_core::ports::Clock;
+use sked_core::ports::queue::{Delivery, Dispatch, DispatchQueue, QueueError, Receipt, dispatch_rank};
+use sked_core::timestamp::Timestamp;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::Notify;
+
+/// A dispatch queue in memory, timed by an injected clock.
+pub struct MemQueue {
+    /// Time for `not_before`, visibility and the long poll.
+    clock: Arc<dyn Clock>,
+    /// Messages and counters.
+    state: Mutex<State>,
+    /// Wakes waiting receivers when something is enqueued.
+    enqueued: Notify,
+}
+
+/// The queue's contents.
+#[derive(Debug, Default)]
+struct State {
+    /// One message per run.
+    messages: HashMap<(TenantId, RunId), Message>,
+    /// Enqueue order of the next new message.
+    next_seq: u64,
+    /// Numbers receipts so each delivery's is unique.
+    next_receipt: u64,
+}
+
+/// One queued run.
+#[derive(Debug, Clone)]
+struct Message {
+    /// What was enqueued (with the earliest `not_before` seen).
+    dispatch: Dispatch,
+    /// Enqueue order, the tie-break after rank.
+    seq: u64,
+    /// Invisible until then, while a delivery holds it.
+    leased_until: Option<Timestamp>,
+    /// The current delivery's receipt, if delivered.
+    receipt: Option<String>,
+    /// Deliveries so far.
+    receive_count: u32,
+}
+
+impl Message {
+    fn ready(&self, now: Timestamp) -> bool {
+        self.dispatch.not_before <= now && self.leased_until.is_none_or(|t| t <= now)
+    }
+
+    /// When this message next becomes receivable.
+    fn ready_at(&self) -> Timestamp {
+        self.leased_until
+            .map_or(self.dispatch.not_before, |t| t.max(self.dispatch.not_before))
+    }
+}
+
+impl MemQueue {
+    /// An empty queue timed by `clock`.
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        MemQueue {
+            clock,
+            state: Mutex::new(State::default()),
+            enqueued: Notify::new(),
+        }
+    }
+
+    /// Messages held (leased or not), for assertions.
+    pub fn len(&self) -> usize {
+        self.lock().messages.len()
+    }
+
+    /// Whether no message is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Leases up to `max` ready messages now; also returns when the next one becomes ready.
+    fn take_ready(&self, max: usize, visibility: Dur) -> (Vec<Delivery>, Option<Timestamp>) {
+        let now = self.clock.now();
+        let mut st = self.lock();
+        let mut ready: Vec<(i64, u64, (TenantId, RunId))> = st
+            .messages
+            .iter()
+            .filter(|(_, m)| m.ready(now))
+            .map(|(k, m)| {
+                (
+                    dispatch_rank(m.dispatch.priority, m.dispatch.not_before),
+                    m.seq,
+                    k.clone(),
+                )
+            })
+            .collect();
+        ready.sort();
+        let mut out = Vec::new();
+        for (_, _, key) in ready.into_iter().take(max) {
+            st.next_receipt += 1;
+            let receipt = format!("{}/{}#{}", key.0, key.1, st.next_receipt);
+            let Some(m) = st.messages.get_mut(&key) else { continue };
+            m.leased_until = Some(now + visibility.to_chrono());
+            m.receipt = Some(receipt.clone());
+            m.receive_count += 1;
+            out.push(Delivery {
+                dispatch: m.dispatch.clone(),
+                receipt: Receipt(receipt),
+                receive_count: m.receive_count,
+            });
+        }
+        let next = st
+            .messages
+            .values()
+            .filter(|m| !m.ready(now))
+            .map(Message::ready_at)
+            .min();
+        (out, next)
+    }
+
+    /// Runs `f` on the message whose current receipt is `receipt`.
+    fn with_receipt<T>(
+        &self,
+        receipt: &Receipt,
+        f: impl FnOnce(&mut State, (TenantId, RunId)) -> T,
+    ) -> Result<T, QueueError> {
+        let mut st = self.lock();
+        let key = st
+            .messages
+            .iter()
+            .find(|(_, m)| m.receipt.as_deref() == Some(receipt.0.as_str()))
+            .map(|(k, _)| k.clone())
+            .ok_or(QueueError::StaleReceipt)?;
+        Ok(f(&mut st, key))
+    }
+}
+
+#[async_trait]
+impl DispatchQueue for MemQueue {
+    async fn enqueue(&self, items: &[Dispatch]) -> Result<(), QueueError> {
+        {
+            let mut st = self.lock();
+            for d in items {
+                let key = (d.tenant.clone(), d.run_id.clone());
+                if let Some(m) = st.messages.get_mut(&key) {
+                    // A waiting message keeps the earlier time; a leased one is being handled
+                    // (e.g. its run's retry is being enqueued) and takes the new time.
+                    m.dispatch.not_before = if m.receipt.is_some() {
+                        d.not_before
+                    } else {
+                        m.dispatch.not_before.min(d.not_before)
+                    };
+                    m.dispatch.priority = m.dispatch.priority.max(d.priority);
+                    // A re-enqueue supersedes a live delivery: its receipt goes stale and
+                    // the message is receivable again.
+                    m.leased_until = None;
+                    m.receipt = None;
+                } else {
+                    let seq = st.next_seq;
+                    st.next_seq += 1;
+                    st.messages.insert(
+                        key,
+                        Message {
+                            dispatch: d.clone(),
+                            seq,
+                            leased_until: None,
+                            receipt: None,
+                            receive_count: 0,
+                        },
+                    );
+                }
+            }
+        }
+        self.enqueued.notify_waiters();
+        Ok(())
+    }
+
+    async fn receive(&self, max: usize, visibility: Dur, wait: Dur) -> Result<Vec<Delivery>, QueueError> {
+        let deadline = self.clock.now() + wait.to_chrono();
+        loop {
+            // Register for the wake-up before looking, so an enqueue in between is not missed.
+            let notified = self.enqueued.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (got, next_ready) = self.take_ready(max, visibility);
+            if !got.is_empty() || max == 0 || wait.is_zero() || self.clock.now() >= deadline {
+                return Ok(got);
+            }
+            let wake = next_ready.map_or(deadline, |t| t.min(deadline));
+            tokio::select! {
+                _ = notified => {}
+                _ = self.clock.sleep_until(wake) => {}
+            }
+        }
+    }
+
+    async fn extend(&self, receipt: &Receipt, visibility: Dur) -> Result<(), QueueError> {
+        let until = self.clock.now() + visibility.to_chrono();
+        self.with_receipt(receipt, |st, key| {
+            if let Some(m) = st.messages.get_mut(&key) {
+                m.leased_until = Some(until);
+            }
+        })
+    }
+
+    async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError> {
+        self.with_receipt(receipt, |st, key| {
+            st.messages.remove(&key);
+        })
+    }
+}

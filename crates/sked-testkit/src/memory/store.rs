@@ -1,0 +1,534 @@
+//! [`MemStore`]: the in-memory [`JobStore`].
+//!
+//! A real implementation of the port, not a mock: it keeps every promise of the trait doc
+//! and passes the store contract suite, so simulations over it behave like SQLite or
+//! DynamoDB. Every timestamp is truncated to milliseconds on write, as the durable stores
+//! do. All state sits behind one std `Mutex`, never held across an `.await`; each method
+//! is one critical section, which is what makes `create_jobs` and `fire` atomic.
+
+use async_trait::async_trait;
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::job::{Job, JobState};
+use sked_core::ports::store::{
+    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+};
+use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState};
+use sked_core::timestamp::{Timestamp, trunc_ms};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
+
+/// Error text of an attempt closed because its lease ran out.
+pub const WORKER_LOST: &str = "worker lost";
+
+/// Jobs, runs and idempotency keys in memory.
+#[derive(Debug, Default)]
+pub struct MemStore {
+    /// Everything, behind one lock.
+    state: Mutex<State>,
+}
+
+/// The store's tables.
+#[derive(Debug, Default)]
+struct State {
+    /// Jobs by (tenant, id); the BTreeMap keeps them in listing order.
+    jobs: BTreeMap<(TenantId, JobId), Job>,
+    /// Runs by (tenant, run id).
+    runs: HashMap<(TenantId, RunId), Run>,
+    /// `(tenant, key) → (fingerprint, job ids)`.
+    idempotency: HashMap<(TenantId, String), (String, Vec<JobId>)>,
+    /// Last fencing token handed out (tokens are unique store-wide, so they grow per run too).
+    last_token: u64,
+}
+
+impl MemStore {
+    /// An empty store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Number of runs stored (all tenants), for assertions.
+    pub fn run_count(&self) -> usize {
+        self.lock().runs.len()
+    }
+
+    /// Every run stored (all tenants), for invariant checks in simulations.
+    pub fn all_runs(&self) -> Vec<Run> {
+        self.lock().runs.values().cloned().collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves plain data behind; keep serving it.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn conflict(msg: impl Into<String>) -> StoreError {
+    StoreError::Conflict(msg.into())
+}
+
+fn other(msg: &str) -> StoreError {
+    StoreError::Other(msg.to_string().into())
+}
+
+fn trunc_job(job: &Job) -> Job {
+    let mut j = job.clone();
+    j.next_fire_at = j.next_fire_at.map(trunc_ms);
+    j.created_at = trunc_ms(j.created_at);
+    j.updated_at = trunc_ms(j.updated_at);
+    j
+}
+
+fn trunc_run(run: &Run) -> Run {
+    let mut r = run.clone();
+    r.scheduled_for = trunc_ms(r.scheduled_for);
+    r.not_before = trunc_ms(r.not_before);
+    r.created_at = trunc_ms(r.created_at);
+    r.started_at = r.started_at.map(trunc_ms);
+    r.finished_at = r.finished_at.map(trunc_ms);
+    for a in &mut r.attempts {
+        a.started_at = trunc_ms(a.started_at);
+        a.finished_at = a.finished_at.map(trunc_ms);
+    }
+    if let Some(l) = &mut r.lease {
+        l.expires_at = trunc_ms(l.expires_at);
+    }
+    r
+}
+
+/// Whether a run's lease ended before `now`.
+fn lease_expired(run: &Run, now: Timestamp) -> bool {
+    run.lease.as_ref().is_none_or(|l| l.expires_at < now)
+}
+
+/// Closes a RUNNING run's abandoned attempt as WORKER_LOST at its lease expiry.
+fn close_lost_attempt(run: &mut Run) {
+    let expired_at = run.lease.take().map(|l| l.expires_at);
+    if let Some(a) = run.attempts.last_mut().filter(|a| a.outcome.is_none()) {
+        a.finished_at = expired_at.or(Some(a.started_at));
+        a.outcome = Some(AttemptOutcome::WorkerLost);
+        a.error = Some(WORKER_LOST.to_string());
+    }
+}
+
+/// Cancels one run for `fire`/`cancel_run`: PENDING ends CANCELLED, RUNNING is flagged.
+fn cancel(run: &mut Run, now: Timestamp, reason: &str) {
+    match run.state {
+        RunState::Pending => {
+            run.state = RunState::Cancelled;
+            run.finished_at = Some(trunc_ms(now));
+            run.reason = Some(reason.to_string());
+            run.lease = None;
+        }
+        RunState::Running => run.cancel_requested = true,
+        _ => {}
+    }
+}
+
+/// Parses a run listing cursor `<scheduled_for ms>|<run id>`.
+fn parse_run_cursor(c: &str) -> Result<(i64, RunId), StoreError> {
+    let (ms, id) = c.split_once('|').ok_or_else(|| other("malformed run cursor"))?;
+    let ms = ms.parse().map_err(|_| other("malformed run cursor"))?;
+    Ok((ms, RunId(id.to_string())))
+}
+
+#[async_trait]
+impl JobStore for MemStore {
+    async fn create_jobs(&self, jobs: &[Job], idempotency: Option<(&str, &str)>) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let mut seen = std::collections::HashSet::new();
+        for job in jobs {
+            let key = (job.tenant.clone(), job.id.clone());
+            if !seen.insert(key.clone()) {
+                return Err(conflict(format!("job {} appears twice in the batch", job.id)));
+            }
+            if st.jobs.get(&key).is_some_and(|j| j.state != JobState::Deleted) {
+                return Err(conflict(format!("job {} exists", job.id)));
+            }
+        }
+        let idem = match (idempotency, jobs.first()) {
+            (Some((key, fp)), Some(first)) => {
+                let k = (first.tenant.clone(), key.to_string());
+                if st.idempotency.contains_key(&k) {
+                    return Err(conflict(format!("idempotency key {key} already recorded")));
+                }
+                Some((k, fp.to_string()))
+            }
+            _ => None,
+        };
+        for job in jobs {
+            st.jobs.insert((job.tenant.clone(), job.id.clone()), trunc_job(job));
+        }
+        if let Some((k, fp)) = idem {
+            st.idempotency
+                .insert(k, (fp, jobs.iter().map(|j| j.id.clone()).collect()));
+        }
+        Ok(())
+    }
+
+    async fn idempotency_lookup(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Result<Option<(String, Vec<JobId>)>, StoreError> {
+        Ok(self.lock().idempotency.get(&(tenant.clone(), key.to_string())).cloned())
+    }
+
+    async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
+        Ok(self.lock().jobs.get(&(tenant.clone(), id.clone())).cloned())
+    }
+
+    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        let stored = st
+            .jobs
+            .get_mut(&(job.tenant.clone(), job.id.clone()))
+            .ok_or(StoreError::NotFound)?;
+        if stored.version != expected_version {
+            return Err(conflict(format!(
+                "job {} is at version {}, not {expected_version}",
+                job.id, stored.version
+            )));
+        }
+        *stored = trunc_job(job);
+        Ok(())
+    }
+
+    async fn list_jobs(
+        &self,
+        tenant: &TenantId,
+        filter: &JobFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Job>, StoreError> {
+        let st = self.lock();
+        let after = page.cursor.as_deref().map(|c| JobId(c.to_string()));
+        let mut matching = st
+            .jobs
+            .values()
+            .filter(|j| &j.tenant == tenant)
+            .filter(|j| after.as_ref().is_none_or(|a| &j.id > a))
+            .filter(|j| match filter.state {
+                Some(s) => j.state == s,
+                None => j.state != JobState::Deleted,
+            })
+            .filter(|j| filter.labels.iter().all(|(k, v)| j.spec.labels.get(k) == Some(v)));
+        let items: Vec<Job> = matching.by_ref().take(page.limit).cloned().collect();
+        let more = matching.next().is_some();
+        let next_cursor = if more {
+            items.last().map(|j| j.id.0.clone())
+        } else {
+            None
+        };
+        Ok(Page { items, next_cursor })
+    }
+
+    async fn due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError> {
+        let st = self.lock();
+        let mut due: Vec<&Job> = st
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Active && j.next_fire_at.is_some_and(|t| t <= horizon))
+            .collect();
+        due.sort_by(|a, b| (a.next_fire_at, &a.tenant, &a.id).cmp(&(b.next_fire_at, &b.tenant, &b.id)));
+        Ok(due.into_iter().take(limit).cloned().collect())
+    }
+
+    async fn next_due_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        let st = self.lock();
+        Ok(st
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Active)
+            .filter_map(|j| j.next_fire_at)
+            .min())
+    }
+
+    async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
+        let mut st = self.lock();
+        let key = (firing.tenant.clone(), firing.job_id.clone());
+        let job = st.jobs.get(&key).ok_or(StoreError::NotFound)?;
+        if job.version != firing.expected_version || job.next_fire_at != firing.expected_next_fire_at.map(trunc_ms) {
+            return Err(conflict(format!("job {} moved on", firing.job_id)));
+        }
+        // The firing's time is the nominal time of its runs, or the job's due time.
+        let now = firing
+            .runs
+            .iter()
+            .map(|r| r.created_at)
+            .max()
+            .or(job.next_fire_at)
+            .unwrap_or(job.updated_at);
+        for id in &firing.cancel {
+            if let Some(run) = st.runs.get_mut(&(firing.tenant.clone(), id.clone())) {
+                cancel(run, now, "replaced by a newer run");
+            }
+        }
+        let mut inserted = Vec::new();
+        for run in &firing.runs {
+            let k = (run.tenant.clone(), run.run_id.clone());
+            if let std::collections::hash_map::Entry::Vacant(slot) = st.runs.entry(k) {
+                inserted.push(slot.insert(trunc_run(run)).clone());
+            }
+        }
+        let job = st.jobs.get_mut(&key).ok_or(StoreError::NotFound)?;
+        job.next_fire_at = firing.next_fire_at.map(trunc_ms);
+        job.state = firing.state;
+        Ok(inserted)
+    }
+
+    async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        let k = (run.tenant.clone(), run.run_id.clone());
+        if st.runs.contains_key(&k) {
+            return Ok(false);
+        }
+        st.runs.insert(k, trunc_run(run));
+        Ok(true)
+    }
+
+    async fn get_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError> {
+        Ok(self.lock().runs.get(&(tenant.clone(), run_id.clone())).cloned())
+    }
+
+    async fn list_runs(
+        &self,
+        tenant: &TenantId,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Run>, StoreError> {
+        let after = page.cursor.as_deref().map(parse_run_cursor).transpose()?;
+        let st = self.lock();
+        let mut runs: Vec<&Run> = st
+            .runs
+            .values()
+            .filter(|r| &r.tenant == tenant)
+            .filter(|r| filter.job_id.as_ref().is_none_or(|j| &r.job_id == j))
+            .filter(|r| filter.state.is_none_or(|s| r.state == s))
+            .filter(|r| filter.since.is_none_or(|t| r.scheduled_for >= t))
+            .filter(|r| filter.until.is_none_or(|t| r.scheduled_for < t))
+            .filter(|r| match &after {
+                // Descending order: the next page holds keys strictly below the cursor.
+                Some((ms, id)) => (r.scheduled_for.timestamp_millis(), &r.run_id) < (*ms, id),
+                None => true,
+            })
+            .collect();
+        runs.sort_by(|a, b| (b.scheduled_for, &b.run_id).cmp(&(a.scheduled_for, &a.run_id)));
+        let more = runs.len() > page.limit;
+        let items: Vec<Run> = runs.into_iter().take(page.limit).cloned().collect();
+        let next_cursor = if more {
+            items
+                .last()
+                .map(|r| format!("{}|{}", r.scheduled_for.timestamp_millis(), r.run_id))
+        } else {
+            None
+        };
+        Ok(Page { items, next_cursor })
+    }
+
+    async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
+        let st = self.lock();
+        let mut runs: Vec<Run> = st
+            .runs
+            .values()
+            .filter(|r| &r.tenant == tenant && &r.job_id == job_id && !r.state.is_terminal())
+            .cloned()
+            .collect();
+        runs.sort_by(|a, b| (a.scheduled_for, &a.run_id).cmp(&(b.scheduled_for, &b.run_id)));
+        Ok(runs)
+    }
+
+    async fn claim(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let mut st = self.lock();
+        let next_token = st.last_token + 1;
+        let run = st
+            .runs
+            .get_mut(&(tenant.clone(), run_id.clone()))
+            .ok_or(StoreError::NotFound)?;
+        if run.state.is_terminal() {
+            return Ok(ClaimOutcome::Terminal(run.clone()));
+        }
+        if run.state == RunState::Running {
+            if !lease_expired(run, now) {
+                let until = run.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
+                return Ok(ClaimOutcome::Leased(until));
+            }
+            // Its worker vanished: close the attempt where its lease ended.
+            let ended = run.lease.as_ref().map(|l| l.expires_at);
+            close_lost_attempt(run);
+            if run.cancel_requested || run.attempt_count() >= run.max_attempts {
+                let cancelled = run.cancel_requested;
+                run.state = if cancelled {
+                    RunState::Cancelled
+                } else {
+                    RunState::Failed
+                };
+                run.finished_at = ended.or(Some(trunc_ms(now)));
+                run.reason.get_or_insert_with(|| {
+                    if cancelled {
+                        "cancelled".into()
+                    } else {
+                        WORKER_LOST.into()
+                    }
+                });
+                return Ok(ClaimOutcome::Terminal(run.clone()));
+            }
+        } else {
+            if run.cancel_requested {
+                run.state = RunState::Cancelled;
+                run.finished_at = Some(trunc_ms(now));
+                run.reason.get_or_insert_with(|| "cancelled".into());
+                return Ok(ClaimOutcome::Terminal(run.clone()));
+            }
+            if run.not_before > now {
+                return Ok(ClaimOutcome::NotYet(run.not_before));
+            }
+            if run.attempt_count() >= run.max_attempts {
+                // Nothing left to try (a retry was written past the limit): end it.
+                run.state = RunState::Failed;
+                run.finished_at = Some(trunc_ms(now));
+                return Ok(ClaimOutcome::Terminal(run.clone()));
+            }
+        }
+        let now = trunc_ms(now);
+        run.attempts.push(Attempt {
+            attempt: run.attempt_count() + 1,
+            worker: worker.clone(),
+            started_at: now,
+            finished_at: None,
+            outcome: None,
+            exit_code: None,
+            http_status: None,
+            error: None,
+            log_bytes: 0,
+            log_truncated: false,
+        });
+        run.state = RunState::Running;
+        run.started_at.get_or_insert(now);
+        run.lease = Some(Lease {
+            owner: worker.clone(),
+            token: next_token,
+            expires_at: trunc_ms(lease_until),
+        });
+        let run = run.clone();
+        st.last_token = next_token;
+        Ok(ClaimOutcome::Claimed { run, token: next_token })
+    }
+
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Run, StoreError> {
+        let mut st = self.lock();
+        let run = st
+            .runs
+            .get_mut(&(tenant.clone(), run_id.clone()))
+            .ok_or(StoreError::NotFound)?;
+        match &mut run.lease {
+            Some(l) if run.state == RunState::Running && l.token == token && l.expires_at >= now => {
+                l.expires_at = trunc_ms(lease_until);
+                Ok(run.clone())
+            }
+            _ => Err(StoreError::Fenced),
+        }
+    }
+
+    async fn complete(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        only_if_expired_by: Option<Timestamp>,
+    ) -> Result<Run, StoreError> {
+        let mut st = self.lock();
+        let run = st
+            .runs
+            .get_mut(&(tenant.clone(), run_id.clone()))
+            .ok_or(StoreError::NotFound)?;
+        let holds = run.state == RunState::Running
+            && run
+                .lease
+                .as_ref()
+                .is_some_and(|l| l.token == token && only_if_expired_by.is_none_or(|t| l.expires_at < t));
+        if !holds {
+            return Err(StoreError::Fenced);
+        }
+        if let RunTransition::Finish(s) = next
+            && !s.is_terminal()
+        {
+            return Err(other("RunTransition::Finish needs a terminal state"));
+        }
+        if let Some(a) = run.attempts.last_mut() {
+            a.finished_at = Some(trunc_ms(result.finished_at));
+            a.outcome = Some(result.outcome);
+            a.exit_code = result.exit_code;
+            a.http_status = result.http_status;
+            a.error = result.error.clone();
+            a.log_bytes = result.log_bytes;
+            a.log_truncated = result.log_truncated;
+        }
+        run.lease = None;
+        match next {
+            RunTransition::Retry { not_before } => {
+                run.state = RunState::Pending;
+                run.not_before = trunc_ms(not_before);
+            }
+            RunTransition::Finish(s) => {
+                run.state = s;
+                run.finished_at = Some(trunc_ms(result.finished_at));
+            }
+        }
+        Ok(run.clone())
+    }
+
+    async fn cancel_run(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> Result<Run, StoreError> {
+        let mut st = self.lock();
+        let run = st
+            .runs
+            .get_mut(&(tenant.clone(), run_id.clone()))
+            .ok_or(StoreError::NotFound)?;
+        cancel(run, now, reason);
+        Ok(run.clone())
+    }
+
+    async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let st = self.lock();
+        let mut runs: Vec<&Run> = st
+            .runs
+            .values()
+            .filter(|r| r.state == RunState::Running && lease_expired(r, now))
+            .collect();
+        runs.sort_by_key(|r| (r.lease.as_ref().map(|l| l.expires_at), r.run_id.clone()));
+        Ok(runs.into_iter().take(limit).cloned().collect())
+    }
+
+    async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let st = self.lock();
+        let mut runs: Vec<&Run> = st
+            .runs
+            .values()
+            .filter(|r| r.state == RunState::Pending && r.not_before <= ready_before)
+            .collect();
+        runs.sort_by(|a, b| {
+            (a.not_before, a.scheduled_for, &a.run_id).cmp(&(b.not_before, b.scheduled_for, &b.run_id))
+        });
+        Ok(runs.into_iter().take(limit).cloned().collect())
+    }
+}
