@@ -1,1 +1,63 @@
-//! (in progress)
+//! sked-api: sked's REST API as an axum [`Router`], built once here and served by whatever
+//! main chooses (`axum::serve` locally, `lambda_http` on AWS).
+//!
+//! The contract is SPEC §8; `GET /v1/openapi.json` describes it. Modules:
+//!
+//! - [`routes`]: the route table, and one handler file per resource (jobs, runs, logs, ops).
+//! - `extract`: tenant (`X-Sked-Tenant`), `If-Match`, `Idempotency-Key`, path ids, query
+//!   parameters and JSON bodies — malformed requests end here with a 400 naming the field.
+//! - `input`: create, batch, PUT and PATCH bodies decoded into core types.
+//! - `shorthand`: the seed-style one-shot body (`payload`, `scheduled_time`).
+//! - `merge_patch`: RFC 7386 for PATCH.
+//! - `dto`: how jobs, runs, log lines and pages are written.
+//! - [`error`]: [`ApiError`], and the mapping from `CoreError` to status and JSON.
+//!
+//! This crate decides nothing about scheduling: every action is a call to
+//! [`sked_core::service::Sked`], and a request that is not well formed never reaches it.
+
+pub mod error;
+pub mod routes;
+
+mod dto;
+mod extract;
+mod input;
+mod merge_patch;
+mod shorthand;
+
+pub use error::ApiError;
+
+use axum::Router;
+use sked_core::service::Sked;
+
+/// Default request body limit: 256 KiB (SPEC §5).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// Settings of the HTTP layer.
+#[derive(Debug, Clone)]
+pub struct ApiConfig {
+    /// Largest request body accepted; larger ones answer 413. Default
+    /// [`DEFAULT_MAX_BODY_BYTES`].
+    pub max_body_bytes: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// What every handler is given: the service and the HTTP settings.
+#[derive(Clone)]
+pub struct AppState {
+    /// The service every action goes through.
+    pub sked: Sked,
+    /// HTTP settings.
+    pub config: ApiConfig,
+}
+
+/// The API: `/v1/...` routes, `/healthz`, JSON errors for unknown paths, and the body limit.
+pub fn router(sked: Sked, config: ApiConfig) -> Router {
+    routes::build(sked, config)
+}

@@ -75,7 +75,9 @@ impl FromStr for Dur {
                 "d" => 86_400_000,
                 _ => return Err(err()),
             };
-            total_ms = total_ms.checked_add(n.checked_mul(unit_ms).ok_or_else(err)?).ok_or_else(err)?;
+            total_ms = total_ms
+                .checked_add(n.checked_mul(unit_ms).ok_or_else(err)?)
+                .ok_or_else(err)?;
             rest = &rest[unit_len..];
         }
         u64::try_from(total_ms).map(Dur::millis).map_err(|_| err())
@@ -89,7 +91,13 @@ impl fmt::Display for Dur {
         if ms == 0 {
             return f.write_str("0s");
         }
-        for (unit, size) in [("d", 86_400_000u128), ("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1)] {
+        for (unit, size) in [
+            ("d", 86_400_000u128),
+            ("h", 3_600_000),
+            ("m", 60_000),
+            ("s", 1_000),
+            ("ms", 1),
+        ] {
             if ms >= size {
                 write!(f, "{}{}", ms / size, unit)?;
                 ms %= size;

@@ -14,7 +14,10 @@ pub struct FieldError {
 impl FieldError {
     /// An error about `field`.
     pub fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        FieldError { field: field.into(), message: message.into() }
+        FieldError {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 }
 

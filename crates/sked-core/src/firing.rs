@@ -61,7 +61,11 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
     // Misfire: split what was missed from what is (nearly) on time.
     let missed_before = now - MISFIRE_GRACE.to_chrono();
     let one_shot = matches!(spec.schedule, Schedule::At(_));
-    let split = if one_shot { 0 } else { due.partition_point(|t| *t < missed_before) };
+    let split = if one_shot {
+        0
+    } else {
+        due.partition_point(|t| *t < missed_before)
+    };
     let (missed, current) = due.split_at(split);
     let mut skipped = Vec::new();
     let mut fire: Vec<Timestamp> = Vec::new();
@@ -129,7 +133,11 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
             expected_version: job.version,
             expected_next_fire_at: job.next_fire_at,
             next_fire_at: next,
-            state: if next.is_some() { JobState::Active } else { JobState::Completed },
+            state: if next.is_some() {
+                JobState::Active
+            } else {
+                JobState::Completed
+            },
             runs,
             cancel,
         },
@@ -196,7 +204,10 @@ mod tests {
 
     #[test]
     fn fire_once_after_downtime_fires_one_run_for_the_missed_and_skips_the_rest() {
-        let j = job(every_minute(serde_json::json!({"misfire": "fire_once", "overlap": "allow"})), "2026-12-01T10:00:00Z");
+        let j = job(
+            every_minute(serde_json::json!({"misfire": "fire_once", "overlap": "allow"})),
+            "2026-12-01T10:00:00Z",
+        );
         let p = plan(&j, &[], ts("2026-12-01T10:10:30Z"), Dur::ZERO).unwrap();
         // 10:10 is within the grace, 10:09 is the latest missed one.
         assert_eq!(fired(&p), vec![ts("2026-12-01T10:09:00Z"), ts("2026-12-01T10:10:00Z")]);
@@ -205,7 +216,10 @@ mod tests {
         assert_eq!(p.firing.next_fire_at, Some(ts("2026-12-01T10:11:00Z")));
 
         // With the default `forbid`, the catch-up itself must not overlap: one run.
-        let j = job(every_minute(serde_json::json!({"misfire": "fire_once"})), "2026-12-01T10:00:00Z");
+        let j = job(
+            every_minute(serde_json::json!({"misfire": "fire_once"})),
+            "2026-12-01T10:00:00Z",
+        );
         let p = plan(&j, &[], ts("2026-12-01T10:10:30Z"), Dur::ZERO).unwrap();
         assert_eq!(fired(&p), vec![ts("2026-12-01T10:10:00Z")]);
         assert_eq!(p.skipped.len(), 10);
@@ -213,7 +227,10 @@ mod tests {
 
     #[test]
     fn skip_drops_every_missed_occurrence() {
-        let j = job(every_minute(serde_json::json!({"misfire": "skip"})), "2026-12-01T10:00:00Z");
+        let j = job(
+            every_minute(serde_json::json!({"misfire": "skip"})),
+            "2026-12-01T10:00:00Z",
+        );
         let p = plan(&j, &[], ts("2026-12-01T10:10:30Z"), Dur::ZERO).unwrap();
         assert_eq!(fired(&p), vec![ts("2026-12-01T10:10:00Z")]);
         assert_eq!(p.skipped.len(), 10);
@@ -221,10 +238,16 @@ mod tests {
 
     #[test]
     fn fire_all_fires_every_missed_occurrence_up_to_the_bound() {
-        let j = job(every_minute(serde_json::json!({"misfire": "fire_all", "overlap": "allow"})), "2026-12-01T10:00:00Z");
+        let j = job(
+            every_minute(serde_json::json!({"misfire": "fire_all", "overlap": "allow"})),
+            "2026-12-01T10:00:00Z",
+        );
         let p = plan(&j, &[], ts("2026-12-01T10:05:00Z"), Dur::ZERO).unwrap();
         assert_eq!(fired(&p).len(), 6);
-        let j = job(every_minute(serde_json::json!({"misfire": "fire_all", "overlap": "allow"})), "2026-12-01T00:00:00Z");
+        let j = job(
+            every_minute(serde_json::json!({"misfire": "fire_all", "overlap": "allow"})),
+            "2026-12-01T00:00:00Z",
+        );
         let p = plan(&j, &[], ts("2026-12-01T10:00:30Z"), Dur::ZERO).unwrap();
         assert_eq!(fired(&p).len(), MAX_FIRE_ALL + 1, "100 missed plus the current one");
         assert_eq!(p.skipped.len(), 600 - MAX_FIRE_ALL);
@@ -233,25 +256,69 @@ mod tests {
     #[test]
     fn forbid_skips_while_a_run_is_active() {
         let j = job(every_minute(serde_json::json!({})), "2026-12-01T10:00:00Z");
-        let active = Run::new_pending("t".into(), "j".into(), ts("2026-12-01T09:59:00Z"), Trigger::Schedule, 5, ts("2026-12-01T09:59:00Z"), 4, ts("2026-12-01T09:59:00Z"));
+        let active = Run::new_pending(
+            "t".into(),
+            "j".into(),
+            ts("2026-12-01T09:59:00Z"),
+            Trigger::Schedule,
+            5,
+            ts("2026-12-01T09:59:00Z"),
+            4,
+            ts("2026-12-01T09:59:00Z"),
+        );
         let p = plan(&j, &[active], ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
         assert!(p.firing.runs.is_empty());
         assert_eq!(p.skipped, vec![(ts("2026-12-01T10:00:00Z"), SkipReason::Overlap)]);
-        assert_eq!(p.firing.next_fire_at, Some(ts("2026-12-01T10:01:00Z")), "the schedule still advances");
+        assert_eq!(
+            p.firing.next_fire_at,
+            Some(ts("2026-12-01T10:01:00Z")),
+            "the schedule still advances"
+        );
     }
 
     #[test]
     fn replace_cancels_the_active_run_and_queue_one_keeps_one_waiting() {
-        let mut running = Run::new_pending("t".into(), "j".into(), ts("2026-12-01T09:59:00Z"), Trigger::Schedule, 5, ts("2026-12-01T09:59:00Z"), 4, ts("2026-12-01T09:59:00Z"));
+        let mut running = Run::new_pending(
+            "t".into(),
+            "j".into(),
+            ts("2026-12-01T09:59:00Z"),
+            Trigger::Schedule,
+            5,
+            ts("2026-12-01T09:59:00Z"),
+            4,
+            ts("2026-12-01T09:59:00Z"),
+        );
         running.state = RunState::Running;
-        let j = job(every_minute(serde_json::json!({"overlap": "replace"})), "2026-12-01T10:00:00Z");
-        let p = plan(&j, std::slice::from_ref(&running), ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
+        let j = job(
+            every_minute(serde_json::json!({"overlap": "replace"})),
+            "2026-12-01T10:00:00Z",
+        );
+        let p = plan(
+            &j,
+            std::slice::from_ref(&running),
+            ts("2026-12-01T10:00:00Z"),
+            Dur::ZERO,
+        )
+        .unwrap();
         assert_eq!(p.firing.cancel, vec![running.run_id.clone()]);
         assert_eq!(fired(&p), vec![ts("2026-12-01T10:00:00Z")]);
 
-        let j = job(every_minute(serde_json::json!({"overlap": "queue_one"})), "2026-12-01T10:00:00Z");
-        let p = plan(&j, std::slice::from_ref(&running), ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
-        assert_eq!(fired(&p), vec![ts("2026-12-01T10:00:00Z")], "one may wait behind the running one");
+        let j = job(
+            every_minute(serde_json::json!({"overlap": "queue_one"})),
+            "2026-12-01T10:00:00Z",
+        );
+        let p = plan(
+            &j,
+            std::slice::from_ref(&running),
+            ts("2026-12-01T10:00:00Z"),
+            Dur::ZERO,
+        )
+        .unwrap();
+        assert_eq!(
+            fired(&p),
+            vec![ts("2026-12-01T10:00:00Z")],
+            "one may wait behind the running one"
+        );
         let mut waiting = running.clone();
         waiting.state = RunState::Pending;
         let p = plan(&j, &[running, waiting], ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
@@ -260,7 +327,10 @@ mod tests {
 
     #[test]
     fn a_one_shot_fires_once_however_late_and_completes() {
-        let j = job(serde_json::json!({"schedule": {"at": "2026-12-01T10:00:00Z"}, "task": {"command": {"argv": ["true"]}}, "misfire": "skip"}), "2026-12-01T10:00:00Z");
+        let j = job(
+            serde_json::json!({"schedule": {"at": "2026-12-01T10:00:00Z"}, "task": {"command": {"argv": ["true"]}}, "misfire": "skip"}),
+            "2026-12-01T10:00:00Z",
+        );
         let p = plan(&j, &[], ts("2026-12-02T10:00:00Z"), Dur::ZERO).unwrap();
         assert_eq!(fired(&p), vec![ts("2026-12-01T10:00:00Z")]);
         assert_eq!(p.firing.next_fire_at, None);
@@ -269,7 +339,10 @@ mod tests {
 
     #[test]
     fn jitter_delays_the_start_but_not_the_nominal_time() {
-        let j = job(every_minute(serde_json::json!({"jitter": "30s"})), "2026-12-01T10:00:00Z");
+        let j = job(
+            every_minute(serde_json::json!({"jitter": "30s"})),
+            "2026-12-01T10:00:00Z",
+        );
         let p = plan(&j, &[], ts("2026-12-01T10:00:00Z"), Dur::ZERO).unwrap();
         let run = &p.firing.runs[0];
         assert_eq!(run.scheduled_for, ts("2026-12-01T10:00:00Z"));

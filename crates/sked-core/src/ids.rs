@@ -68,7 +68,8 @@ impl Default for TenantId {
 /// Whether `s` is a valid caller-given id (job id or tenant): `[A-Za-z0-9_.-]{1,128}`.
 pub fn is_valid_id(s: &str) -> bool {
     (1..=128).contains(&s.len())
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
 }
 
 impl JobId {

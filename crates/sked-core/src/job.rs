@@ -77,12 +77,19 @@ fn default_timeout() -> Dur {
 impl JobSpec {
     /// The effective overlap policy (see [`JobSpec::overlap`]).
     pub fn overlap_policy(&self) -> Overlap {
-        self.overlap.unwrap_or(if self.schedule.is_recurring() { Overlap::Forbid } else { Overlap::Allow })
+        self.overlap.unwrap_or(if self.schedule.is_recurring() {
+            Overlap::Forbid
+        } else {
+            Overlap::Allow
+        })
     }
 
     /// The job's `start_at`/`end_at` window.
     pub fn window(&self) -> FireWindow {
-        FireWindow { start_at: self.start_at, end_at: self.end_at }
+        FireWindow {
+            start_at: self.start_at,
+            end_at: self.end_at,
+        }
     }
 
     /// Attempts a run of this job may make: `max_retries + 1`.
@@ -94,7 +101,10 @@ impl JobSpec {
     /// and the anchor of an `every` schedule (the moment the job was accepted).
     pub fn normalised(mut self, now: Timestamp) -> Self {
         self.overlap = Some(self.overlap_policy());
-        if let Schedule::Every { anchor: anchor @ None, .. } = &mut self.schedule {
+        if let Schedule::Every {
+            anchor: anchor @ None, ..
+        } = &mut self.schedule
+        {
             *anchor = Some(timestamp::trunc_ms(now));
         }
         self
@@ -135,7 +145,12 @@ fn default_backoff_jitter() -> f64 {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Backoff { initial: default_initial(), max: default_max_backoff(), factor: default_factor(), jitter: default_backoff_jitter() }
+        Backoff {
+            initial: default_initial(),
+            max: default_max_backoff(),
+            factor: default_factor(),
+            jitter: default_backoff_jitter(),
+        }
     }
 }
 
@@ -240,11 +255,13 @@ wire_enum!(
     }
 );
 
+#[allow(clippy::derivable_impls)] // the enum is declared by `wire_enum!`
 impl Default for Misfire {
     fn default() -> Self {
         Misfire::FireOnce
     }
 }
+#[allow(clippy::derivable_impls)] // the enum is declared by `wire_enum!`
 impl Default for Resources {
     fn default() -> Self {
         Resources::Small

@@ -42,12 +42,20 @@ pub fn start_jitter(jitter: Option<Dur>, run_seed: &str) -> Dur {
 /// - failed or worker lost → retry after backoff while attempts are left, else FAILED;
 /// - timed out → with `on_timeout: retry`, like a failure but ending TIMED_OUT; otherwise
 ///   TIMED_OUT at once (`run_job` triggers its handler job besides).
-pub fn after_attempt(run: &Run, spec_backoff: &Backoff, on_timeout: &OnTimeout, outcome: AttemptOutcome, now: Timestamp) -> RunTransition {
+pub fn after_attempt(
+    run: &Run,
+    spec_backoff: &Backoff,
+    on_timeout: &OnTimeout,
+    outcome: AttemptOutcome,
+    now: Timestamp,
+) -> RunTransition {
     let attempts = run.attempt_count();
     let retry_or = |terminal: RunState| {
         if attempts < run.max_attempts {
             let delay = backoff_delay(spec_backoff, attempts, &format!("{}#{}", run.run_id, attempts));
-            RunTransition::Retry { not_before: now + delay.to_chrono() }
+            RunTransition::Retry {
+                not_before: now + delay.to_chrono(),
+            }
         } else {
             RunTransition::Finish(terminal)
         }
@@ -75,7 +83,12 @@ mod tests {
     use crate::timestamp::parse;
 
     fn backoff(initial: u64, max: u64, factor: f64, jitter: f64) -> Backoff {
-        Backoff { initial: Dur::secs(initial), max: Dur::secs(max), factor, jitter }
+        Backoff {
+            initial: Dur::secs(initial),
+            max: Dur::secs(max),
+            factor,
+            jitter,
+        }
     }
 
     fn run_with_attempts(n: u32, max_attempts: u32) -> Run {
@@ -130,11 +143,39 @@ mod tests {
     fn failure_retries_while_attempts_left_then_fails() {
         let now = parse("2026-12-01T00:00:10Z").unwrap();
         let b = backoff(10, 600, 2.0, 0.0);
-        let t = after_attempt(&run_with_attempts(1, 3), &b, &OnTimeout::Fail, AttemptOutcome::Failed, now);
-        assert_eq!(t, RunTransition::Retry { not_before: parse("2026-12-01T00:00:20Z").unwrap() });
-        let t = after_attempt(&run_with_attempts(2, 3), &b, &OnTimeout::Fail, AttemptOutcome::WorkerLost, now);
-        assert_eq!(t, RunTransition::Retry { not_before: parse("2026-12-01T00:00:30Z").unwrap() });
-        let t = after_attempt(&run_with_attempts(3, 3), &b, &OnTimeout::Fail, AttemptOutcome::Failed, now);
+        let t = after_attempt(
+            &run_with_attempts(1, 3),
+            &b,
+            &OnTimeout::Fail,
+            AttemptOutcome::Failed,
+            now,
+        );
+        assert_eq!(
+            t,
+            RunTransition::Retry {
+                not_before: parse("2026-12-01T00:00:20Z").unwrap()
+            }
+        );
+        let t = after_attempt(
+            &run_with_attempts(2, 3),
+            &b,
+            &OnTimeout::Fail,
+            AttemptOutcome::WorkerLost,
+            now,
+        );
+        assert_eq!(
+            t,
+            RunTransition::Retry {
+                not_before: parse("2026-12-01T00:00:30Z").unwrap()
+            }
+        );
+        let t = after_attempt(
+            &run_with_attempts(3, 3),
+            &b,
+            &OnTimeout::Fail,
+            AttemptOutcome::Failed,
+            now,
+        );
         assert_eq!(t, RunTransition::Finish(RunState::Failed));
     }
 
@@ -143,10 +184,22 @@ mod tests {
         let now = parse("2026-12-01T00:00:00Z").unwrap();
         let b = Backoff::default();
         let run = run_with_attempts(1, 2);
-        assert_eq!(after_attempt(&run, &b, &OnTimeout::Fail, AttemptOutcome::TimedOut, now), RunTransition::Finish(RunState::TimedOut));
-        assert!(matches!(after_attempt(&run, &b, &OnTimeout::Retry, AttemptOutcome::TimedOut, now), RunTransition::Retry { .. }));
         assert_eq!(
-            after_attempt(&run_with_attempts(2, 2), &b, &OnTimeout::Retry, AttemptOutcome::TimedOut, now),
+            after_attempt(&run, &b, &OnTimeout::Fail, AttemptOutcome::TimedOut, now),
+            RunTransition::Finish(RunState::TimedOut)
+        );
+        assert!(matches!(
+            after_attempt(&run, &b, &OnTimeout::Retry, AttemptOutcome::TimedOut, now),
+            RunTransition::Retry { .. }
+        ));
+        assert_eq!(
+            after_attempt(
+                &run_with_attempts(2, 2),
+                &b,
+                &OnTimeout::Retry,
+                AttemptOutcome::TimedOut,
+                now
+            ),
             RunTransition::Finish(RunState::TimedOut)
         );
         assert_eq!(
@@ -160,7 +213,13 @@ mod tests {
         let now = parse("2026-12-01T00:00:00Z").unwrap();
         let run = run_with_attempts(1, 5);
         let b = Backoff::default();
-        assert_eq!(after_attempt(&run, &b, &OnTimeout::Fail, AttemptOutcome::Succeeded, now), RunTransition::Finish(RunState::Succeeded));
-        assert_eq!(after_attempt(&run, &b, &OnTimeout::Fail, AttemptOutcome::Cancelled, now), RunTransition::Finish(RunState::Cancelled));
+        assert_eq!(
+            after_attempt(&run, &b, &OnTimeout::Fail, AttemptOutcome::Succeeded, now),
+            RunTransition::Finish(RunState::Succeeded)
+        );
+        assert_eq!(
+            after_attempt(&run, &b, &OnTimeout::Fail, AttemptOutcome::Cancelled, now),
+            RunTransition::Finish(RunState::Cancelled)
+        );
     }
 }

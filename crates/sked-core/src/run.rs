@@ -180,6 +180,10 @@ impl Run {
 
     /// The attempt currently holding the lease, if RUNNING.
     pub fn current_attempt(&self) -> Option<&Attempt> {
-        if self.state == RunState::Running { self.attempts.last() } else { None }
+        if self.state == RunState::Running {
+            self.attempts.last()
+        } else {
+            None
+        }
     }
 }

@@ -13,7 +13,9 @@ pub fn trunc_ms(t: Timestamp) -> Timestamp {
 
 /// Milliseconds since the Unix epoch to an instant.
 pub fn from_ms(ms: i64) -> Timestamp {
-    Utc.timestamp_millis_opt(ms).single().unwrap_or(DateTime::<Utc>::MIN_UTC)
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 /// RFC 3339 UTC with milliseconds, the API's timestamp format.
@@ -57,10 +59,7 @@ pub mod serde_ms_opt {
     /// Deserializes RFC 3339 with any offset, or `null`.
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Timestamp>, D::Error> {
         let s = Option::<String>::deserialize(d)?;
-        s.map(|s| {
-            parse(&s)
-                .map_err(|e| serde::de::Error::custom(format!("invalid timestamp {s:?}: {e}")))
-        })
-        .transpose()
+        s.map(|s| parse(&s).map_err(|e| serde::de::Error::custom(format!("invalid timestamp {s:?}: {e}"))))
+            .transpose()
     }
 }

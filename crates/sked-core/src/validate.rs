@@ -56,19 +56,28 @@ pub fn validate_spec(spec: &JobSpec, now: Timestamp) -> Vec<FieldError> {
     check_schedule(&mut out, spec, now);
     check_task(&mut out, &spec.task);
     if spec.priority > MAX_PRIORITY {
-        out.add("priority", format!("priority is {}; use 0..=9 (9 highest)", spec.priority));
+        out.add(
+            "priority",
+            format!("priority is {}; use 0..=9 (9 highest)", spec.priority),
+        );
     }
     if spec.max_retries > MAX_RETRIES {
-        out.add("max_retries", format!("max_retries is {}; at most {MAX_RETRIES}", spec.max_retries));
+        out.add(
+            "max_retries",
+            format!("max_retries is {}; at most {MAX_RETRIES}", spec.max_retries),
+        );
     }
     check_backoff(&mut out, &spec.backoff);
     if spec.timeout < MIN_INTERVAL || spec.timeout > MAX_TIMEOUT {
         out.add("timeout", format!("timeout is {}; use 1s to 7d", spec.timeout));
     }
-    if let OnTimeout::RunJob(id) = &spec.on_timeout {
-        if !ids::is_valid_id(id.as_str()) {
-            out.add("on_timeout.run_job", format!("{:?} is not a job id ([A-Za-z0-9_.-]{{1,128}})", id.as_str()));
-        }
+    if let OnTimeout::RunJob(id) = &spec.on_timeout
+        && !ids::is_valid_id(id.as_str())
+    {
+        out.add(
+            "on_timeout.run_job",
+            format!("{:?} is not a job id ([A-Za-z0-9_.-]{{1,128}})", id.as_str()),
+        );
     }
     out.0
 }
@@ -76,7 +85,10 @@ pub fn validate_spec(spec: &JobSpec, now: Timestamp) -> Vec<FieldError> {
 /// The problem with a caller-given job id, if any (field `id`).
 pub fn validate_job_id(id: &str) -> Option<FieldError> {
     (!ids::is_valid_id(id)).then(|| {
-        FieldError::new("id", format!("{id:?} is not a valid job id: use 1 to 128 of A-Z a-z 0-9 _ . -"))
+        FieldError::new(
+            "id",
+            format!("{id:?} is not a valid job id: use 1 to 128 of A-Z a-z 0-9 _ . -"),
+        )
     })
 }
 
@@ -92,10 +104,10 @@ impl Problems {
 }
 
 fn check_name(out: &mut Problems, name: Option<&str>) {
-    if let Some(name) = name {
-        if name.chars().count() > MAX_NAME {
-            out.add("name", format!("name is longer than {MAX_NAME} characters"));
-        }
+    if let Some(name) = name
+        && name.chars().count() > MAX_NAME
+    {
+        out.add("name", format!("name is longer than {MAX_NAME} characters"));
     }
 }
 
@@ -105,12 +117,20 @@ fn check_labels(out: &mut Problems, labels: &BTreeMap<String, String>) {
     }
     for (key, value) in labels {
         let key_ok = (1..=MAX_LABEL_KEY).contains(&key.chars().count())
-            && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'/'));
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b'/'));
         if !key_ok {
-            out.add("labels", format!("label key {key:?} must be 1 to {MAX_LABEL_KEY} of A-Z a-z 0-9 _ . - /"));
+            out.add(
+                "labels",
+                format!("label key {key:?} must be 1 to {MAX_LABEL_KEY} of A-Z a-z 0-9 _ . - /"),
+            );
         }
         if value.chars().count() > MAX_LABEL_VALUE {
-            out.add("labels", format!("value of label {key:?} is longer than {MAX_LABEL_VALUE} characters"));
+            out.add(
+                "labels",
+                format!("value of label {key:?} is longer than {MAX_LABEL_VALUE} characters"),
+            );
         }
     }
 }
@@ -118,7 +138,10 @@ fn check_labels(out: &mut Problems, labels: &BTreeMap<String, String>) {
 /// A timestamp field outside [`YEARS`].
 fn check_timestamp(out: &mut Problems, field: &str, t: Timestamp) {
     if !YEARS.contains(&t.year()) {
-        out.add(field, format!("{} is outside the years 1970 to 9999", timestamp::format(&t)));
+        out.add(
+            field,
+            format!("{} is outside the years 1970 to 9999", timestamp::format(&t)),
+        );
     }
 }
 
@@ -129,26 +152,30 @@ fn check_schedule(out: &mut Problems, spec: &JobSpec, now: Timestamp) {
             check_timestamp(out, field, t);
         }
     }
-    if let (Some(start), Some(end)) = (spec.start_at, spec.end_at) {
-        if end <= start {
-            out.add("end_at", "end_at must be after start_at");
-        }
+    if let (Some(start), Some(end)) = (spec.start_at, spec.end_at)
+        && end <= start
+    {
+        out.add("end_at", "end_at must be after start_at");
     }
-    if let Some(end) = spec.end_at {
-        if spec.schedule.is_recurring() && end < now {
-            out.add("end_at", format!("end_at {} is already past", timestamp::format(&end)));
-        }
+    if let Some(end) = spec.end_at
+        && spec.schedule.is_recurring()
+        && end < now
+    {
+        out.add("end_at", format!("end_at {} is already past", timestamp::format(&end)));
     }
     match &spec.schedule {
         Schedule::At(at) => {
             check_timestamp(out, "schedule.at", *at);
             if !window.contains(*at) {
-                out.add("schedule.at", "`at` lies outside start_at..end_at, so the job would never fire");
+                out.add(
+                    "schedule.at",
+                    "`at` lies outside start_at..end_at, so the job would never fire",
+                );
             }
-            if let Some(jitter) = spec.jitter {
-                if jitter > MAX_AT_JITTER {
-                    out.add("jitter", format!("jitter is {jitter}; at most 1h for an `at` schedule"));
-                }
+            if let Some(jitter) = spec.jitter
+                && jitter > MAX_AT_JITTER
+            {
+                out.add("jitter", format!("jitter is {jitter}; at most 1h for an `at` schedule"));
             }
         }
         Schedule::Every { interval, anchor } => {
@@ -157,17 +184,27 @@ fn check_schedule(out: &mut Problems, spec: &JobSpec, now: Timestamp) {
             }
             if *interval < MIN_INTERVAL {
                 out.add("schedule.every", format!("interval is {interval}; at least 1s"));
-            } else if let Some(jitter) = spec.jitter {
-                if jitter >= *interval {
-                    out.add("jitter", format!("jitter {jitter} must be less than the interval {interval}"));
-                }
+            } else if let Some(jitter) = spec.jitter
+                && jitter >= *interval
+            {
+                out.add(
+                    "jitter",
+                    format!("jitter {jitter} must be less than the interval {interval}"),
+                );
             }
         }
         Schedule::Cron { expr, timezone } => {
             let cron = parse_cron(expr).map_err(|e| out.add("schedule.cron", e)).ok();
-            let tz = parse_timezone(timezone).map_err(|e| out.add("schedule.timezone", e)).ok();
-            if let (Some(_), Some(_), Some(jitter)) = (cron, tz, spec.jitter) {
-                check_cron_jitter(out, spec, &window, now, jitter);
+            let tz = parse_timezone(timezone)
+                .map_err(|e| out.add("schedule.timezone", e))
+                .ok();
+            if cron.is_some() && tz.is_some() {
+                let unbounded = FireWindow::default();
+                if crate::schedule::next::first_fire(&spec.schedule, &spec.dst, &unbounded, now).is_none() {
+                    out.add("schedule.cron", format!("{expr:?} never matches a date"));
+                } else if let Some(jitter) = spec.jitter {
+                    check_cron_jitter(out, spec, &window, now, jitter);
+                }
             }
         }
     }
@@ -178,7 +215,10 @@ fn check_cron_jitter(out: &mut Problems, spec: &JobSpec, window: &FireWindow, no
     if let [first, second] = preview(&spec.schedule, &spec.dst, window, now, 2)[..] {
         let gap = Dur::millis(u64::try_from((second - first).num_milliseconds()).unwrap_or(0));
         if jitter >= gap {
-            out.add("jitter", format!("jitter {jitter} must be less than the {gap} between occurrences"));
+            out.add(
+                "jitter",
+                format!("jitter {jitter} must be less than the {gap} between occurrences"),
+            );
         }
     }
 }
@@ -201,10 +241,10 @@ fn check_command(out: &mut Problems, c: &CommandTask) {
         out.add("task.command.argv", "argv must not contain NUL bytes");
     }
     check_env(out, "task.command.env", &c.env);
-    if let Some(cwd) = &c.cwd {
-        if cwd.is_empty() || !cwd.starts_with('/') || cwd.contains('\0') {
-            out.add("task.command.cwd", format!("cwd {cwd:?} must be an absolute path"));
-        }
+    if let Some(cwd) = &c.cwd
+        && (cwd.is_empty() || !cwd.starts_with('/') || cwd.contains('\0'))
+    {
+        out.add("task.command.cwd", format!("cwd {cwd:?} must be an absolute path"));
     }
 }
 
@@ -214,7 +254,10 @@ fn check_env(out: &mut Problems, field: &str, env: &BTreeMap<String, String>) {
     }
     for (name, value) in env {
         if name.is_empty() || name.contains(['=', '\0']) {
-            out.add(field, format!("variable name {name:?} must be non-empty, without '=' or NUL"));
+            out.add(
+                field,
+                format!("variable name {name:?} must be non-empty, without '=' or NUL"),
+            );
         }
         if value.contains('\0') {
             out.add(field, format!("value of {name:?} must not contain NUL bytes"));
@@ -227,26 +270,38 @@ fn check_http(out: &mut Problems, h: &HttpTask) {
         out.add("task.http.url", e);
     }
     if !HTTP_METHODS.contains(&h.method.as_str()) {
-        out.add("task.http.method", format!("method {:?}; use one of {}", h.method, HTTP_METHODS.join(" ")));
+        out.add(
+            "task.http.method",
+            format!("method {:?}; use one of {}", h.method, HTTP_METHODS.join(" ")),
+        );
     }
     for (name, value) in &h.headers {
         if !is_header_name(name) {
             out.add("task.http.headers", format!("{name:?} is not a valid header name"));
         }
         if value.contains(['\r', '\n', '\0']) {
-            out.add("task.http.headers", format!("value of header {name:?} must not contain CR, LF or NUL"));
+            out.add(
+                "task.http.headers",
+                format!("value of header {name:?} must not contain CR, LF or NUL"),
+            );
         }
     }
-    if let Some(status) = h.expect_status {
-        if !(100..=599).contains(&status) {
-            out.add("task.http.expect_status", format!("expect_status is {status}; use 100..=599"));
-        }
+    if let Some(status) = h.expect_status
+        && !(100..=599).contains(&status)
+    {
+        out.add(
+            "task.http.expect_status",
+            format!("expect_status is {status}; use 100..=599"),
+        );
     }
 }
 
 /// An HTTP header name: one or more RFC 9110 token characters.
 fn is_header_name(name: &str) -> bool {
-    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Checks that `url` is an absolute `http://` or `https://` URL with a host (and a valid port
@@ -276,10 +331,10 @@ fn check_url(url: &str) -> Result<(), String> {
     if host.is_empty() {
         return refuse("has no host");
     }
-    if let Some(port) = port {
-        if port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.parse::<u16>().is_err() {
-            return refuse("has an invalid port");
-        }
+    if let Some(port) = port
+        && (port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) || port.parse::<u16>().is_err())
+    {
+        return refuse("has an invalid port");
     }
     Ok(())
 }
@@ -296,7 +351,10 @@ fn check_backoff(out: &mut Problems, b: &Backoff) {
         out.add("backoff.initial", "backoff.initial must be more than 0");
     }
     if b.max < b.initial {
-        out.add("backoff.max", format!("backoff.max {} is less than backoff.initial {}", b.max, b.initial));
+        out.add(
+            "backoff.max",
+            format!("backoff.max {} is less than backoff.initial {}", b.max, b.initial),
+        );
     }
     if !(b.factor.is_finite() && (1.0..=10.0).contains(&b.factor)) {
         out.add("backoff.factor", format!("backoff.factor is {}; use 1 to 10", b.factor));
@@ -331,11 +389,17 @@ mod tests {
     }
 
     fn with_task(task: serde_json::Value) -> JobSpec {
-        JobSpec { task: serde_json::from_value(task).unwrap(), ..base() }
+        JobSpec {
+            task: serde_json::from_value(task).unwrap(),
+            ..base()
+        }
     }
 
     fn with_schedule(schedule: serde_json::Value) -> JobSpec {
-        JobSpec { schedule: serde_json::from_value(schedule).unwrap(), ..base() }
+        JobSpec {
+            schedule: serde_json::from_value(schedule).unwrap(),
+            ..base()
+        }
     }
 
     fn fields(spec: &JobSpec) -> Vec<String> {
@@ -355,7 +419,9 @@ mod tests {
     fn given_defaults_when_validated_then_no_problem() {
         valid(&base());
         valid(&with_schedule(json!({"at": "2026-01-01T00:00:00Z"})));
-        valid(&with_schedule(json!({"cron": "0 9 * * MON-FRI", "timezone": "Europe/Berlin"})));
+        valid(&with_schedule(
+            json!({"cron": "0 9 * * MON-FRI", "timezone": "Europe/Berlin"}),
+        ));
     }
 
     #[test]
@@ -366,7 +432,14 @@ mod tests {
         s.task = serde_json::from_value(json!({"http": {"url": "ftp://x", "method": "FETCH"}})).unwrap();
         assert_eq!(
             fields(&s),
-            ["schedule.cron", "schedule.timezone", "task.http.url", "task.http.method", "priority", "max_retries"]
+            [
+                "schedule.cron",
+                "schedule.timezone",
+                "task.http.url",
+                "task.http.method",
+                "priority",
+                "max_retries"
+            ]
         );
     }
 
@@ -376,6 +449,15 @@ mod tests {
         assert_eq!(validate_job_id("a b").unwrap().field, "id");
         assert!(validate_job_id("").is_some());
         assert!(validate_job_id(&"x".repeat(129)).is_some());
+    }
+
+    #[test]
+    fn given_cron_that_never_matches_then_schedule_cron() {
+        let spec = with_schedule(json!({"cron": "0 0 30 2 *"}));
+        let problems = validate_spec(&spec, now());
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].field, "schedule.cron");
+        assert!(problems[0].message.contains("never matches"));
     }
 
     #[test]
@@ -390,7 +472,10 @@ mod tests {
 
     #[test]
     fn given_timezone_when_unknown_then_schedule_timezone() {
-        only(&with_schedule(json!({"cron": "@daily", "timezone": "Europe/Atlantis"})), "schedule.timezone");
+        only(
+            &with_schedule(json!({"cron": "@daily", "timezone": "Europe/Atlantis"})),
+            "schedule.timezone",
+        );
     }
 
     #[test]
@@ -404,7 +489,10 @@ mod tests {
     fn given_anchor_when_absurd_then_schedule_anchor() {
         valid(&with_schedule(json!({"every": "1m", "anchor": "2020-01-01T00:00:00Z"})));
         valid(&with_schedule(json!({"every": "1m", "anchor": "2030-01-01T00:00:00Z"})));
-        only(&with_schedule(json!({"every": "1m", "anchor": "0001-01-01T00:00:00Z"})), "schedule.anchor");
+        only(
+            &with_schedule(json!({"every": "1m", "anchor": "0001-01-01T00:00:00Z"})),
+            "schedule.anchor",
+        );
     }
 
     #[test]
@@ -481,7 +569,10 @@ mod tests {
     fn given_argv_when_empty_or_with_nul_then_task_command_argv() {
         only(&with_task(json!({"command": {"argv": []}})), "task.command.argv");
         only(&with_task(json!({"command": {"argv": [""]}})), "task.command.argv");
-        only(&with_task(json!({"command": {"argv": ["echo", "a\u{0}b"]}})), "task.command.argv");
+        only(
+            &with_task(json!({"command": {"argv": ["echo", "a\u{0}b"]}})),
+            "task.command.argv",
+        );
     }
 
     #[test]
@@ -489,24 +580,53 @@ mod tests {
         let env: BTreeMap<String, String> = (0..MAX_ENV).map(|i| (format!("V{i}"), "x".into())).collect();
         valid(&with_task(json!({"command": {"argv": ["true"], "env": env}})));
         let too_many: BTreeMap<String, String> = (0..=MAX_ENV).map(|i| (format!("V{i}"), "x".into())).collect();
-        only(&with_task(json!({"command": {"argv": ["true"], "env": too_many}})), "task.command.env");
-        only(&with_task(json!({"command": {"argv": ["true"], "env": {"A=B": "x"}}})), "task.command.env");
-        only(&with_task(json!({"command": {"argv": ["true"], "env": {"": "x"}}})), "task.command.env");
+        only(
+            &with_task(json!({"command": {"argv": ["true"], "env": too_many}})),
+            "task.command.env",
+        );
+        only(
+            &with_task(json!({"command": {"argv": ["true"], "env": {"A=B": "x"}}})),
+            "task.command.env",
+        );
+        only(
+            &with_task(json!({"command": {"argv": ["true"], "env": {"": "x"}}})),
+            "task.command.env",
+        );
     }
 
     #[test]
     fn given_cwd_when_relative_or_empty_then_task_command_cwd() {
         valid(&with_task(json!({"command": {"argv": ["true"], "cwd": "/tmp"}})));
-        only(&with_task(json!({"command": {"argv": ["true"], "cwd": "tmp"}})), "task.command.cwd");
-        only(&with_task(json!({"command": {"argv": ["true"], "cwd": ""}})), "task.command.cwd");
+        only(
+            &with_task(json!({"command": {"argv": ["true"], "cwd": "tmp"}})),
+            "task.command.cwd",
+        );
+        only(
+            &with_task(json!({"command": {"argv": ["true"], "cwd": ""}})),
+            "task.command.cwd",
+        );
     }
 
     #[test]
     fn given_http_url_when_not_absolute_http_then_task_http_url() {
-        for ok in ["http://example.com", "https://example.com:8443/a?b#c", "http://user:pw@10.0.0.1/x", "http://[::1]:80/"] {
+        for ok in [
+            "http://example.com",
+            "https://example.com:8443/a?b#c",
+            "http://user:pw@10.0.0.1/x",
+            "http://[::1]:80/",
+        ] {
             valid(&with_task(json!({"http": {"url": ok}})));
         }
-        for bad in ["example.com", "/path", "ftp://example.com", "http://", "http:///x", "http://a b", "http://h:99999", "http://h:x"] {
+        for bad in [
+            "example.com",
+            "/path",
+            "ftp://example.com",
+            "http://",
+            "http:///x",
+            "http://a b",
+            "http://h:99999",
+            "http://h:x",
+        ] {
             only(&with_task(json!({"http": {"url": bad}})), "task.http.url");
         }
     }
@@ -516,22 +636,44 @@ mod tests {
         for ok in HTTP_METHODS {
             valid(&with_task(json!({"http": {"url": "https://x.test", "method": ok}})));
         }
-        only(&with_task(json!({"http": {"url": "https://x.test", "method": "get"}})), "task.http.method");
-        only(&with_task(json!({"http": {"url": "https://x.test", "method": "TRACE"}})), "task.http.method");
+        only(
+            &with_task(json!({"http": {"url": "https://x.test", "method": "get"}})),
+            "task.http.method",
+        );
+        only(
+            &with_task(json!({"http": {"url": "https://x.test", "method": "TRACE"}})),
+            "task.http.method",
+        );
     }
 
     #[test]
     fn given_http_headers_when_invalid_name_or_value_then_task_http_headers() {
-        valid(&with_task(json!({"http": {"url": "https://x.test", "headers": {"X-Api-Key": "k"}}})));
-        only(&with_task(json!({"http": {"url": "https://x.test", "headers": {"Bad Header": "k"}}})), "task.http.headers");
-        only(&with_task(json!({"http": {"url": "https://x.test", "headers": {"X": "a\r\nb"}}})), "task.http.headers");
+        valid(&with_task(
+            json!({"http": {"url": "https://x.test", "headers": {"X-Api-Key": "k"}}}),
+        ));
+        only(
+            &with_task(json!({"http": {"url": "https://x.test", "headers": {"Bad Header": "k"}}})),
+            "task.http.headers",
+        );
+        only(
+            &with_task(json!({"http": {"url": "https://x.test", "headers": {"X": "a\r\nb"}}})),
+            "task.http.headers",
+        );
     }
 
     #[test]
     fn given_expect_status_when_out_of_range_then_task_http_expect_status() {
-        valid(&with_task(json!({"http": {"url": "https://x.test", "expect_status": 204}})));
-        only(&with_task(json!({"http": {"url": "https://x.test", "expect_status": 99}})), "task.http.expect_status");
-        only(&with_task(json!({"http": {"url": "https://x.test", "expect_status": 600}})), "task.http.expect_status");
+        valid(&with_task(
+            json!({"http": {"url": "https://x.test", "expect_status": 204}}),
+        ));
+        only(
+            &with_task(json!({"http": {"url": "https://x.test", "expect_status": 99}})),
+            "task.http.expect_status",
+        );
+        only(
+            &with_task(json!({"http": {"url": "https://x.test", "expect_status": 600}})),
+            "task.http.expect_status",
+        );
     }
 
     #[test]
@@ -539,7 +681,10 @@ mod tests {
         valid(&with_task(json!({"container": {"image": "alpine:3"}})));
         only(&with_task(json!({"container": {"image": " "}})), "task.container.image");
         let too_many: BTreeMap<String, String> = (0..=MAX_ENV).map(|i| (format!("V{i}"), "x".into())).collect();
-        only(&with_task(json!({"container": {"image": "alpine", "env": too_many}})), "task.container.env");
+        only(
+            &with_task(json!({"container": {"image": "alpine", "env": too_many}})),
+            "task.container.env",
+        );
     }
 
     #[test]
@@ -563,19 +708,36 @@ mod tests {
     #[test]
     fn given_backoff_when_out_of_range_then_each_backoff_field() {
         let mut s = base();
-        s.backoff = Backoff { initial: Dur::ZERO, ..Backoff::default() };
+        s.backoff = Backoff {
+            initial: Dur::ZERO,
+            ..Backoff::default()
+        };
         only(&s, "backoff.initial");
-        s.backoff = Backoff { initial: Dur::secs(60), max: Dur::secs(30), ..Backoff::default() };
+        s.backoff = Backoff {
+            initial: Dur::secs(60),
+            max: Dur::secs(30),
+            ..Backoff::default()
+        };
         only(&s, "backoff.max");
         for factor in [0.5, 11.0, f64::NAN, f64::INFINITY] {
-            s.backoff = Backoff { factor, ..Backoff::default() };
+            s.backoff = Backoff {
+                factor,
+                ..Backoff::default()
+            };
             only(&s, "backoff.factor");
         }
         for jitter in [-0.1, 1.5, f64::NAN] {
-            s.backoff = Backoff { jitter, ..Backoff::default() };
+            s.backoff = Backoff {
+                jitter,
+                ..Backoff::default()
+            };
             only(&s, "backoff.jitter");
         }
-        s.backoff = Backoff { factor: 1.0, jitter: 1.0, ..Backoff::default() };
+        s.backoff = Backoff {
+            factor: 1.0,
+            jitter: 1.0,
+            ..Backoff::default()
+        };
         valid(&s);
     }
 
@@ -604,7 +766,9 @@ mod tests {
     #[test]
     fn given_labels_when_too_many_or_bad_keys_or_long_values_then_labels() {
         let mut s = base();
-        s.labels = (0..MAX_LABELS).map(|i| (format!("team/k.{i}-x_y"), "v".into())).collect();
+        s.labels = (0..MAX_LABELS)
+            .map(|i| (format!("team/k.{i}-x_y"), "v".into()))
+            .collect();
         valid(&s);
         s.labels = (0..=MAX_LABELS).map(|i| (format!("k{i}"), "v".into())).collect();
         only(&s, "labels");

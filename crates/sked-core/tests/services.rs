@@ -4,7 +4,7 @@
 use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::ports::{ClaimOutcome, Clock, JobStore, LogStream, PageRequest, RunFilter};
+use sked_core::ports::{ClaimOutcome, JobStore, LogStream, PageRequest, RunFilter};
 use sked_core::run::{AttemptOutcome, Run, RunState};
 use sked_core::service::jobs::NewJob;
 use sked_core::service::reaper::{Reaper, ReaperConfig};
@@ -42,7 +42,15 @@ impl Harness {
         };
         let sked = Sked::new(ports.clone(), SkedConfig::default(), SweepSignal::default());
         let executor = Arc::new(FakeExecutor::new(clock.clone()));
-        Harness { clock, store, executor, ports, sked, tenant: TenantId::default(), shutdown: CancellationToken::new() }
+        Harness {
+            clock,
+            store,
+            executor,
+            ports,
+            sked,
+            tenant: TenantId::default(),
+            shutdown: CancellationToken::new(),
+        }
     }
 
     fn now(&self) -> Timestamp {
@@ -63,12 +71,37 @@ impl Harness {
 
     async fn create(&self, id: &str, spec: serde_json::Value) -> sked_core::Job {
         let spec = serde_json::from_value(spec).unwrap();
-        self.sked.create_job(&self.tenant, NewJob { id: Some(JobId::from(id)), spec }, None).await.unwrap().job
+        self.sked
+            .create_job(
+                &self.tenant,
+                NewJob {
+                    id: Some(JobId::from(id)),
+                    spec,
+                },
+                None,
+            )
+            .await
+            .unwrap()
+            .job
     }
 
     async fn runs_of(&self, job: &str) -> Vec<Run> {
-        let filter = RunFilter { job_id: Some(JobId::from(job)), ..RunFilter::default() };
-        self.sked.list_runs(&self.tenant, &filter, &PageRequest { cursor: None, limit: 1000 }).await.unwrap().items
+        let filter = RunFilter {
+            job_id: Some(JobId::from(job)),
+            ..RunFilter::default()
+        };
+        self.sked
+            .list_runs(
+                &self.tenant,
+                &filter,
+                &PageRequest {
+                    cursor: None,
+                    limit: 1000,
+                },
+            )
+            .await
+            .unwrap()
+            .items
     }
 
     async fn run(&self, id: &RunId) -> Run {
@@ -102,28 +135,49 @@ fn at_in(h: &Harness, secs: i64, argv: serde_json::Value) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_job_fires_at_its_time_runs_once_and_logs_its_output() {
     let h = Harness::new();
-    let job = h.create("hello", at_in(&h, 2, json!(["print", "hello", "err:warn"]))).await;
+    let job = h
+        .create("hello", at_in(&h, 2, json!(["print", "hello", "err:warn"])))
+        .await;
     assert_eq!(job.state, JobState::Active);
     let sweeper = h.sweeper();
     assert_eq!(sweeper.sweep_once().await.unwrap().fired, 0, "not due yet");
 
     h.clock.advance(Dur::secs(2));
     assert_eq!(sweeper.sweep_once().await.unwrap().fired, 1);
-    assert_eq!(sweeper.sweep_once().await.unwrap().fired, 0, "a second sweep creates nothing");
+    assert_eq!(
+        sweeper.sweep_once().await.unwrap().fired,
+        0,
+        "a second sweep creates nothing"
+    );
     h.start_worker("w1");
     let runs = h.runs_of("hello").await;
     assert_eq!(runs.len(), 1);
-    let run = h.until_run(&runs[0].run_id, "SUCCEEDED", |r| r.state == RunState::Succeeded).await;
+    let run = h
+        .until_run(&runs[0].run_id, "SUCCEEDED", |r| r.state == RunState::Succeeded)
+        .await;
     assert_eq!(run.attempts.len(), 1);
     assert_eq!(run.attempts[0].exit_code, Some(0));
-    assert_eq!(h.sked.get_job(&h.tenant, &"hello".into()).await.unwrap().state, JobState::Completed);
+    assert_eq!(
+        h.sked.get_job(&h.tenant, &"hello".into()).await.unwrap().state,
+        JobState::Completed
+    );
 
-    let page = h.sked.read_logs(&h.tenant, &run.run_id, &LogRequest::default()).await.unwrap();
+    let page = h
+        .sked
+        .read_logs(&h.tenant, &run.run_id, &LogRequest::default())
+        .await
+        .unwrap();
     let lines: Vec<_> = page.lines.iter().map(|l| (l.stream, l.line.as_str())).collect();
     assert_eq!(lines, vec![(LogStream::Stdout, "hello"), (LogStream::Stderr, "warn")]);
-    assert_eq!(h.executor.last_context_var("SKED_RUN_ID").as_deref(), Some(run.run_id.as_str()));
+    assert_eq!(
+        h.executor.last_context_var("SKED_RUN_ID").as_deref(),
+        Some(run.run_id.as_str())
+    );
     assert_eq!(h.executor.last_context_var("SKED_ATTEMPT").as_deref(), Some("1"));
-    assert_eq!(h.executor.last_context_var("SKED_SCHEDULED_FOR").as_deref(), Some(timestamp::format(&run.scheduled_for).as_str()));
+    assert_eq!(
+        h.executor.last_context_var("SKED_SCHEDULED_FOR").as_deref(),
+        Some(timestamp::format(&run.scheduled_for).as_str())
+    );
     assert!(h.executor.last_context_var("SKED_FENCING_TOKEN").is_some());
     assert_eq!(h.executor.calls(), 1);
 }
@@ -138,15 +192,35 @@ async fn a_failing_job_retries_after_its_backoff_then_fails() {
     h.start_worker("w1");
     let id = h.runs_of("flaky").await[0].run_id.clone();
 
-    let run = h.until_run(&id, "first retry pending", |r| r.attempts.len() == 1 && r.state == RunState::Pending).await;
-    assert_eq!(run.not_before, h.now() + chrono::Duration::seconds(10), "10 s initial backoff");
+    let run = h
+        .until_run(&id, "first retry pending", |r| {
+            r.attempts.len() == 1 && r.state == RunState::Pending
+        })
+        .await;
+    assert_eq!(
+        run.not_before,
+        h.now() + chrono::Duration::seconds(10),
+        "10 s initial backoff"
+    );
     h.clock.advance(Dur::secs(10));
-    let run = h.until_run(&id, "second retry pending", |r| r.attempts.len() == 2 && r.state == RunState::Pending).await;
-    assert_eq!(run.not_before, h.now() + chrono::Duration::seconds(20), "backoff doubles");
+    let run = h
+        .until_run(&id, "second retry pending", |r| {
+            r.attempts.len() == 2 && r.state == RunState::Pending
+        })
+        .await;
+    assert_eq!(
+        run.not_before,
+        h.now() + chrono::Duration::seconds(20),
+        "backoff doubles"
+    );
     h.clock.advance(Dur::secs(20));
     let run = h.until_run(&id, "FAILED", |r| r.state == RunState::Failed).await;
     assert_eq!(run.attempts.len(), 3, "1 + max_retries attempts");
-    assert!(run.attempts.iter().all(|a| a.exit_code == Some(3) && a.outcome == Some(AttemptOutcome::Failed)));
+    assert!(
+        run.attempts
+            .iter()
+            .all(|a| a.exit_code == Some(3) && a.outcome == Some(AttemptOutcome::Failed))
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -163,9 +237,13 @@ async fn a_timed_out_attempt_is_retried_per_policy_and_ends_timed_out() {
 
     h.until_run(&id, "RUNNING", |r| r.state == RunState::Running).await;
     h.clock.advance(Dur::secs(1));
-    h.until_run(&id, "retry pending", |r| r.state == RunState::Pending).await;
+    h.until_run(&id, "retry pending", |r| r.state == RunState::Pending)
+        .await;
     h.clock.advance(Dur::secs(10));
-    h.until_run(&id, "attempt 2 running", |r| r.state == RunState::Running && r.attempts.len() == 2).await;
+    h.until_run(&id, "attempt 2 running", |r| {
+        r.state == RunState::Running && r.attempts.len() == 2
+    })
+    .await;
     h.clock.advance(Dur::secs(1));
     let run = h.until_run(&id, "TIMED_OUT", |r| r.state == RunState::TimedOut).await;
     assert!(run.attempts.iter().all(|a| a.outcome == Some(AttemptOutcome::TimedOut)));
@@ -175,7 +253,11 @@ async fn a_timed_out_attempt_is_retried_per_policy_and_ends_timed_out() {
 async fn on_timeout_run_job_triggers_the_handler_job() {
     let h = Harness::new();
     let far = timestamp::format(&(h.now() + chrono::Duration::days(300)));
-    h.create("handler", json!({"schedule": {"at": far}, "task": {"command": {"argv": ["ok"]}}})).await;
+    h.create(
+        "handler",
+        json!({"schedule": {"at": far}, "task": {"command": {"argv": ["ok"]}}}),
+    )
+    .await;
     let mut spec = at_in(&h, 0, json!(["hang"]));
     spec["timeout"] = json!("1s");
     spec["on_timeout"] = json!({"run_job": "handler"});
@@ -204,7 +286,10 @@ async fn cancel_stops_a_pending_run_before_it_starts_and_a_running_one_through_i
     let pending = h.runs_of("later").await[0].run_id.clone();
     let cancelled = h.sked.cancel_run(&h.tenant, &pending).await.unwrap();
     assert_eq!(cancelled.state, RunState::Cancelled);
-    assert!(matches!(h.sked.cancel_run(&h.tenant, &pending).await, Err(CoreError::Conflict(_))));
+    assert!(matches!(
+        h.sked.cancel_run(&h.tenant, &pending).await,
+        Err(CoreError::Conflict(_))
+    ));
 
     h.create("long", at_in(&h, 0, json!(["hang"]))).await;
     h.sweeper().sweep_once().await.unwrap();
@@ -214,7 +299,9 @@ async fn cancel_stops_a_pending_run_before_it_starts_and_a_running_one_through_i
     let asked = h.sked.cancel_run(&h.tenant, &running).await.unwrap();
     assert!(asked.cancel_requested);
     h.clock.advance(Dur::secs(5)); // the next heartbeat (lease/3) sees the request
-    let run = h.until_run(&running, "CANCELLED", |r| r.state == RunState::Cancelled).await;
+    let run = h
+        .until_run(&running, "CANCELLED", |r| r.state == RunState::Cancelled)
+        .await;
     assert_eq!(run.attempts[0].outcome, Some(AttemptOutcome::Cancelled));
     assert_eq!(h.run(&pending).await.attempts.len(), 0, "the pending run never started");
     assert_eq!(h.executor.calls(), 1);
@@ -228,8 +315,14 @@ async fn a_lost_worker_is_reaped_at_lease_expiry_and_the_next_attempt_runs_elsew
     let id = h.runs_of("job").await[0].run_id.clone();
     // A worker claims the run and then vanishes without a word.
     let lease_until = h.now() + chrono::Duration::seconds(15);
-    let claimed = h.store.claim(&h.tenant, &id, &WorkerId::from("ghost"), h.now(), lease_until).await.unwrap();
-    let ClaimOutcome::Claimed { token: ghost_token, .. } = claimed else { panic!("not claimed: {claimed:?}") };
+    let claimed = h
+        .store
+        .claim(&h.tenant, &id, &WorkerId::from("ghost"), h.now(), lease_until)
+        .await
+        .unwrap();
+    let ClaimOutcome::Claimed { token: ghost_token, .. } = claimed else {
+        panic!("not claimed: {claimed:?}")
+    };
 
     let reaper = Reaper::new(h.ports.clone(), ReaperConfig::default());
     assert_eq!(reaper.reap_once().await.unwrap().abandoned, 0, "lease still live");
@@ -244,7 +337,12 @@ async fn a_lost_worker_is_reaped_at_lease_expiry_and_the_next_attempt_runs_elsew
     let run = h.until_run(&id, "SUCCEEDED", |r| r.state == RunState::Succeeded).await;
     assert_eq!(run.attempts.len(), 2);
     assert_eq!(run.attempts[1].worker, WorkerId::from("w2"));
-    let token: u64 = h.executor.last_context_var("SKED_FENCING_TOKEN").unwrap().parse().unwrap();
+    let token: u64 = h
+        .executor
+        .last_context_var("SKED_FENCING_TOKEN")
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(token > ghost_token, "fencing tokens grow");
 }
 
@@ -263,13 +361,20 @@ async fn concurrent_sweeps_create_each_run_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_job_fires_once_for_what_it_missed_while_paused() {
     let h = Harness::new();
-    h.create("minutely", json!({"schedule": {"cron": "* * * * *"}, "task": {"command": {"argv": ["ok"]}}})).await;
+    h.create(
+        "minutely",
+        json!({"schedule": {"cron": "* * * * *"}, "task": {"command": {"argv": ["ok"]}}}),
+    )
+    .await;
     h.sked.pause_job(&h.tenant, &"minutely".into()).await.unwrap();
     h.clock.advance(Dur::secs(600));
     assert_eq!(h.sweeper().sweep_once().await.unwrap().fired, 0, "paused");
     h.sked.resume_job(&h.tenant, &"minutely".into()).await.unwrap();
     let report = h.sweeper().sweep_once().await.unwrap();
-    assert_eq!(report.fired, 1, "fire_once + forbid: one run for the ten missed minutes");
+    assert_eq!(
+        report.fired, 1,
+        "fire_once + forbid: one run for the ten missed minutes"
+    );
     assert_eq!(report.skipped, 9);
     let job = h.sked.get_job(&h.tenant, &"minutely".into()).await.unwrap();
     assert!(job.next_fire_at.unwrap() > h.now());
@@ -282,21 +387,44 @@ async fn create_is_idempotent_by_id_and_by_key_and_refuses_reuse_with_another_bo
     let first = h.create("same", spec.clone()).await;
     let again = h
         .sked
-        .create_job(&h.tenant, NewJob { id: Some("same".into()), spec: serde_json::from_value(spec.clone()).unwrap() }, None)
+        .create_job(
+            &h.tenant,
+            NewJob {
+                id: Some("same".into()),
+                spec: serde_json::from_value(spec.clone()).unwrap(),
+            },
+            None,
+        )
         .await
         .unwrap();
     assert!(!again.created);
     assert_eq!(again.job, first);
     let other = at_in(&h, 120, json!(["ok"]));
-    let clash = h.sked.create_job(&h.tenant, NewJob { id: Some("same".into()), spec: serde_json::from_value(other.clone()).unwrap() }, None).await;
+    let clash = h
+        .sked
+        .create_job(
+            &h.tenant,
+            NewJob {
+                id: Some("same".into()),
+                spec: serde_json::from_value(other.clone()).unwrap(),
+            },
+            None,
+        )
+        .await;
     assert!(matches!(clash, Err(CoreError::Conflict(_))));
 
-    let keyed = |s: &serde_json::Value| NewJob { id: None, spec: serde_json::from_value(s.clone()).unwrap() };
+    let keyed = |s: &serde_json::Value| NewJob {
+        id: None,
+        spec: serde_json::from_value(s.clone()).unwrap(),
+    };
     let a = h.sked.create_job(&h.tenant, keyed(&other), Some("k1")).await.unwrap();
     let b = h.sked.create_job(&h.tenant, keyed(&other), Some("k1")).await.unwrap();
     assert!(a.created && !b.created);
     assert_eq!(a.job.id, b.job.id, "the replay answers the first job");
-    assert!(matches!(h.sked.create_job(&h.tenant, keyed(&spec), Some("k1")).await, Err(CoreError::Conflict(_))));
+    assert!(matches!(
+        h.sked.create_job(&h.tenant, keyed(&spec), Some("k1")).await,
+        Err(CoreError::Conflict(_))
+    ));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -305,26 +433,64 @@ async fn invalid_jobs_are_refused_naming_the_field_and_nothing_is_stored() {
     let mut bad = at_in(&h, 0, json!([]));
     bad["priority"] = json!(12);
     let spec = serde_json::from_value(bad).unwrap();
-    let err = h.sked.create_job(&h.tenant, NewJob { id: Some("x".into()), spec }, None).await.unwrap_err();
-    let CoreError::Invalid(problems) = err else { panic!("{err:?}") };
+    let err = h
+        .sked
+        .create_job(
+            &h.tenant,
+            NewJob {
+                id: Some("x".into()),
+                spec,
+            },
+            None,
+        )
+        .await
+        .unwrap_err();
+    let CoreError::Invalid(problems) = err else {
+        panic!("{err:?}")
+    };
     let fields: Vec<_> = problems.iter().map(|p| p.field.as_str()).collect();
-    assert!(fields.contains(&"priority") && fields.contains(&"task.command.argv"), "{fields:?}");
+    assert!(
+        fields.contains(&"priority") && fields.contains(&"task.command.argv"),
+        "{fields:?}"
+    );
     assert!(h.store.get_job(&h.tenant, &"x".into()).await.unwrap().is_none());
 
     let container = json!({"schedule": {"every": "1m"}, "task": {"container": {"image": "alpine"}}});
-    let err = h.sked.create_job(&h.tenant, NewJob { id: None, spec: serde_json::from_value(container).unwrap() }, None).await;
+    let err = h
+        .sked
+        .create_job(
+            &h.tenant,
+            NewJob {
+                id: None,
+                spec: serde_json::from_value(container).unwrap(),
+            },
+            None,
+        )
+        .await;
     assert!(matches!(err, Err(CoreError::Unsupported { ref field, .. }) if field == "task.container"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trigger_runs_a_job_now_and_preview_shows_its_next_times() {
     let h = Harness::new();
-    h.create("daily", json!({"schedule": {"cron": "0 9 * * *", "timezone": "Europe/Berlin"}, "task": {"command": {"argv": ["ok"]}}})).await;
+    h.create(
+        "daily",
+        json!({"schedule": {"cron": "0 9 * * *", "timezone": "Europe/Berlin"}, "task": {"command": {"argv": ["ok"]}}}),
+    )
+    .await;
     let times = h.sked.preview_job(&h.tenant, &"daily".into(), 3).await.unwrap();
     let shown: Vec<_> = times.iter().map(timestamp::format).collect();
-    assert_eq!(shown, vec!["2026-12-02T08:00:00.000Z", "2026-12-03T08:00:00.000Z", "2026-12-04T08:00:00.000Z"]);
+    assert_eq!(
+        shown,
+        vec![
+            "2026-12-02T08:00:00.000Z",
+            "2026-12-03T08:00:00.000Z",
+            "2026-12-04T08:00:00.000Z"
+        ]
+    );
     h.start_worker("w1");
     let run = h.sked.trigger_job(&h.tenant, &"daily".into()).await.unwrap();
     assert_eq!(run.trigger, sked_core::run::Trigger::Manual);
-    h.until_run(&run.run_id, "SUCCEEDED", |r| r.state == RunState::Succeeded).await;
+    h.until_run(&run.run_id, "SUCCEEDED", |r| r.state == RunState::Succeeded)
+        .await;
 }

@@ -53,5 +53,10 @@ pub trait Executor: Send + Sync + 'static {
     /// turns `Some(reason)`, the payload is stopped (TERM, `grace`, KILL for processes) and
     /// the result carries `stopped: Some(reason)`. Never panics on payload failure: every
     /// failure is an `ExecResult` with `success: false` and an `error`.
-    async fn execute(&self, request: ExecRequest, output: mpsc::Sender<LogLine>, stop: watch::Receiver<Option<StopReason>>) -> ExecResult;
+    async fn execute(
+        &self,
+        request: ExecRequest,
+        output: mpsc::Sender<LogLine>,
+        stop: watch::Receiver<Option<StopReason>>,
+    ) -> ExecResult;
 }

@@ -164,7 +164,11 @@ pub trait JobStore: Send + Sync + 'static {
     async fn create_jobs(&self, jobs: &[Job], idempotency: Option<(&str, &str)>) -> Result<(), StoreError>;
 
     /// What an idempotency key recorded: its request fingerprint and the job ids it created.
-    async fn idempotency_lookup(&self, tenant: &TenantId, key: &str) -> Result<Option<(String, Vec<JobId>)>, StoreError>;
+    async fn idempotency_lookup(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Result<Option<(String, Vec<JobId>)>, StoreError>;
 
     /// One job, in any state.
     async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError>;
@@ -175,7 +179,12 @@ pub trait JobStore: Send + Sync + 'static {
     async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError>;
 
     /// A page of jobs, ordered by id.
-    async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter, page: &PageRequest) -> Result<Page<Job>, StoreError>;
+    async fn list_jobs(
+        &self,
+        tenant: &TenantId,
+        filter: &JobFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Job>, StoreError>;
 
     /// Up to `limit` ACTIVE jobs (any tenant) with `next_fire_at <= horizon`, earliest first.
     async fn due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError>;
@@ -198,7 +207,12 @@ pub trait JobStore: Send + Sync + 'static {
     async fn get_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError>;
 
     /// A page of runs, newest nominal time first.
-    async fn list_runs(&self, tenant: &TenantId, filter: &RunFilter, page: &PageRequest) -> Result<Page<Run>, StoreError>;
+    async fn list_runs(
+        &self,
+        tenant: &TenantId,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Run>, StoreError>;
 
     /// The job's runs that are PENDING or RUNNING, oldest nominal time first.
     async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError>;
@@ -210,24 +224,52 @@ pub trait JobStore: Send + Sync + 'static {
     /// lease until `lease_until` and a token greater than any earlier one of this run, and
     /// sets `started_at` on the first attempt. A run with `cancel_requested` is not claimed
     /// (`Leased` while its lease lives, else it ends CANCELLED and is `Terminal`).
-    async fn claim(&self, tenant: &TenantId, run_id: &RunId, worker: &WorkerId, now: Timestamp, lease_until: Timestamp) -> Result<ClaimOutcome, StoreError>;
+    async fn claim(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<ClaimOutcome, StoreError>;
 
     /// Renews the lease of the attempt holding `token` until `lease_until`, if that lease has
     /// not expired before `now`. Returns the run (so the worker sees `cancel_requested`).
     /// [`StoreError::Fenced`] if the token is not the live lease.
-    async fn heartbeat(&self, tenant: &TenantId, run_id: &RunId, token: u64, now: Timestamp, lease_until: Timestamp) -> Result<Run, StoreError>;
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Run, StoreError>;
 
     /// Closes the attempt holding `token` with `result` and moves the run by `next`, clearing
     /// the lease. On `Finish`, `finished_at` is `result.finished_at`. [`StoreError::Fenced`]
     /// (and no change) unless `token` is the current lease's token and the run is RUNNING.
     /// With `only_if_expired_by = Some(t)`, also fenced unless the lease expired before `t`
     /// (the reaper's form).
-    async fn complete(&self, tenant: &TenantId, run_id: &RunId, token: u64, result: &AttemptResult, next: RunTransition, only_if_expired_by: Option<Timestamp>) -> Result<Run, StoreError>;
+    async fn complete(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        only_if_expired_by: Option<Timestamp>,
+    ) -> Result<Run, StoreError>;
 
     /// Asks for a run to stop: a PENDING run ends CANCELLED at once (with `reason`);
     /// a RUNNING one gets `cancel_requested` (its worker stops it). A terminal run is
     /// returned unchanged. [`StoreError::NotFound`] if absent.
-    async fn cancel_run(&self, tenant: &TenantId, run_id: &RunId, now: Timestamp, reason: &str) -> Result<Run, StoreError>;
+    async fn cancel_run(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> Result<Run, StoreError>;
 
     /// Up to `limit` RUNNING runs (any tenant) whose lease expired before `now`.
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError>;

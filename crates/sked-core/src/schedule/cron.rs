@@ -58,7 +58,10 @@ pub fn parse_cron(expr: &str) -> Result<CronExpr, String> {
             "cron expression has {fields} fields; use 5 (minute hour day-of-month month day-of-week) or 6 with leading seconds"
         ));
     }
-    let parser = CronParser::builder().seconds(Seconds::Optional).year(Year::Disallowed).build();
+    let parser = CronParser::builder()
+        .seconds(Seconds::Optional)
+        .year(Year::Disallowed)
+        .build();
     parser
         .parse(expanded)
         .map(|cron| CronExpr { cron })
@@ -87,12 +90,21 @@ mod tests {
     use chrono::NaiveDate;
 
     fn local(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> NaiveDateTime {
-        NaiveDate::from_ymd_opt(y, mo, d).unwrap().and_hms_opt(h, mi, s).unwrap()
+        NaiveDate::from_ymd_opt(y, mo, d)
+            .unwrap()
+            .and_hms_opt(h, mi, s)
+            .unwrap()
     }
 
     #[test]
     fn given_five_or_six_fields_when_parsed_then_accepted() {
-        for ok in ["0 9 * * MON-FRI", "*/5 * * * * *", "0 0 1 JAN *", "0 0 L * *", " 0 0 * * * "] {
+        for ok in [
+            "0 9 * * MON-FRI",
+            "*/5 * * * * *",
+            "0 0 1 JAN *",
+            "0 0 L * *",
+            " 0 0 * * * ",
+        ] {
             assert!(parse_cron(ok).is_ok(), "{ok} should parse");
         }
     }
@@ -107,7 +119,15 @@ mod tests {
 
     #[test]
     fn given_bad_expressions_when_parsed_then_refused_with_a_reason() {
-        for bad in ["", "* * * *", "1 2 3 4 5 6 7", "60 * * * *", "@fortnightly", "0/10 * * * *", "a b c d e"] {
+        for bad in [
+            "",
+            "* * * *",
+            "1 2 3 4 5 6 7",
+            "60 * * * *",
+            "@fortnightly",
+            "0/10 * * * *",
+            "a b c d e",
+        ] {
             let err = parse_cron(bad).err().unwrap_or_else(|| panic!("{bad:?} should fail"));
             assert!(!err.is_empty());
         }

@@ -128,7 +128,10 @@ mod tests {
 
     #[test]
     fn given_ordinary_time_when_resolved_then_one_instant() {
-        assert_eq!(instants("2026-06-01 12:00:00", DstGap::Skip, DstRepeat::Twice), [utc("2026-06-01T10:00:00Z")]);
+        assert_eq!(
+            instants("2026-06-01 12:00:00", DstGap::Skip, DstRepeat::Twice),
+            [utc("2026-06-01T10:00:00Z")]
+        );
     }
 
     #[test]
@@ -140,7 +143,10 @@ mod tests {
 
     #[test]
     fn given_time_in_autumn_repeat_when_once_then_first_and_when_twice_then_both() {
-        assert_eq!(instants("2026-10-25 02:30:00", DstGap::Shift, DstRepeat::Once), [utc("2026-10-25T00:30:00Z")]);
+        assert_eq!(
+            instants("2026-10-25 02:30:00", DstGap::Shift, DstRepeat::Once),
+            [utc("2026-10-25T00:30:00Z")]
+        );
         assert_eq!(
             instants("2026-10-25 02:30:00", DstGap::Shift, DstRepeat::Twice),
             [utc("2026-10-25T00:30:00Z"), utc("2026-10-25T01:30:00Z")]

@@ -69,7 +69,10 @@ impl TryFrom<RawSchedule> for Schedule {
     fn try_from(r: RawSchedule) -> Result<Self, String> {
         match (r.at, r.every, r.cron) {
             (Some(at), None, None) if r.anchor.is_none() && r.timezone.is_none() => Ok(Schedule::At(at)),
-            (None, Some(interval), None) if r.timezone.is_none() => Ok(Schedule::Every { interval, anchor: r.anchor }),
+            (None, Some(interval), None) if r.timezone.is_none() => Ok(Schedule::Every {
+                interval,
+                anchor: r.anchor,
+            }),
             (None, None, Some(expr)) if r.anchor.is_none() => Ok(Schedule::Cron {
                 expr,
                 timezone: r.timezone.unwrap_or_else(|| "UTC".into()),
@@ -86,9 +89,20 @@ impl TryFrom<RawSchedule> for Schedule {
 impl From<Schedule> for RawSchedule {
     fn from(s: Schedule) -> Self {
         match s {
-            Schedule::At(at) => RawSchedule { at: Some(at), ..Default::default() },
-            Schedule::Every { interval, anchor } => RawSchedule { every: Some(interval), anchor, ..Default::default() },
-            Schedule::Cron { expr, timezone } => RawSchedule { cron: Some(expr), timezone: Some(timezone), ..Default::default() },
+            Schedule::At(at) => RawSchedule {
+                at: Some(at),
+                ..Default::default()
+            },
+            Schedule::Every { interval, anchor } => RawSchedule {
+                every: Some(interval),
+                anchor,
+                ..Default::default()
+            },
+            Schedule::Cron { expr, timezone } => RawSchedule {
+                cron: Some(expr),
+                timezone: Some(timezone),
+                ..Default::default()
+            },
         }
     }
 }

@@ -65,12 +65,23 @@ pub fn first_fire(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, now
 
 /// The occurrence after the nominal time `prev` (strictly later), within the window.
 /// `None` for `at` schedules and once past `end_at`.
-pub fn next_fire_after(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, prev: Timestamp) -> Option<Timestamp> {
+pub fn next_fire_after(
+    schedule: &Schedule,
+    dst: &DstPolicy,
+    window: &FireWindow,
+    prev: Timestamp,
+) -> Option<Timestamp> {
     Plan::new(schedule, dst, window).after(prev)
 }
 
 /// The next `count` occurrences after `now` (what `GET /jobs/{id}/preview` shows), DST applied.
-pub fn preview(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, now: Timestamp, count: usize) -> Vec<Timestamp> {
+pub fn preview(
+    schedule: &Schedule,
+    dst: &DstPolicy,
+    window: &FireWindow,
+    now: Timestamp,
+    count: usize,
+) -> Vec<Timestamp> {
     // One plan for the whole series: parsing a cron expression costs far more than a step.
     let plan = Plan::new(schedule, dst, window);
     let mut out = Vec::with_capacity(count.min(1024));
@@ -92,7 +103,7 @@ enum Plan<'a> {
     /// The `anchor + k·interval` grid; no anchor means "from the instant asked about".
     Every(Dur, Option<Timestamp>, &'a FireWindow),
     /// A valid cron schedule.
-    Cron(CronExpr, Tz, &'a DstPolicy, &'a FireWindow),
+    Cron(Box<CronExpr>, Tz, &'a DstPolicy, &'a FireWindow),
     /// An invalid cron schedule (validation refuses these): never fires.
     Never,
 }
@@ -103,7 +114,7 @@ impl<'a> Plan<'a> {
             Schedule::At(at) => Plan::At(*at, window),
             Schedule::Every { interval, anchor } => Plan::Every(*interval, *anchor, window),
             Schedule::Cron { expr, timezone } => match (parse_cron(expr), parse_timezone(timezone)) {
-                (Ok(cron), Ok(tz)) => Plan::Cron(cron, tz, dst, window),
+                (Ok(cron), Ok(tz)) => Plan::Cron(Box::new(cron), tz, dst, window),
                 _ => Plan::Never,
             },
         }
@@ -127,7 +138,9 @@ impl<'a> Plan<'a> {
                 let anchor = anchor.unwrap_or_else(|| timestamp::trunc_ms(prev));
                 window.keep(every_after(*interval, anchor, window.lower_bound(prev)))
             }
-            Plan::Cron(cron, tz, dst, window) => window.keep(next_cron_instant(cron, tz, dst, window.lower_bound(prev))),
+            Plan::Cron(cron, tz, dst, window) => {
+                window.keep(next_cron_instant(cron, tz, dst, window.lower_bound(prev)))
+            }
         }
     }
 }
@@ -158,7 +171,11 @@ pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, dst: &DstPolicy, after: Times
     // Only then, and only near a transition, does the scan start behind `after`'s wall clock
     // and keep going until no later wall-clock time can beat the best instant found.
     let careful = dst.repeat == DstRepeat::Twice && near_transition(tz, after);
-    let mut cursor: NaiveDateTime = if careful { local(after) - MAX_DST_SHIFT } else { local(after) };
+    let mut cursor: NaiveDateTime = if careful {
+        local(after) - MAX_DST_SHIFT
+    } else {
+        local(after)
+    };
     let horizon = local(after).checked_add_signed(Duration::days(366 * CRON_HORIZON_YEARS))?;
     let mut best: Option<Timestamp> = None;
     while let Some(wall) = cron.next_local_after(cursor) {
@@ -167,10 +184,10 @@ pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, dst: &DstPolicy, after: Times
         }
         // `fire_instants` answers in instant order, so the first one after `after` is this
         // wall-clock time's candidate.
-        if let Some(t) = fire_instants(tz, wall, dst).find(|t| *t > after) {
-            if best.is_none_or(|b| t < b) {
-                best = Some(t);
-            }
+        if let Some(t) = fire_instants(tz, wall, dst).find(|t| *t > after)
+            && best.is_none_or(|b| t < b)
+        {
+            best = Some(t);
         }
         if let Some(b) = best {
             // Nothing later on the wall clock fires before `b`, unless a repeat is near it.
@@ -202,11 +219,17 @@ mod tests {
     }
 
     fn cron(expr: &str, timezone: &str) -> Schedule {
-        Schedule::Cron { expr: expr.into(), timezone: timezone.into() }
+        Schedule::Cron {
+            expr: expr.into(),
+            timezone: timezone.into(),
+        }
     }
 
     fn every(interval: &str, anchor: Option<&str>) -> Schedule {
-        Schedule::Every { interval: interval.parse().unwrap(), anchor: anchor.map(utc) }
+        Schedule::Every {
+            interval: interval.parse().unwrap(),
+            anchor: anchor.map(utc),
+        }
     }
 
     fn policy(gap: DstGap, repeat: DstRepeat) -> DstPolicy {
@@ -226,7 +249,12 @@ mod tests {
 
     #[test]
     fn given_berlin_spring_gap_when_shift_then_0230_fires_at_0300_local() {
-        let got = fires(&cron("30 2 * * *", "Europe/Berlin"), DstPolicy::default(), "2026-03-28T12:00:00Z", 2);
+        let got = fires(
+            &cron("30 2 * * *", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2026-03-28T12:00:00Z",
+            2,
+        );
         assert_eq!(got, utcs(&["2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"]));
     }
 
@@ -239,9 +267,22 @@ mod tests {
 
     #[test]
     fn given_every_30_minutes_across_berlin_gap_when_shift_then_shifted_times_fire_once() {
-        let got = fires(&cron("*/30 * * * *", "Europe/Berlin"), DstPolicy::default(), "2026-03-29T00:00:00Z", 4);
+        let got = fires(
+            &cron("*/30 * * * *", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2026-03-29T00:00:00Z",
+            4,
+        );
         // 01:30 CET, then 02:00, 02:30 (gap) and 03:00 CEST are one instant, then 03:30 CEST.
-        assert_eq!(got, utcs(&["2026-03-29T00:30:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z", "2026-03-29T02:00:00Z"]));
+        assert_eq!(
+            got,
+            utcs(&[
+                "2026-03-29T00:30:00Z",
+                "2026-03-29T01:00:00Z",
+                "2026-03-29T01:30:00Z",
+                "2026-03-29T02:00:00Z"
+            ])
+        );
         assert!(strictly_increasing(&got));
     }
 
@@ -249,14 +290,20 @@ mod tests {
     fn given_every_30_minutes_across_berlin_gap_when_skip_then_real_times_only() {
         let dst = policy(DstGap::Skip, DstRepeat::Once);
         let got = fires(&cron("*/30 * * * *", "Europe/Berlin"), dst, "2026-03-29T00:00:00Z", 3);
-        assert_eq!(got, utcs(&["2026-03-29T00:30:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z"]));
+        assert_eq!(
+            got,
+            utcs(&["2026-03-29T00:30:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z"])
+        );
     }
 
     #[test]
     fn given_every_second_across_berlin_gap_when_shift_then_one_fire_at_the_gap_end() {
         let s = cron("* * * * * *", "Europe/Berlin");
         let got = fires(&s, DstPolicy::default(), "2026-03-29T00:59:58Z", 3);
-        assert_eq!(got, utcs(&["2026-03-29T00:59:59Z", "2026-03-29T01:00:00Z", "2026-03-29T01:00:01Z"]));
+        assert_eq!(
+            got,
+            utcs(&["2026-03-29T00:59:59Z", "2026-03-29T01:00:00Z", "2026-03-29T01:00:01Z"])
+        );
         let skipped = fires(&s, policy(DstGap::Skip, DstRepeat::Once), "2026-03-29T00:59:58Z", 3);
         assert_eq!(skipped, got);
     }
@@ -265,7 +312,12 @@ mod tests {
 
     #[test]
     fn given_berlin_autumn_repeat_when_once_then_first_instant_only() {
-        let got = fires(&cron("30 2 * * *", "Europe/Berlin"), DstPolicy::default(), "2026-10-24T12:00:00Z", 2);
+        let got = fires(
+            &cron("30 2 * * *", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2026-10-24T12:00:00Z",
+            2,
+        );
         assert_eq!(got, utcs(&["2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"]));
     }
 
@@ -273,14 +325,30 @@ mod tests {
     fn given_berlin_autumn_repeat_when_twice_then_both_instants_an_hour_apart() {
         let dst = policy(DstGap::Shift, DstRepeat::Twice);
         let got = fires(&cron("30 2 * * *", "Europe/Berlin"), dst, "2026-10-24T12:00:00Z", 3);
-        assert_eq!(got, utcs(&["2026-10-25T00:30:00Z", "2026-10-25T01:30:00Z", "2026-10-26T01:30:00Z"]));
+        assert_eq!(
+            got,
+            utcs(&["2026-10-25T00:30:00Z", "2026-10-25T01:30:00Z", "2026-10-26T01:30:00Z"])
+        );
     }
 
     #[test]
     fn given_every_30_minutes_across_berlin_repeat_when_once_then_second_pass_is_not_fired() {
-        let got = fires(&cron("*/30 * * * *", "Europe/Berlin"), DstPolicy::default(), "2026-10-24T23:00:00Z", 4);
+        let got = fires(
+            &cron("*/30 * * * *", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2026-10-24T23:00:00Z",
+            4,
+        );
         // 01:30 CEST, 02:00 CEST, 02:30 CEST, then 03:00 CET (02:00 and 02:30 CET are repeats).
-        assert_eq!(got, utcs(&["2026-10-24T23:30:00Z", "2026-10-25T00:00:00Z", "2026-10-25T00:30:00Z", "2026-10-25T02:00:00Z"]));
+        assert_eq!(
+            got,
+            utcs(&[
+                "2026-10-24T23:30:00Z",
+                "2026-10-25T00:00:00Z",
+                "2026-10-25T00:30:00Z",
+                "2026-10-25T02:00:00Z"
+            ])
+        );
     }
 
     #[test]
@@ -304,9 +372,15 @@ mod tests {
         let s = cron("*/30 * * * *", "Europe/Berlin");
         let window = FireWindow::default();
         // 02:30 CEST → 02:00 CET, an earlier wall-clock time but a later instant.
-        assert_eq!(next_fire_after(&s, &dst, &window, utc("2026-10-25T00:30:00Z")), Some(utc("2026-10-25T01:00:00Z")));
+        assert_eq!(
+            next_fire_after(&s, &dst, &window, utc("2026-10-25T00:30:00Z")),
+            Some(utc("2026-10-25T01:00:00Z"))
+        );
         // From the middle of the second pass.
-        assert_eq!(next_fire_after(&s, &dst, &window, utc("2026-10-25T01:10:00Z")), Some(utc("2026-10-25T01:30:00Z")));
+        assert_eq!(
+            next_fire_after(&s, &dst, &window, utc("2026-10-25T01:10:00Z")),
+            Some(utc("2026-10-25T01:30:00Z"))
+        );
     }
 
     // --- DST: America/New_York, 2026-03-08 02:00 → 03:00 and 2026-11-01 02:00 → 01:00 ---
@@ -326,24 +400,37 @@ mod tests {
         let once = fires(&s, DstPolicy::default(), "2026-10-31T12:00:00Z", 2);
         assert_eq!(once, utcs(&["2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"]));
         let twice = fires(&s, policy(DstGap::Shift, DstRepeat::Twice), "2026-10-31T12:00:00Z", 3);
-        assert_eq!(twice, utcs(&["2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"]));
+        assert_eq!(
+            twice,
+            utcs(&["2026-11-01T05:30:00Z", "2026-11-01T06:30:00Z", "2026-11-02T06:30:00Z"])
+        );
     }
 
     // --- Calendar ---
 
     #[test]
     fn given_feb_29_when_not_a_leap_year_then_next_leap_year() {
-        let got = fires(&cron("0 0 29 2 *", "UTC"), DstPolicy::default(), "2026-01-01T00:00:00Z", 2);
+        let got = fires(
+            &cron("0 0 29 2 *", "UTC"),
+            DstPolicy::default(),
+            "2026-01-01T00:00:00Z",
+            2,
+        );
         assert_eq!(got, utcs(&["2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"]));
     }
 
     #[test]
     fn given_day_31_when_month_is_shorter_then_it_is_skipped() {
         let s = cron("0 0 31 * *", "UTC");
-        let got = next_fire_after(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-01-31T00:00:00Z"));
+        let got = next_fire_after(
+            &s,
+            &DstPolicy::default(),
+            &FireWindow::default(),
+            utc("2026-01-31T00:00:00Z"),
+        );
         assert_eq!(got, Some(utc("2026-03-31T00:00:00Z")));
         let year = fires(&s, DstPolicy::default(), "2026-01-01T00:00:00Z", 7);
-        let months: Vec<u32> = year.iter().map(|t| chrono::Datelike::month(t)).collect();
+        let months: Vec<u32> = year.iter().map(chrono::Datelike::month).collect();
         assert_eq!(months, [1, 3, 5, 7, 8, 10, 12]);
     }
 
@@ -351,7 +438,15 @@ mod tests {
     fn given_impossible_date_when_computed_then_none() {
         for expr in ["0 0 30 2 *", "0 0 31 4 *"] {
             let s = cron(expr, "Europe/Berlin");
-            assert_eq!(first_fire(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-01-01T00:00:00Z")), None);
+            assert_eq!(
+                first_fire(
+                    &s,
+                    &DstPolicy::default(),
+                    &FireWindow::default(),
+                    utc("2026-01-01T00:00:00Z")
+                ),
+                None
+            );
             assert!(fires(&s, DstPolicy::default(), "2026-01-01T00:00:00Z", 5).is_empty());
         }
     }
@@ -359,29 +454,57 @@ mod tests {
     #[test]
     fn given_weekday_names_when_friday_then_next_is_monday() {
         // 2026-05-08 is a Friday; 09:00 CEST is 07:00Z.
-        let got = fires(&cron("0 9 * * MON-FRI", "Europe/Berlin"), DstPolicy::default(), "2026-05-08T08:00:00Z", 2);
+        let got = fires(
+            &cron("0 9 * * MON-FRI", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2026-05-08T08:00:00Z",
+            2,
+        );
         assert_eq!(got, utcs(&["2026-05-11T07:00:00Z", "2026-05-12T07:00:00Z"]));
     }
 
     #[test]
     fn given_daily_macro_in_a_zone_when_computed_then_local_midnight() {
-        let got = fires(&cron("@daily", "Europe/Berlin"), DstPolicy::default(), "2026-06-01T12:00:00Z", 2);
+        let got = fires(
+            &cron("@daily", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2026-06-01T12:00:00Z",
+            2,
+        );
         assert_eq!(got, utcs(&["2026-06-01T22:00:00Z", "2026-06-02T22:00:00Z"]));
     }
 
     #[test]
     fn given_six_field_seconds_cron_when_computed_then_every_five_seconds_at_whole_seconds() {
-        let got = fires(&cron("*/5 * * * * *", "UTC"), DstPolicy::default(), "2026-06-01T12:00:03.250Z", 3);
-        assert_eq!(got, utcs(&["2026-06-01T12:00:05Z", "2026-06-01T12:00:10Z", "2026-06-01T12:00:15Z"]));
+        let got = fires(
+            &cron("*/5 * * * * *", "UTC"),
+            DstPolicy::default(),
+            "2026-06-01T12:00:03.250Z",
+            3,
+        );
+        assert_eq!(
+            got,
+            utcs(&["2026-06-01T12:00:05Z", "2026-06-01T12:00:10Z", "2026-06-01T12:00:15Z"])
+        );
         assert!(got.iter().all(|t| t.timestamp_subsec_millis() == 0));
     }
 
     #[test]
     fn given_now_on_an_occurrence_when_first_fire_then_the_next_one() {
         let s = cron("0 * * * *", "UTC");
-        let got = first_fire(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-06-01T12:00:00Z"));
+        let got = first_fire(
+            &s,
+            &DstPolicy::default(),
+            &FireWindow::default(),
+            utc("2026-06-01T12:00:00Z"),
+        );
         assert_eq!(got, Some(utc("2026-06-01T13:00:00Z")));
-        let got = first_fire(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-06-01T11:59:59.999Z"));
+        let got = first_fire(
+            &s,
+            &DstPolicy::default(),
+            &FireWindow::default(),
+            utc("2026-06-01T11:59:59.999Z"),
+        );
         assert_eq!(got, Some(utc("2026-06-01T12:00:00Z")));
     }
 
@@ -389,32 +512,62 @@ mod tests {
     fn given_invalid_cron_or_zone_when_computed_then_none() {
         let window = FireWindow::default();
         let now = utc("2026-06-01T12:00:00Z");
-        assert_eq!(first_fire(&cron("nope", "UTC"), &DstPolicy::default(), &window, now), None);
-        assert_eq!(first_fire(&cron("@daily", "Mars/Base"), &DstPolicy::default(), &window, now), None);
+        assert_eq!(
+            first_fire(&cron("nope", "UTC"), &DstPolicy::default(), &window, now),
+            None
+        );
+        assert_eq!(
+            first_fire(&cron("@daily", "Mars/Base"), &DstPolicy::default(), &window, now),
+            None
+        );
     }
 
     // --- Window ---
 
     #[test]
     fn given_end_at_when_reached_then_fires_stop_and_end_at_is_inclusive() {
-        let window = FireWindow { start_at: None, end_at: Some(utc("2026-06-01T03:00:00Z")) };
+        let window = FireWindow {
+            start_at: None,
+            end_at: Some(utc("2026-06-01T03:00:00Z")),
+        };
         let s = every("1h", Some("2026-06-01T00:00:00Z"));
         let got = preview(&s, &DstPolicy::default(), &window, utc("2026-06-01T00:00:00Z"), 10);
-        assert_eq!(got, utcs(&["2026-06-01T01:00:00Z", "2026-06-01T02:00:00Z", "2026-06-01T03:00:00Z"]));
+        assert_eq!(
+            got,
+            utcs(&["2026-06-01T01:00:00Z", "2026-06-01T02:00:00Z", "2026-06-01T03:00:00Z"])
+        );
         let c = cron("0 * * * *", "UTC");
-        assert_eq!(next_fire_after(&c, &DstPolicy::default(), &window, utc("2026-06-01T03:00:00Z")), None);
+        assert_eq!(
+            next_fire_after(&c, &DstPolicy::default(), &window, utc("2026-06-01T03:00:00Z")),
+            None
+        );
     }
 
     #[test]
     fn given_start_at_when_in_the_future_then_first_fire_waits_for_it() {
         let s = every("1h", Some("2026-06-01T00:00:00Z"));
         let now = utc("2026-06-01T00:10:00Z");
-        let late = FireWindow { start_at: Some(utc("2026-06-01T05:30:00Z")), end_at: None };
-        assert_eq!(first_fire(&s, &DstPolicy::default(), &late, now), Some(utc("2026-06-01T06:00:00Z")));
-        let exact = FireWindow { start_at: Some(utc("2026-06-01T05:00:00Z")), end_at: None };
-        assert_eq!(first_fire(&s, &DstPolicy::default(), &exact, now), Some(utc("2026-06-01T05:00:00Z")));
+        let late = FireWindow {
+            start_at: Some(utc("2026-06-01T05:30:00Z")),
+            end_at: None,
+        };
+        assert_eq!(
+            first_fire(&s, &DstPolicy::default(), &late, now),
+            Some(utc("2026-06-01T06:00:00Z"))
+        );
+        let exact = FireWindow {
+            start_at: Some(utc("2026-06-01T05:00:00Z")),
+            end_at: None,
+        };
+        assert_eq!(
+            first_fire(&s, &DstPolicy::default(), &exact, now),
+            Some(utc("2026-06-01T05:00:00Z"))
+        );
         let c = cron("0 0 * * *", "UTC");
-        assert_eq!(first_fire(&c, &DstPolicy::default(), &late, now), Some(utc("2026-06-02T00:00:00Z")));
+        assert_eq!(
+            first_fire(&c, &DstPolicy::default(), &late, now),
+            Some(utc("2026-06-02T00:00:00Z"))
+        );
     }
 
     // --- at ---
@@ -423,16 +576,36 @@ mod tests {
     fn given_at_when_past_and_inside_window_then_fires_at_once_and_only_once() {
         let s = Schedule::At(utc("2026-01-01T00:00:00Z"));
         let now = utc("2026-06-01T00:00:00Z");
-        assert_eq!(first_fire(&s, &DstPolicy::default(), &FireWindow::default(), now), Some(utc("2026-01-01T00:00:00Z")));
-        assert_eq!(next_fire_after(&s, &DstPolicy::default(), &FireWindow::default(), utc("2026-01-01T00:00:00Z")), None);
-        assert_eq!(preview(&s, &DstPolicy::default(), &FireWindow::default(), now, 5).len(), 1);
+        assert_eq!(
+            first_fire(&s, &DstPolicy::default(), &FireWindow::default(), now),
+            Some(utc("2026-01-01T00:00:00Z"))
+        );
+        assert_eq!(
+            next_fire_after(
+                &s,
+                &DstPolicy::default(),
+                &FireWindow::default(),
+                utc("2026-01-01T00:00:00Z")
+            ),
+            None
+        );
+        assert_eq!(
+            preview(&s, &DstPolicy::default(), &FireWindow::default(), now, 5).len(),
+            1
+        );
     }
 
     #[test]
     fn given_at_when_outside_window_then_none() {
         let s = Schedule::At(utc("2026-01-01T00:00:00Z"));
-        let window = FireWindow { start_at: Some(utc("2026-02-01T00:00:00Z")), end_at: None };
-        assert_eq!(first_fire(&s, &DstPolicy::default(), &window, utc("2025-01-01T00:00:00Z")), None);
+        let window = FireWindow {
+            start_at: Some(utc("2026-02-01T00:00:00Z")),
+            end_at: None,
+        };
+        assert_eq!(
+            first_fire(&s, &DstPolicy::default(), &window, utc("2025-01-01T00:00:00Z")),
+            None
+        );
     }
 
     // --- every ---
@@ -454,20 +627,29 @@ mod tests {
     #[test]
     fn given_now_on_the_grid_when_first_fire_then_strictly_after() {
         let s = every("5m", Some("2026-06-01T00:00:00Z"));
-        assert_eq!(fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 1), utcs(&["2026-06-01T12:05:00Z"]));
+        assert_eq!(
+            fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 1),
+            utcs(&["2026-06-01T12:05:00Z"])
+        );
     }
 
     #[test]
     fn given_one_second_interval_when_previewed_then_each_second() {
         let s = every("1s", Some("2026-06-01T00:00:00Z"));
         let got = fires(&s, DstPolicy::default(), "2026-06-01T12:00:00.500Z", 3);
-        assert_eq!(got, utcs(&["2026-06-01T12:00:01Z", "2026-06-01T12:00:02Z", "2026-06-01T12:00:03Z"]));
+        assert_eq!(
+            got,
+            utcs(&["2026-06-01T12:00:01Z", "2026-06-01T12:00:02Z", "2026-06-01T12:00:03Z"])
+        );
     }
 
     #[test]
     fn given_no_anchor_when_first_fire_then_one_interval_after_now() {
         let s = every("10m", None);
-        assert_eq!(fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 1), utcs(&["2026-06-01T12:10:00Z"]));
+        assert_eq!(
+            fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 1),
+            utcs(&["2026-06-01T12:10:00Z"])
+        );
     }
 
     #[test]
@@ -480,7 +662,10 @@ mod tests {
 
     #[test]
     fn given_count_when_previewed_then_exactly_count_increasing_times() {
-        for s in [cron("*/7 * * * *", "Asia/Kolkata"), every("90s", Some("2026-01-01T00:00:00Z"))] {
+        for s in [
+            cron("*/7 * * * *", "Asia/Kolkata"),
+            every("90s", Some("2026-01-01T00:00:00Z")),
+        ] {
             let got = fires(&s, DstPolicy::default(), "2026-06-01T12:00:00Z", 10);
             assert_eq!(got.len(), 10);
             assert!(strictly_increasing(&got));
@@ -491,7 +676,12 @@ mod tests {
     #[test]
     fn given_a_year_of_every_15_minutes_in_berlin_when_previewed_then_no_duplicates_and_whole_days() {
         for dst in [DstPolicy::default(), policy(DstGap::Skip, DstRepeat::Twice)] {
-            let got = fires(&cron("*/15 * * * *", "Europe/Berlin"), dst, "2026-01-01T00:00:00Z", 366 * 96);
+            let got = fires(
+                &cron("*/15 * * * *", "Europe/Berlin"),
+                dst,
+                "2026-01-01T00:00:00Z",
+                366 * 96,
+            );
             assert!(strictly_increasing(&got));
             // Every instant is a quarter hour.
             assert!(got.iter().all(|t| t.timestamp() % 900 == 0));

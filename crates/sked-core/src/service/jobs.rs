@@ -40,31 +40,50 @@ impl Sked {
     /// (`created: false`); with a different spec, `Conflict`. With `idempotency_key`, a
     /// replay of the same request returns the first answer; a different request reusing
     /// the key is a `Conflict`.
-    pub async fn create_job(&self, tenant: &TenantId, new: NewJob, idempotency_key: Option<&str>) -> Result<Created, CoreError> {
+    pub async fn create_job(
+        &self,
+        tenant: &TenantId,
+        new: NewJob,
+        idempotency_key: Option<&str>,
+    ) -> Result<Created, CoreError> {
         let now = self.now();
         let problems = self.check_new_job(&new, now);
         if !problems.is_empty() {
             return Err(self.invalid_or_unsupported(problems));
         }
         let fingerprint = fingerprint(tenant, std::slice::from_ref(&new));
-        if let Some(key) = idempotency_key {
-            if let Some(ids) = self.replayed(tenant, key, &fingerprint).await? {
-                let job = self.get_job(tenant, &ids[0]).await?;
-                return Ok(Created { job, created: false });
-            }
+        if let Some(key) = idempotency_key
+            && let Some(ids) = self.replayed(tenant, key, &fingerprint).await?
+        {
+            let job = self.get_job(tenant, &ids[0]).await?;
+            return Ok(Created { job, created: false });
         }
-        if let Some(id) = &new.id {
-            if let Some(existing) = self.existing_twin(tenant, id, &new.spec).await? {
-                return Ok(Created { job: existing, created: false });
-            }
+        if let Some(id) = &new.id
+            && let Some(existing) = self.existing_twin(tenant, id, &new.spec).await?
+        {
+            return Ok(Created {
+                job: existing,
+                created: false,
+            });
         }
         let job = self.new_job(tenant, new, now);
-        match self.ports.store.create_jobs(std::slice::from_ref(&job), idempotency_key.map(|k| (k, fingerprint.as_str()))).await {
+        match self
+            .ports
+            .store
+            .create_jobs(
+                std::slice::from_ref(&job),
+                idempotency_key.map(|k| (k, fingerprint.as_str())),
+            )
+            .await
+        {
             Ok(()) => {}
             // Lost a race with an identical create: answer like a re-POST.
             Err(StoreError::Conflict(_)) => {
                 return match self.existing_twin(tenant, &job.id, &job.spec).await? {
-                    Some(existing) => Ok(Created { job: existing, created: false }),
+                    Some(existing) => Ok(Created {
+                        job: existing,
+                        created: false,
+                    }),
                     None => Err(CoreError::Conflict(format!("job {} already exists", job.id))),
                 };
             }
@@ -76,35 +95,52 @@ impl Sked {
 
     /// Creates up to [`MAX_BATCH`] jobs in one transaction; any invalid entry fails them all
     /// with `InvalidBatch` listing every problem.
-    pub async fn create_jobs(&self, tenant: &TenantId, jobs: Vec<NewJob>, idempotency_key: Option<&str>) -> Result<Vec<Job>, CoreError> {
+    pub async fn create_jobs(
+        &self,
+        tenant: &TenantId,
+        jobs: Vec<NewJob>,
+        idempotency_key: Option<&str>,
+    ) -> Result<Vec<Job>, CoreError> {
         let now = self.now();
         if jobs.is_empty() || jobs.len() > MAX_BATCH {
-            return Err(CoreError::invalid("jobs", format!("a batch holds 1 to {MAX_BATCH} jobs, not {}", jobs.len())));
+            return Err(CoreError::invalid(
+                "jobs",
+                format!("a batch holds 1 to {MAX_BATCH} jobs, not {}", jobs.len()),
+            ));
         }
         let mut problems = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for (index, new) in jobs.iter().enumerate() {
             for e in self.check_new_job(new, now) {
-                problems.push(BatchFieldError { index, field: e.field, message: e.message });
+                problems.push(BatchFieldError {
+                    index,
+                    field: e.field,
+                    message: e.message,
+                });
             }
-            if let Some(id) = &new.id {
-                if !seen.insert(id.clone()) {
-                    problems.push(BatchFieldError { index, field: "id".into(), message: format!("id {id} appears twice in the batch") });
-                }
+            if let Some(id) = &new.id
+                && !seen.insert(id.clone())
+            {
+                let message = format!("id {id} appears twice in the batch");
+                problems.push(BatchFieldError {
+                    index,
+                    field: "id".into(),
+                    message,
+                });
             }
         }
         if !problems.is_empty() {
             return Err(CoreError::InvalidBatch(problems));
         }
         let fingerprint = fingerprint(tenant, &jobs);
-        if let Some(key) = idempotency_key {
-            if let Some(ids) = self.replayed(tenant, key, &fingerprint).await? {
-                let mut out = Vec::with_capacity(ids.len());
-                for id in &ids {
-                    out.push(self.get_job(tenant, id).await?);
-                }
-                return Ok(out);
+        if let Some(key) = idempotency_key
+            && let Some(ids) = self.replayed(tenant, key, &fingerprint).await?
+        {
+            let mut out = Vec::with_capacity(ids.len());
+            for id in &ids {
+                out.push(self.get_job(tenant, id).await?);
             }
+            return Ok(out);
         }
         let jobs: Vec<Job> = jobs.into_iter().map(|new| self.new_job(tenant, new, now)).collect();
         self.ports
@@ -112,7 +148,9 @@ impl Sked {
             .create_jobs(&jobs, idempotency_key.map(|k| (k, fingerprint.as_str())))
             .await
             .map_err(|e| match e {
-                StoreError::Conflict(msg) => CoreError::Conflict(format!("a job id in the batch already exists: {msg}")),
+                StoreError::Conflict(msg) => {
+                    CoreError::Conflict(format!("a job id in the batch already exists: {msg}"))
+                }
                 other => other.into(),
             })?;
         self.sweep.wake();
@@ -121,28 +159,48 @@ impl Sked {
 
     /// One job (DELETED jobs included, so history stays reachable).
     pub async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
-        self.ports.store.get_job(tenant, id).await?.ok_or_else(|| CoreError::NotFound(format!("job {id}")))
+        self.ports
+            .store
+            .get_job(tenant, id)
+            .await?
+            .ok_or_else(|| CoreError::NotFound(format!("job {id}")))
     }
 
     /// A page of jobs.
-    pub async fn list_jobs(&self, tenant: &TenantId, filter: &JobFilter, page: &PageRequest) -> Result<Page<Job>, CoreError> {
+    pub async fn list_jobs(
+        &self,
+        tenant: &TenantId,
+        filter: &JobFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Job>, CoreError> {
         Ok(self.ports.store.list_jobs(tenant, filter, page).await?)
     }
 
     /// Replaces a job's definition (PUT; PATCH merges first, then calls this). A change of
     /// schedule, window or DST rule recomputes `next_fire_at`. With `if_version`, `Conflict`
     /// unless it matches.
-    pub async fn replace_job(&self, tenant: &TenantId, id: &JobId, spec: JobSpec, if_version: Option<u64>) -> Result<Job, CoreError> {
+    pub async fn replace_job(
+        &self,
+        tenant: &TenantId,
+        id: &JobId,
+        spec: JobSpec,
+        if_version: Option<u64>,
+    ) -> Result<Job, CoreError> {
         let now = self.now();
-        let problems = self.check_new_job(&NewJob { id: None, spec: spec.clone() }, now);
+        let problems = self.check_new_job(
+            &NewJob {
+                id: None,
+                spec: spec.clone(),
+            },
+            now,
+        );
         if !problems.is_empty() {
             return Err(self.invalid_or_unsupported(problems));
         }
         let job = self.live_job(tenant, id).await?;
         let spec = spec.normalised(now);
-        let timing_changed = spec.schedule != job.spec.schedule
-            || spec.window() != job.spec.window()
-            || spec.dst != job.spec.dst;
+        let timing_changed =
+            spec.schedule != job.spec.schedule || spec.window() != job.spec.window() || spec.dst != job.spec.dst;
         let mut updated = job.clone();
         if timing_changed {
             updated.next_fire_at = first_fire(&spec.schedule, &spec.dst, &spec.window(), now);
@@ -167,7 +225,10 @@ impl Sked {
         let deleted = self.save(deleted, &job, None, now).await?;
         for run in self.ports.store.active_runs(tenant, id).await? {
             if run.state == RunState::Pending || cancel_running {
-                self.ports.store.cancel_run(tenant, &run.run_id, now, "job deleted").await?;
+                self.ports
+                    .store
+                    .cancel_run(tenant, &run.run_id, now, "job deleted")
+                    .await?;
             }
         }
         Ok(deleted)
@@ -195,7 +256,9 @@ impl Sked {
         let job = self.get_job(tenant, id).await?;
         let spec = &job.spec;
         let mut out = Vec::with_capacity(count);
-        let mut next = job.next_fire_at.filter(|_| matches!(job.state, JobState::Active | JobState::Paused));
+        let mut next = job
+            .next_fire_at
+            .filter(|_| matches!(job.state, JobState::Active | JobState::Paused));
         while let (Some(t), true) = (next, out.len() < count) {
             out.push(t);
             next = next_fire_after(&spec.schedule, &spec.dst, &spec.window(), t);
@@ -210,7 +273,12 @@ impl Sked {
 
     /// Every problem with a submitted job, capability checks included.
     fn check_new_job(&self, new: &NewJob, now: Timestamp) -> Vec<FieldError> {
-        let mut problems: Vec<FieldError> = new.id.as_ref().and_then(|id| validate_job_id(id.as_str())).into_iter().collect();
+        let mut problems: Vec<FieldError> = new
+            .id
+            .as_ref()
+            .and_then(|id| validate_job_id(id.as_str()))
+            .into_iter()
+            .collect();
         problems.extend(validate_spec(&new.spec, now));
         if matches!(new.spec.task, Task::Container(_)) && !self.config.capabilities.container_tasks {
             problems.push(FieldError::new(
@@ -224,7 +292,10 @@ impl Sked {
     /// `Unsupported` when the only problems are capability ones, else `Invalid`.
     fn invalid_or_unsupported(&self, problems: Vec<FieldError>) -> CoreError {
         match problems.as_slice() {
-            [only] if only.field == "task.container" => CoreError::Unsupported { field: only.field.clone(), message: only.message.clone() },
+            [only] if only.field == "task.container" => CoreError::Unsupported {
+                field: only.field.clone(),
+                message: only.message.clone(),
+            },
             _ => CoreError::Invalid(problems),
         }
     }
@@ -233,7 +304,9 @@ impl Sked {
     async fn replayed(&self, tenant: &TenantId, key: &str, fingerprint: &str) -> Result<Option<Vec<JobId>>, CoreError> {
         match self.ports.store.idempotency_lookup(tenant, key).await? {
             Some((recorded, ids)) if recorded == fingerprint => Ok(Some(ids)),
-            Some(_) => Err(CoreError::Conflict(format!("Idempotency-Key {key:?} was used for a different request"))),
+            Some(_) => Err(CoreError::Conflict(format!(
+                "Idempotency-Key {key:?} was used for a different request"
+            ))),
             None => Ok(None),
         }
     }
@@ -246,7 +319,9 @@ impl Sked {
                 if spec.clone().normalised(existing.created_at) == existing.spec {
                     Ok(Some(existing))
                 } else {
-                    Err(CoreError::Conflict(format!("job {id} already exists with a different definition")))
+                    Err(CoreError::Conflict(format!(
+                        "job {id} already exists with a different definition"
+                    )))
                 }
             }
             _ => Ok(None),
@@ -260,7 +335,11 @@ impl Sked {
         Job {
             tenant: tenant.clone(),
             id: new.id.unwrap_or_else(|| JobId::generate(now)),
-            state: if next_fire_at.is_some() { JobState::Active } else { JobState::Completed },
+            state: if next_fire_at.is_some() {
+                JobState::Active
+            } else {
+                JobState::Completed
+            },
             next_fire_at,
             spec,
             version: 1,
@@ -292,17 +371,32 @@ impl Sked {
     }
 
     /// Writes a user change with a version check, and wakes the sweeper.
-    async fn save(&self, mut updated: Job, current: &Job, if_version: Option<u64>, now: Timestamp) -> Result<Job, CoreError> {
+    async fn save(
+        &self,
+        mut updated: Job,
+        current: &Job,
+        if_version: Option<u64>,
+        now: Timestamp,
+    ) -> Result<Job, CoreError> {
         if let Some(v) = if_version.filter(|v| *v != current.version) {
-            return Err(CoreError::Conflict(format!("job {} is at version {}, not {v}", current.id, current.version)));
+            return Err(CoreError::Conflict(format!(
+                "job {} is at version {}, not {v}",
+                current.id, current.version
+            )));
         }
         updated.version = current.version + 1;
         updated.updated_at = now;
-        self.ports.store.update_job(&updated, current.version).await.map_err(|e| match e {
-            StoreError::Conflict(_) => CoreError::Conflict(format!("job {} changed meanwhile; read it again", current.id)),
-            StoreError::NotFound => CoreError::NotFound(format!("job {}", current.id)),
-            other => other.into(),
-        })?;
+        self.ports
+            .store
+            .update_job(&updated, current.version)
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict(_) => {
+                    CoreError::Conflict(format!("job {} changed meanwhile; read it again", current.id))
+                }
+                StoreError::NotFound => CoreError::NotFound(format!("job {}", current.id)),
+                other => other.into(),
+            })?;
         self.sweep.wake();
         Ok(updated)
     }
@@ -310,7 +404,10 @@ impl Sked {
 
 /// A stable digest of a create request, to recognise a replayed idempotency key.
 fn fingerprint(tenant: &TenantId, jobs: &[NewJob]) -> String {
-    let body: Vec<_> = jobs.iter().map(|j| serde_json::json!({"id": j.id, "spec": j.spec})).collect();
+    let body: Vec<_> = jobs
+        .iter()
+        .map(|j| serde_json::json!({"id": j.id, "spec": j.spec}))
+        .collect();
     let text = serde_json::to_string(&(tenant, body)).unwrap_or_default();
     format!("{:x}", Sha256::digest(text.as_bytes()))
 }

@@ -22,7 +22,11 @@ pub struct ReaperConfig {
 
 impl Default for ReaperConfig {
     fn default() -> Self {
-        ReaperConfig { interval: Dur::secs(2), stale_after: Dur::secs(30), batch: 500 }
+        ReaperConfig {
+            interval: Dur::secs(2),
+            stale_after: Dur::secs(30),
+            batch: 500,
+        }
     }
 }
 
@@ -107,7 +111,11 @@ impl Reaper {
             log_bytes: 0,
             log_truncated: false,
         };
-        let updated = self.ports.store.complete(&run.tenant, &run.run_id, lease.token, &result, next, Some(now)).await?;
+        let updated = self
+            .ports
+            .store
+            .complete(&run.tenant, &run.run_id, lease.token, &result, next, Some(now))
+            .await?;
         tracing::warn!(tenant = %run.tenant, run_id = %run.run_id, worker = %lease.owner, "attempt abandoned: worker lost");
         Ok(matches!(next, RunTransition::Retry { .. }).then(|| dispatch_of(&updated)))
     }
@@ -115,5 +123,10 @@ impl Reaper {
 
 /// The queue message that hands `run` to a worker.
 pub(crate) fn dispatch_of(run: &Run) -> Dispatch {
-    Dispatch { tenant: run.tenant.clone(), run_id: run.run_id.clone(), priority: run.priority, not_before: run.not_before }
+    Dispatch {
+        tenant: run.tenant.clone(),
+        run_id: run.run_id.clone(),
+        priority: run.priority,
+        not_before: run.not_before,
+    }
 }

@@ -25,11 +25,20 @@ pub struct LogRequest {
 impl Sked {
     /// One run.
     pub async fn get_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Run, CoreError> {
-        self.ports.store.get_run(tenant, run_id).await?.ok_or_else(|| CoreError::NotFound(format!("run {run_id}")))
+        self.ports
+            .store
+            .get_run(tenant, run_id)
+            .await?
+            .ok_or_else(|| CoreError::NotFound(format!("run {run_id}")))
     }
 
     /// A page of runs, newest first (one job's with `filter.job_id`, else across jobs).
-    pub async fn list_runs(&self, tenant: &TenantId, filter: &RunFilter, page: &PageRequest) -> Result<Page<Run>, CoreError> {
+    pub async fn list_runs(
+        &self,
+        tenant: &TenantId,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Run>, CoreError> {
         Ok(self.ports.store.list_runs(tenant, filter, page).await?)
     }
 
@@ -40,27 +49,52 @@ impl Sked {
         if run.state.is_terminal() {
             return Err(CoreError::Conflict(format!("run {run_id} already ended {}", run.state)));
         }
-        Ok(self.ports.store.cancel_run(tenant, run_id, self.now(), "cancelled by user").await?)
+        Ok(self
+            .ports
+            .store
+            .cancel_run(tenant, run_id, self.now(), "cancelled by user")
+            .await?)
     }
 
     /// Reads an attempt's log (the latest attempt if none is named). A run that has not
     /// started yet has an empty log.
-    pub async fn read_logs(&self, tenant: &TenantId, run_id: &RunId, request: &LogRequest) -> Result<LogPage, CoreError> {
+    pub async fn read_logs(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        request: &LogRequest,
+    ) -> Result<LogPage, CoreError> {
         let run = self.get_run(tenant, run_id).await?;
         let Some(attempt) = pick_attempt(&run, request.attempt)? else {
             return Ok(LogPage::default());
         };
-        let query = LogQuery { stream: request.stream, tail: request.tail, after: None };
+        let query = LogQuery {
+            stream: request.stream,
+            tail: request.tail,
+            after: None,
+        };
         self.read_page(&log_key(&run, attempt), &query).await
     }
 
     /// Streams an attempt's log: what is there (honouring `tail`), then new lines as they
     /// are written, ending once the attempt has ended and its last lines were sent. Without
     /// an attempt number it follows the latest attempt, waiting for the first to start.
-    pub async fn follow_logs(&self, tenant: &TenantId, run_id: &RunId, request: &LogRequest) -> Result<BoxStream<'static, LogLine>, CoreError> {
+    pub async fn follow_logs(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        request: &LogRequest,
+    ) -> Result<BoxStream<'static, LogLine>, CoreError> {
         let run = self.get_run(tenant, run_id).await?;
         pick_attempt(&run, request.attempt)?;
-        let state = Follow { sked: self.clone(), tenant: tenant.clone(), run_id: run_id.clone(), request: request.clone(), cursor: None, done: false };
+        let state = Follow {
+            sked: self.clone(),
+            tenant: tenant.clone(),
+            run_id: run_id.clone(),
+            request: request.clone(),
+            cursor: None,
+            done: false,
+        };
         let pages = stream::unfold(state, |mut follow| async move {
             if follow.done {
                 return None;
@@ -73,7 +107,10 @@ impl Sked {
 
     async fn read_page(&self, key: &LogKey, query: &LogQuery) -> Result<LogPage, CoreError> {
         match self.ports.logs.read(key, query).await {
-            Err(LogError::NotFound) => Ok(LogPage { cursor: query.after.unwrap_or(0), ..LogPage::default() }),
+            Err(LogError::NotFound) => Ok(LogPage {
+                cursor: query.after.unwrap_or(0),
+                ..LogPage::default()
+            }),
             other => Ok(other?),
         }
     }
@@ -82,14 +119,20 @@ impl Sked {
 /// The attempt a log request is about: the one named, or the latest (`None` before any).
 fn pick_attempt(run: &Run, wanted: Option<u32>) -> Result<Option<u32>, CoreError> {
     match wanted {
-        Some(n) if n == 0 || n > run.attempt_count() => Err(CoreError::NotFound(format!("attempt {n} of run {}", run.run_id))),
+        Some(n) if n == 0 || n > run.attempt_count() => {
+            Err(CoreError::NotFound(format!("attempt {n} of run {}", run.run_id)))
+        }
         Some(n) => Ok(Some(n)),
         None => Ok(Some(run.attempt_count()).filter(|n| *n > 0)),
     }
 }
 
 fn log_key(run: &Run, attempt: u32) -> LogKey {
-    LogKey { tenant: run.tenant.clone(), run_id: run.run_id.clone(), attempt }
+    LogKey {
+        tenant: run.tenant.clone(),
+        run_id: run.run_id.clone(),
+        attempt,
+    }
 }
 
 /// A follow in progress.
@@ -116,13 +159,24 @@ impl Follow {
             let attempt = self.request.attempt.or(Some(run.attempt_count()).filter(|n| *n > 0));
             self.request.attempt = attempt;
             let ended = match attempt {
-                Some(n) => run.attempts.get(n as usize - 1).is_some_and(|a| a.finished_at.is_some()),
+                Some(n) => run
+                    .attempts
+                    .get(n as usize - 1)
+                    .is_some_and(|a| a.finished_at.is_some()),
                 None => run.state.is_terminal(),
             };
             if let Some(n) = attempt {
                 let query = match self.cursor {
-                    None => LogQuery { stream: self.request.stream, tail: self.request.tail, after: None },
-                    Some(after) => LogQuery { stream: self.request.stream, tail: None, after: Some(after) },
+                    None => LogQuery {
+                        stream: self.request.stream,
+                        tail: self.request.tail,
+                        after: None,
+                    },
+                    Some(after) => LogQuery {
+                        stream: self.request.stream,
+                        tail: None,
+                        after: Some(after),
+                    },
                 };
                 let Ok(page) = self.sked.read_page(&log_key(&run, n), &query).await else {
                     self.done = true;

@@ -28,7 +28,11 @@ pub struct SweeperConfig {
 
 impl Default for SweeperConfig {
     fn default() -> Self {
-        SweeperConfig { batch: 500, max_sleep: Dur::secs(60), lookahead: Dur::ZERO }
+        SweeperConfig {
+            batch: 500,
+            max_sleep: Dur::secs(60),
+            lookahead: Dur::ZERO,
+        }
     }
 }
 
@@ -99,7 +103,11 @@ impl Sweeper {
         let now = crate::timestamp::trunc_ms(self.ports.clock.now());
         let horizon = now + self.config.lookahead.to_chrono();
         let due = self.ports.store.due_jobs(horizon, self.config.batch).await?;
-        let mut report = SweepReport { jobs: due.len(), more: due.len() == self.config.batch, ..SweepReport::default() };
+        let mut report = SweepReport {
+            jobs: due.len(),
+            more: due.len() == self.config.batch,
+            ..SweepReport::default()
+        };
         let mut dispatches = Vec::new();
         for job in &due {
             match self.fire_job(job, now).await {
@@ -142,7 +150,12 @@ impl Sweeper {
         }
         let dispatches = created
             .into_iter()
-            .map(|run| Dispatch { tenant: run.tenant, run_id: run.run_id, priority: run.priority, not_before: run.not_before })
+            .map(|run| Dispatch {
+                tenant: run.tenant,
+                run_id: run.run_id,
+                priority: run.priority,
+                not_before: run.not_before,
+            })
             .collect();
         Ok((dispatches, plan.skipped.len()))
     }

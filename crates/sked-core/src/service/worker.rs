@@ -43,7 +43,13 @@ pub struct WorkerConfig {
 impl WorkerConfig {
     /// Defaults for a worker named `id`: 4 at once, 15 s lease, 5 s grace.
     pub fn new(id: WorkerId) -> Self {
-        WorkerConfig { id, concurrency: 4, lease: Dur::secs(15), grace: Dur::secs(5), poll_wait: Dur::secs(1) }
+        WorkerConfig {
+            id,
+            concurrency: 4,
+            lease: Dur::secs(15),
+            grace: Dur::secs(5),
+            poll_wait: Dur::secs(1),
+        }
     }
 }
 
@@ -57,7 +63,11 @@ pub struct Worker {
 impl Worker {
     /// A worker over `ports`, running tasks through `executor`.
     pub fn new(ports: Ports, executor: Arc<dyn Executor>, config: WorkerConfig) -> Self {
-        Worker { ports, executor, config }
+        Worker {
+            ports,
+            executor,
+            config,
+        }
     }
 
     /// Works until `shutdown` is cancelled; then stops taking work, stops running payloads
@@ -108,7 +118,9 @@ impl Worker {
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         match self.try_handle(&delivery, shutdown).await {
             Ok(()) => {}
-            Err(e) => tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %e, "delivery not handled; it will be redelivered"),
+            Err(e) => {
+                tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %e, "delivery not handled; it will be redelivered")
+            }
         }
     }
 
@@ -148,7 +160,16 @@ impl Worker {
                 Some(job) => job,
                 None => {
                     let result = failure_at(now, "the run's job no longer exists");
-                    store.complete(tenant, run_id, token, &result, RunTransition::Finish(RunState::Failed), None).await?;
+                    store
+                        .complete(
+                            tenant,
+                            run_id,
+                            token,
+                            &result,
+                            RunTransition::Finish(RunState::Failed),
+                            None,
+                        )
+                        .await?;
                     return self.ack(delivery).await;
                 }
             },
@@ -157,17 +178,32 @@ impl Worker {
     }
 
     /// Runs the claimed attempt to its end and records it (unless the lease was lost).
-    async fn run_attempt(&self, delivery: &Delivery, job: &Job, run: Run, token: u64, shutdown: CancellationToken) -> Result<(), CoreError> {
+    async fn run_attempt(
+        &self,
+        delivery: &Delivery,
+        job: &Job,
+        run: Run,
+        token: u64,
+        shutdown: CancellationToken,
+    ) -> Result<(), CoreError> {
         let clock = self.ports.clock.clone();
         let attempt = run.attempt_count();
         let started = clock.now();
         tracing::info!(worker = %self.config.id, tenant = %run.tenant, job_id = %run.job_id, run_id = %run.run_id, attempt, "attempt started");
-        let key = LogKey { tenant: run.tenant.clone(), run_id: run.run_id.clone(), attempt };
+        let key = LogKey {
+            tenant: run.tenant.clone(),
+            run_id: run.run_id.clone(),
+            attempt,
+        };
         let writer = self.ports.logs.writer(&key).await?;
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_BUFFER);
         let pump = tokio::spawn(pump_output(out_rx, writer));
         let (stop_tx, stop_rx) = watch::channel(None);
-        let request = ExecRequest { task: job.spec.task.clone(), context: context_env(&run, token), grace: self.config.grace };
+        let request = ExecRequest {
+            task: job.spec.task.clone(),
+            context: context_env(&run, token),
+            grace: self.config.grace,
+        };
 
         let execution = self.executor.execute(request, out_tx, stop_rx);
         tokio::pin!(execution);
@@ -180,11 +216,11 @@ impl Worker {
                 result = &mut execution => break result,
                 _ = clock.sleep_until(next_beat), if stop != Some(StopReason::LeaseLost) => {
                     next_beat = clock.now() + beat_every;
-                    if let Some(reason) = self.heartbeat(delivery, &run, token).await {
-                        if stop.is_none() || reason == StopReason::LeaseLost {
-                            stop = Some(reason);
-                            let _ = stop_tx.send(stop);
-                        }
+                    if let Some(reason) = self.heartbeat(delivery, &run, token).await
+                        && (stop.is_none() || reason == StopReason::LeaseLost)
+                    {
+                        stop = Some(reason);
+                        let _ = stop_tx.send(stop);
                     }
                 }
                 _ = clock.sleep_until(deadline), if stop.is_none() => {
@@ -235,7 +271,12 @@ impl Worker {
             log_truncated: summary.truncated,
         };
         let next = after_attempt_for(&run, &job.spec, outcome, now);
-        let finished = match self.ports.store.complete(&run.tenant, &run.run_id, token, &attempt_result, next, None).await {
+        let finished = match self
+            .ports
+            .store
+            .complete(&run.tenant, &run.run_id, token, &attempt_result, next, None)
+            .await
+        {
             Ok(run) => run,
             Err(StoreError::Fenced) => {
                 tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "completion fenced off; nothing recorded");
@@ -259,7 +300,12 @@ impl Worker {
     async fn heartbeat(&self, delivery: &Delivery, run: &Run, token: u64) -> Option<StopReason> {
         let now = timestamp::trunc_ms(self.ports.clock.now());
         let until = now + self.config.lease.to_chrono();
-        match self.ports.store.heartbeat(&run.tenant, &run.run_id, token, now, until).await {
+        match self
+            .ports
+            .store
+            .heartbeat(&run.tenant, &run.run_id, token, now, until)
+            .await
+        {
             Ok(current) => {
                 if let Err(e) = self.ports.queue.extend(&delivery.receipt, self.config.lease).await {
                     tracing::debug!(run_id = %run.run_id, error = %e, "queue lease not extended");
@@ -346,13 +392,16 @@ fn failure_at(now: Timestamp, error: &str) -> AttemptResult {
 }
 
 /// Moves output lines into the attempt's log until the executor drops its sender.
-async fn pump_output(mut lines: mpsc::Receiver<LogLine>, mut writer: Box<dyn LogWriter>) -> Result<LogSummary, crate::ports::LogError> {
+async fn pump_output(
+    mut lines: mpsc::Receiver<LogLine>,
+    mut writer: Box<dyn LogWriter>,
+) -> Result<LogSummary, crate::ports::LogError> {
     let mut failed = None;
     while let Some(line) = lines.recv().await {
-        if failed.is_none() {
-            if let Err(e) = writer.append(line).await {
-                failed = Some(e);
-            }
+        if failed.is_none()
+            && let Err(e) = writer.append(line).await
+        {
+            failed = Some(e);
         }
     }
     match failed {

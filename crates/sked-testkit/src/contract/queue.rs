@@ -201,7 +201,10 @@ pub async fn reenqueue_of_leased_run_makes_receipt_stale(clock: Arc<ManualClock>
     queue.enqueue(&[dispatch("a", 5, at(0))]).await.unwrap();
     let first = recv(&queue, 1).await.remove(0);
     queue.enqueue(&[dispatch("a", 5, at(20))]).await.unwrap();
-    assert!(recv(&queue, 10).await.is_empty(), "the retry waits for its own not_before");
+    assert!(
+        recv(&queue, 10).await.is_empty(),
+        "the retry waits for its own not_before"
+    );
     clock.advance(Dur::secs(20));
     let retry = recv(&queue, 10).await;
     assert_eq!(retry.len(), 1);

@@ -1,0 +1,213 @@
+//! Response views: how jobs, runs, attempts, log lines and pages are written on the wire
+//! (SPEC §8). Timestamps are RFC 3339 UTC with milliseconds; absent values are `null`.
+//!
+//! Views only borrow and reshape core types; they decide nothing.
+
+use serde::Serialize;
+use sked_core::job::{Job, JobSpec};
+use sked_core::ports::{LogLine, LogPage, Page};
+use sked_core::run::{Attempt, Run};
+use sked_core::timestamp::{self, Timestamp};
+
+fn ts(t: &Timestamp) -> String {
+    timestamp::format(t)
+}
+
+fn ts_opt(t: &Option<Timestamp>) -> Option<String> {
+    t.as_ref().map(timestamp::format)
+}
+
+/// A job: its normalised definition plus identity and lifecycle.
+#[derive(Debug, Serialize)]
+pub struct JobView<'a> {
+    /// Job id.
+    pub id: &'a str,
+    /// The normalised definition, its fields inline.
+    #[serde(flatten)]
+    pub spec: &'a JobSpec,
+    /// `ACTIVE`, `PAUSED`, `COMPLETED` or `DELETED`.
+    pub state: &'static str,
+    /// The next nominal fire time.
+    pub next_fire_at: Option<String>,
+    /// Optimistic-lock version (`If-Match`).
+    pub version: u64,
+    /// Creation time.
+    pub created_at: String,
+    /// Last change by a user.
+    pub updated_at: String,
+}
+
+impl<'a> From<&'a Job> for JobView<'a> {
+    fn from(job: &'a Job) -> Self {
+        JobView {
+            id: job.id.as_str(),
+            spec: &job.spec,
+            state: job.state.as_str(),
+            next_fire_at: ts_opt(&job.next_fire_at),
+            version: job.version,
+            created_at: ts(&job.created_at),
+            updated_at: ts(&job.updated_at),
+        }
+    }
+}
+
+/// One attempt of a run.
+#[derive(Debug, Serialize)]
+pub struct AttemptView<'a> {
+    /// 1-based attempt number.
+    pub attempt: u32,
+    /// Worker that ran it.
+    pub worker: &'a str,
+    /// When it was claimed.
+    pub started_at: String,
+    /// When it ended.
+    pub finished_at: Option<String>,
+    /// `succeeded`, `failed`, `timed_out`, `cancelled`, `worker_lost`; `null` while running.
+    pub outcome: Option<&'static str>,
+    /// Process exit code.
+    pub exit_code: Option<i32>,
+    /// HTTP response status.
+    pub http_status: Option<u16>,
+    /// What went wrong.
+    pub error: Option<&'a str>,
+    /// Bytes of log captured.
+    pub log_bytes: u64,
+    /// Whether the log hit its cap.
+    pub log_truncated: bool,
+}
+
+impl<'a> From<&'a Attempt> for AttemptView<'a> {
+    fn from(a: &'a Attempt) -> Self {
+        AttemptView {
+            attempt: a.attempt,
+            worker: a.worker.as_str(),
+            started_at: ts(&a.started_at),
+            finished_at: ts_opt(&a.finished_at),
+            outcome: a.outcome.map(|o| o.as_str()),
+            exit_code: a.exit_code,
+            http_status: a.http_status,
+            error: a.error.as_deref(),
+            log_bytes: a.log_bytes,
+            log_truncated: a.log_truncated,
+        }
+    }
+}
+
+/// One run (firing) of a job with its attempts, oldest first.
+#[derive(Debug, Serialize)]
+pub struct RunView<'a> {
+    /// Run id.
+    pub run_id: &'a str,
+    /// Its job.
+    pub job_id: &'a str,
+    /// Nominal time.
+    pub scheduled_for: String,
+    /// `PENDING`, `RUNNING`, `SUCCEEDED`, `FAILED`, `TIMED_OUT`, `CANCELLED`.
+    pub state: &'static str,
+    /// `schedule`, `manual` or `handler`.
+    pub trigger: &'static str,
+    /// 0..=9.
+    pub priority: u8,
+    /// When the run was written.
+    pub created_at: String,
+    /// First attempt's start.
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub finished_at: Option<String>,
+    /// Not claimed before this (jitter, backoff).
+    pub not_before: String,
+    /// Why it ended, when not obvious from the last attempt.
+    pub reason: Option<&'a str>,
+    /// A cancel was asked for while running.
+    pub cancel_requested: bool,
+    /// Attempts, oldest first.
+    pub attempts: Vec<AttemptView<'a>>,
+}
+
+impl<'a> From<&'a Run> for RunView<'a> {
+    fn from(r: &'a Run) -> Self {
+        RunView {
+            run_id: r.run_id.as_str(),
+            job_id: r.job_id.as_str(),
+            scheduled_for: ts(&r.scheduled_for),
+            state: r.state.as_str(),
+            trigger: r.trigger.as_str(),
+            priority: r.priority,
+            created_at: ts(&r.created_at),
+            started_at: ts_opt(&r.started_at),
+            finished_at: ts_opt(&r.finished_at),
+            not_before: ts(&r.not_before),
+            reason: r.reason.as_deref(),
+            cancel_requested: r.cancel_requested,
+            attempts: r.attempts.iter().map(AttemptView::from).collect(),
+        }
+    }
+}
+
+/// A page of a listing: `{"items": [...], "next_cursor": "..." | null}`.
+#[derive(Debug, Serialize)]
+pub struct ListView<T> {
+    /// The items.
+    pub items: Vec<T>,
+    /// Pass as `?cursor=` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+impl<T> ListView<T> {
+    /// Maps a core page's items into views.
+    pub fn map<'a, U: 'a>(page: &'a Page<U>, f: impl Fn(&'a U) -> T) -> Self {
+        ListView {
+            items: page.items.iter().map(f).collect(),
+            next_cursor: page.next_cursor.clone(),
+        }
+    }
+}
+
+/// Items without a cursor (batch creates, previews).
+#[derive(Debug, Serialize)]
+pub struct ItemsView<T> {
+    /// The items.
+    pub items: Vec<T>,
+}
+
+/// A log read: `{"lines": [{ts, stream, line}], "truncated": bool}`.
+#[derive(Debug, Serialize)]
+pub struct LogsView<'a> {
+    /// Lines, oldest first (`LogLine` serialises as `{ts, stream, line}`).
+    pub lines: &'a [LogLine],
+    /// Whether the log hit its cap.
+    pub truncated: bool,
+}
+
+impl<'a> From<&'a LogPage> for LogsView<'a> {
+    fn from(p: &'a LogPage) -> Self {
+        LogsView {
+            lines: &p.lines,
+            truncated: p.truncated,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sked_core::ports::LogStream;
+
+    #[test]
+    fn log_line_shape() {
+        let line = LogLine {
+            ts: timestamp::parse("2026-01-01T00:00:00Z").unwrap(),
+            stream: LogStream::Stderr,
+            line: "hi".into(),
+        };
+        let page = LogPage {
+            lines: vec![line],
+            truncated: false,
+            cursor: 1,
+        };
+        let v = serde_json::to_value(LogsView::from(&page)).unwrap();
+        assert_eq!(v["lines"][0]["ts"], "2026-01-01T00:00:00.000Z");
+        assert_eq!(v["lines"][0]["stream"], "stderr");
+        assert_eq!(v["truncated"], false);
+    }
+}
