@@ -1,1 +1,37 @@
-fn main() {}
+//! `sked`: the local server, standalone workers, and the client commands.
+//!
+//! - [`cli`]: the clap definitions (flags, defaults, help).
+//! - [`server`]: `sked server` — API, sweeper, reaper and workers in one process.
+//! - [`worker`]: `sked worker` — workers (and a reaper) on a server's SQLite file.
+//! - [`runtime`]: what both share — opening the data dir, logging, shutdown signals.
+//! - [`client`]: the HTTP client and the `jobs`, `runs` and `logs` commands.
+//! - [`output`]: human tables and `--json`.
+//!
+//! Exit codes: 0 on success; 2 when the API refused the request (a 4xx); 1 on any other
+//! error, and for `sked runs get` when the run ended other than SUCCEEDED.
+
+mod cli;
+mod client;
+mod output;
+mod runtime;
+mod server;
+mod worker;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    let result = match cli.command {
+        cli::Command::Server(args) => server::run(args).await,
+        cli::Command::Worker(args) => worker::run(args).await,
+        cli::Command::Jobs { client, command } => client::jobs::run(&client, command).await,
+        cli::Command::Runs { client, command } => client::runs::run(&client, command).await,
+        cli::Command::Logs { client, args } => client::logs::run(&client, args).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => client::report_error(&err),
+    }
+}

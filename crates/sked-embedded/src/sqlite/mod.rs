@@ -1,1 +1,91 @@
-//! (in progress)
+//! The local deployment's store and dispatch queue, in one SQLite file.
+//!
+//! [`SqliteDb`] opens the file (WAL, `synchronous = NORMAL`, busy timeout, foreign keys,
+//! migrations by `PRAGMA user_version`); [`SqliteStore`] implements
+//! [`sked_core::ports::JobStore`] and [`SqliteQueue`] implements
+//! [`sked_core::ports::DispatchQueue`] over the same file, so `sked server` and any number
+//! of `sked worker` processes share one database. Everything that must hold across
+//! processes is a condition checked inside a `BEGIN IMMEDIATE` transaction — never an
+//! in-process lock.
+//!
+//! Module map: `db` (connections, transactions), [`schema`] (migrations), `codec`
+//! (rows ↔ domain values), [`store`], [`queue`], [`error`].
+//!
+//! # Table layout (schema version 1)
+//!
+//! All instants are INTEGER milliseconds since the Unix epoch (UTC); enums are stored by
+//! their wire names. Tables are `STRICT`. `PRAGMA application_id` is `0x736B6564`
+//! ("sked").
+//!
+//! `jobs` — one row per (tenant, job id), any state (DELETED rows are kept for history).
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | tenant, id | TEXT | primary key |
+//! | state | TEXT | `ACTIVE` / `PAUSED` / `COMPLETED` / `DELETED` |
+//! | next_fire_at | INTEGER NULL | next nominal fire time |
+//! | version | INTEGER | optimistic-lock version |
+//! | created_at, updated_at | INTEGER | |
+//! | labels | TEXT | JSON object, a copy of `spec.labels` for `json_each` filters |
+//! | spec | TEXT | the normalised [`sked_core::JobSpec`] as JSON |
+//!
+//! Index `jobs_due (next_fire_at, tenant, id) WHERE state = 'ACTIVE'` serves `due_jobs`
+//! and `next_due_at`.
+//!
+//! `runs` — one row per (tenant, run id).
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | tenant, run_id | TEXT | primary key |
+//! | job_id | TEXT | |
+//! | scheduled_for | INTEGER | nominal time |
+//! | trigger_kind | TEXT | `schedule` / `manual` / `handler` |
+//! | state | TEXT | `PENDING` / `RUNNING` / `SUCCEEDED` / `FAILED` / `TIMED_OUT` / `CANCELLED` |
+//! | priority | INTEGER | 0..=9 |
+//! | not_before | INTEGER | earliest claim |
+//! | max_attempts | INTEGER | |
+//! | created_at | INTEGER | |
+//! | started_at, finished_at | INTEGER NULL | |
+//! | lease_owner, lease_token, lease_expires | TEXT / INTEGER / INTEGER, all NULL or all set | the live lease |
+//! | cancel_requested | INTEGER | 0/1 |
+//! | reason | TEXT NULL | |
+//! | attempts | TEXT | JSON array of `{attempt, worker, started_at, finished_at?, outcome?, exit_code?, http_status?, error?, log_bytes, log_truncated}` (instants in ms, outcome by wire name) |
+//! | last_token | INTEGER | highest fencing token handed out for this run |
+//!
+//! Indexes: `runs_by_job (tenant, job_id, scheduled_for, run_id)` and
+//! `runs_by_time (tenant, scheduled_for, run_id)` for history pages (walked backwards);
+//! `runs_active (tenant, job_id, scheduled_for, run_id) WHERE state IN ('PENDING','RUNNING')`
+//! for overlap checks; `runs_leases (lease_expires) WHERE state = 'RUNNING'` for the
+//! reaper; `runs_pending (not_before) WHERE state = 'PENDING'` for the repair pass.
+//!
+//! `idempotency_keys` — (tenant, key) primary key; fingerprint TEXT; job_ids TEXT (JSON
+//! array of job ids); created_at INTEGER.
+//!
+//! `dispatch` — the queue, one row per (tenant, run_id) (UNIQUE).
+//!
+//! | column | type | meaning |
+//! |---|---|---|
+//! | seq | INTEGER PRIMARY KEY AUTOINCREMENT | enqueue order; never reused |
+//! | tenant, run_id | TEXT | the run |
+//! | priority | INTEGER | 0..=9 |
+//! | not_before | INTEGER | not delivered before |
+//! | rank | INTEGER | `dispatch_rank(priority, not_before)`: serving order |
+//! | visible_at | INTEGER | receivable from (= not_before, or the lease end once received) |
+//! | receipt | TEXT NULL | `"<seq>.<receive_count>"` of the current delivery |
+//! | receive_count | INTEGER | deliveries so far |
+//!
+//! Indexes: `dispatch_receive (rank, seq, visible_at)` (receive walks it in order and
+//! filters visibility in the index); `dispatch_visible (visible_at)` (is anything
+//! visible, and when is the next).
+
+mod codec;
+mod db;
+pub mod error;
+pub mod queue;
+pub mod schema;
+pub mod store;
+
+pub use db::{SqliteDb, SqliteOptions};
+pub use error::OpenError;
+pub use queue::SqliteQueue;
+pub use store::SqliteStore;

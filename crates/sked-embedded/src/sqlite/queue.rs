@@ -1,0 +1,242 @@
+//! [`SqliteQueue`]: the [`DispatchQueue`] over the `dispatch` table.
+//!
+//! - One row per (tenant, run): enqueue is an upsert that keeps the earlier `not_before`,
+//!   the higher priority, the original enqueue order (`seq`) and receive count, and clears
+//!   the receipt (a live delivery goes stale and the message is receivable again).
+//! - `rank = dispatch_rank(priority, not_before)`, stored so receive walks the index
+//!   `(rank, seq, visible_at)` in serving order and stops after `max` visible rows.
+//! - Receive leases rows in one `BEGIN IMMEDIATE` transaction: `visible_at = now +
+//!   visibility`, `receive_count + 1`, receipt `"<seq>.<receive_count>"` — unique for
+//!   ever, because `seq` is never reused (AUTOINCREMENT) and the count only grows.
+//! - Extend and ack are conditional on the receipt still being the row's current one.
+//! - Long poll: waits on an in-process [`tokio::sync::Notify`] woken by every enqueue
+//!   through the same [`SqliteDb`], on the injected clock reaching the earliest
+//!   `visible_at` or the deadline, and re-checks every [`POLL_INTERVAL`] of tokio time
+//!   for enqueues by other processes. Idle polls only read; they take no write lock.
+
+use super::codec::{ms, ts};
+use super::db::SqliteDb;
+use super::error::TxError;
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+use sked_core::duration::Dur;
+use sked_core::ids::{RunId, TenantId};
+use sked_core::ports::Clock;
+use sked_core::ports::queue::{AGING_STEP, Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
+use sked_core::timestamp::Timestamp;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How often a waiting receive looks for messages enqueued by other processes.
+pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
+
+/// The dispatch queue in the SQLite file.
+pub struct SqliteQueue {
+    /// The shared database.
+    db: Arc<SqliteDb>,
+    /// Time for `not_before`, visibility and the long poll's deadline.
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for SqliteQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteQueue")
+            .field("db", &self.db)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteQueue {
+    /// A queue in `db` (which may also back a [`super::SqliteStore`]), timed by `clock`.
+    pub fn new(db: Arc<SqliteDb>, clock: Arc<dyn Clock>) -> Self {
+        SqliteQueue { db, clock }
+    }
+
+    /// Messages held (leased or not), for assertions and metrics (queue depth).
+    pub async fn depth(&self) -> Result<u64, QueueError> {
+        self.db
+            .read(|conn| {
+                let n: i64 = conn
+                    .prepare_cached("SELECT count(*) FROM dispatch")?
+                    .query_row([], |r| r.get(0))?;
+                Ok(n as u64)
+            })
+            .await
+            .map_err(TxError::into_queue)
+    }
+
+    /// Whether any message is visible at `now`, and the earliest `visible_at` of all.
+    async fn peek(&self, now: i64) -> Result<(bool, Option<i64>), QueueError> {
+        self.db
+            .read(move |conn| {
+                let visible = conn
+                    .prepare_cached("SELECT 1 FROM dispatch WHERE visible_at <= ?1 LIMIT 1")?
+                    .query_row([now], |_| Ok(()))
+                    .optional()?
+                    .is_some();
+                let earliest: Option<i64> = conn
+                    .prepare_cached("SELECT min(visible_at) FROM dispatch")?
+                    .query_row([], |r| r.get(0))?;
+                Ok((visible, earliest))
+            })
+            .await
+            .map_err(TxError::into_queue)
+    }
+
+    /// Leases up to `max` messages visible at `now`.
+    async fn take(&self, max: usize, visibility: Dur, now: Timestamp) -> Result<Vec<Delivery>, QueueError> {
+        let now_ms = ms(now);
+        let until = now_ms.saturating_add(visibility.as_millis());
+        let max = max.min(i64::MAX as usize) as i64;
+        self.db
+            .write(move |tx| {
+                let mut picked = Vec::new();
+                {
+                    let mut stmt = tx.prepare_cached(
+                        "SELECT seq, tenant, run_id, priority, not_before, receive_count
+                         FROM dispatch INDEXED BY dispatch_receive
+                         WHERE visible_at <= ?1 ORDER BY rank, seq LIMIT ?2",
+                    )?;
+                    let mut rows = stmt.query(params![now_ms, max])?;
+                    while let Some(row) = rows.next()? {
+                        let seq: i64 = row.get(0)?;
+                        let priority = u8::try_from(row.get::<_, i64>(3)?).map_err(|e| TxError::bad(e.to_string()))?;
+                        let count: i64 = row.get(5)?;
+                        picked.push((
+                            seq,
+                            Dispatch {
+                                tenant: TenantId(row.get(1)?),
+                                run_id: RunId(row.get(2)?),
+                                priority,
+                                not_before: ts(row.get(4)?),
+                            },
+                            count + 1,
+                        ));
+                    }
+                }
+                let mut lease = tx.prepare_cached(
+                    "UPDATE dispatch SET visible_at = ?2, receipt = ?3, receive_count = ?4 WHERE seq = ?1",
+                )?;
+                let mut out = Vec::with_capacity(picked.len());
+                for (seq, dispatch, count) in picked {
+                    let receipt = format!("{seq}.{count}");
+                    lease.execute(params![seq, until, receipt, count])?;
+                    out.push(Delivery {
+                        dispatch,
+                        receipt: Receipt(receipt),
+                        receive_count: count as u32,
+                    });
+                }
+                Ok(out)
+            })
+            .await
+            .map_err(TxError::into_queue)
+    }
+}
+
+/// The row a receipt names (`<seq>.<count>`), if it is well formed.
+fn receipt_seq(receipt: &Receipt) -> Option<i64> {
+    receipt.0.split_once('.')?.0.parse().ok()
+}
+
+#[async_trait]
+impl DispatchQueue for SqliteQueue {
+    async fn enqueue(&self, items: &[Dispatch]) -> Result<(), QueueError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let items = items.to_vec();
+        let step = AGING_STEP.as_millis();
+        self.db
+            .write(move |tx| {
+                let mut stmt = tx.prepare_cached(
+                    "INSERT INTO dispatch (tenant, run_id, priority, not_before, rank, visible_at, receipt, receive_count)
+                     VALUES (?1, ?2, ?3, ?4, ?4 - min(?3, 9) * ?5, ?4, NULL, 0)
+                     ON CONFLICT (tenant, run_id) DO UPDATE SET
+                       not_before = min(not_before, excluded.not_before),
+                       priority   = max(priority, excluded.priority),
+                       rank       = min(not_before, excluded.not_before) - min(max(priority, excluded.priority), 9) * ?5,
+                       visible_at = min(not_before, excluded.not_before),
+                       receipt    = NULL",
+                )?;
+                for d in &items {
+                    stmt.execute(params![d.tenant.as_str(), d.run_id.as_str(), i64::from(d.priority), ms(d.not_before), step])?;
+                }
+                Ok(())
+            })
+            .await
+            .map_err(TxError::into_queue)?;
+        self.db.notify_enqueued();
+        Ok(())
+    }
+
+    async fn receive(&self, max: usize, visibility: Dur, wait: Dur) -> Result<Vec<Delivery>, QueueError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let deadline = self.clock.now() + wait.to_chrono();
+        loop {
+            // Register for the wake-up before looking, so an enqueue in between is not missed.
+            let notified = self.db.enqueued().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            let now = self.clock.now();
+            let (visible, earliest) = self.peek(ms(now)).await?;
+            if visible {
+                let got = self.take(max, visibility, now).await?;
+                if !got.is_empty() {
+                    return Ok(got);
+                }
+                // Another process took them first; look again.
+                continue;
+            }
+            if wait.is_zero() || self.clock.now() >= deadline {
+                return Ok(Vec::new());
+            }
+            let wake = earliest.map(ts).map_or(deadline, |t| t.min(deadline));
+            tokio::select! {
+                _ = notified => {}
+                _ = self.clock.sleep_until(wake) => {}
+                _ = tokio::time::sleep(POLL_INTERVAL) => {}
+            }
+        }
+    }
+
+    async fn extend(&self, receipt: &Receipt, visibility: Dur) -> Result<(), QueueError> {
+        let seq = receipt_seq(receipt).ok_or(QueueError::StaleReceipt)?;
+        let receipt = receipt.0.clone();
+        let until = ms(self.clock.now()).saturating_add(visibility.as_millis());
+        self.db
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached("UPDATE dispatch SET visible_at = ?3 WHERE seq = ?1 AND receipt = ?2")?
+                    .execute(params![seq, receipt, until])?;
+                if n == 0 {
+                    Err(TxError::Queue(QueueError::StaleReceipt))
+                } else {
+                    Ok(())
+                }
+            })
+            .await
+            .map_err(TxError::into_queue)
+    }
+
+    async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError> {
+        let seq = receipt_seq(receipt).ok_or(QueueError::StaleReceipt)?;
+        let receipt = receipt.0.clone();
+        self.db
+            .write(move |tx| {
+                let n = tx
+                    .prepare_cached("DELETE FROM dispatch WHERE seq = ?1 AND receipt = ?2")?
+                    .execute(params![seq, receipt])?;
+                if n == 0 {
+                    Err(TxError::Queue(QueueError::StaleReceipt))
+                } else {
+                    Ok(())
+                }
+            })
+            .await
+            .map_err(TxError::into_queue)
+    }
+}

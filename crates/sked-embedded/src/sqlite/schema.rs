@@ -1,0 +1,130 @@
+//! The schema and its migrations, versioned by `PRAGMA user_version`.
+//!
+//! Migration `n` (1-based) brings a file from version `n - 1` to `n`. All of them run in
+//! one `BEGIN IMMEDIATE` transaction, so two processes opening a fresh file at once
+//! cannot both migrate it. The file is marked as sked's with `PRAGMA application_id`;
+//! a non-empty database without that mark is refused rather than written into.
+//! See the module header of [`super`] for what the tables mean.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// `PRAGMA application_id` of a sked database: the bytes `"sked"`.
+pub const APPLICATION_ID: i64 = 0x736B_6564;
+
+/// Migrations in order; the schema version of a file is how many have run.
+const MIGRATIONS: &[&str] = &[
+    // 1: jobs, runs, idempotency keys, dispatch queue.
+    r#"
+    CREATE TABLE jobs (
+        tenant        TEXT    NOT NULL,
+        id            TEXT    NOT NULL,
+        state         TEXT    NOT NULL,
+        next_fire_at  INTEGER,
+        version       INTEGER NOT NULL,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        labels        TEXT    NOT NULL DEFAULT '{}',
+        spec          TEXT    NOT NULL,
+        PRIMARY KEY (tenant, id)
+    ) STRICT;
+    CREATE INDEX jobs_due ON jobs (next_fire_at, tenant, id) WHERE state = 'ACTIVE';
+
+    CREATE TABLE runs (
+        tenant            TEXT    NOT NULL,
+        run_id            TEXT    NOT NULL,
+        job_id            TEXT    NOT NULL,
+        scheduled_for     INTEGER NOT NULL,
+        trigger_kind      TEXT    NOT NULL,
+        state             TEXT    NOT NULL,
+        priority          INTEGER NOT NULL,
+        not_before        INTEGER NOT NULL,
+        max_attempts      INTEGER NOT NULL,
+        created_at        INTEGER NOT NULL,
+        started_at        INTEGER,
+        finished_at       INTEGER,
+        lease_owner       TEXT,
+        lease_token       INTEGER,
+        lease_expires     INTEGER,
+        cancel_requested  INTEGER NOT NULL DEFAULT 0,
+        reason            TEXT,
+        attempts          TEXT    NOT NULL DEFAULT '[]',
+        last_token        INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (tenant, run_id)
+    ) STRICT;
+    CREATE INDEX runs_by_job  ON runs (tenant, job_id, scheduled_for, run_id);
+    CREATE INDEX runs_by_time ON runs (tenant, scheduled_for, run_id);
+    CREATE INDEX runs_active  ON runs (tenant, job_id, scheduled_for, run_id)
+        WHERE state IN ('PENDING', 'RUNNING');
+    CREATE INDEX runs_leases  ON runs (lease_expires) WHERE state = 'RUNNING';
+    CREATE INDEX runs_pending ON runs (not_before) WHERE state = 'PENDING';
+
+    CREATE TABLE idempotency_keys (
+        tenant       TEXT    NOT NULL,
+        key          TEXT    NOT NULL,
+        fingerprint  TEXT    NOT NULL,
+        job_ids      TEXT    NOT NULL,
+        created_at   INTEGER NOT NULL,
+        PRIMARY KEY (tenant, key)
+    ) STRICT;
+
+    CREATE TABLE dispatch (
+        seq            INTEGER PRIMARY KEY AUTOINCREMENT,
+        tenant         TEXT    NOT NULL,
+        run_id         TEXT    NOT NULL,
+        priority       INTEGER NOT NULL,
+        not_before     INTEGER NOT NULL,
+        rank           INTEGER NOT NULL,
+        visible_at     INTEGER NOT NULL,
+        receipt        TEXT,
+        receive_count  INTEGER NOT NULL DEFAULT 0,
+        UNIQUE (tenant, run_id)
+    ) STRICT;
+    CREATE INDEX dispatch_receive ON dispatch (rank, seq, visible_at);
+    CREATE INDEX dispatch_visible ON dispatch (visible_at);
+    "#,
+];
+
+/// The schema version this build writes.
+pub const LATEST: i64 = MIGRATIONS.len() as i64;
+
+/// What [`migrate`] found that stops it.
+#[derive(Debug)]
+pub(crate) enum MigrateError {
+    /// SQLite failed.
+    Sql(rusqlite::Error),
+    /// The database is not sked's (reason).
+    NotSked(String),
+    /// The schema is newer than [`LATEST`].
+    TooNew(i64),
+}
+
+impl From<rusqlite::Error> for MigrateError {
+    fn from(e: rusqlite::Error) -> Self {
+        MigrateError::Sql(e)
+    }
+}
+
+/// Brings the file to [`LATEST`], checking first that it is sked's (or empty).
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let app_id: i64 = tx.pragma_query_value(None, "application_id", |r| r.get(0))?;
+    if version > LATEST {
+        return Err(MigrateError::TooNew(version));
+    }
+    if app_id != APPLICATION_ID {
+        let objects: i64 = tx.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+        if version != 0 || objects != 0 {
+            return Err(MigrateError::NotSked(format!(
+                "it is an SQLite database of another application (application_id {app_id:#x}, {objects} schema objects)"
+            )));
+        }
+        tx.pragma_update(None, "application_id", APPLICATION_ID)?;
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i as i64 + 1)?;
+    }
+    tx.commit()?;
+    Ok(())
+}

@@ -1,0 +1,606 @@
+//! [`SqliteStore`]: the [`JobStore`] over the `jobs`, `runs` and `idempotency_keys` tables.
+//!
+//! Every conditional write (create, update, fire, claim, heartbeat, complete, cancel) is one
+//! `BEGIN IMMEDIATE` transaction that reads the row, decides, and writes — so the decision
+//! holds against other connections and other processes on the same file. A refused write
+//! returns its error from inside the transaction, which rolls it back: nothing changes.
+//! Listings use the reader pool.
+//!
+//! Cursors: jobs page on the last id (`id > cursor`); runs on `<scheduled_for ms>|<run id>`
+//! of the last item (`(scheduled_for, run_id) < cursor`, newest first).
+//!
+//! Fencing tokens grow per run (`runs.last_token`): a claim hands out
+//! `max(last_token, attempts) + 1`.
+
+use super::codec::{
+    JOB_COLS, RUN_COLS, RunRow, StoredRun, collect_jobs, collect_runs, job_state, load_job, load_run, ms, put_job,
+};
+use super::db::SqliteDb;
+use super::error::TxError;
+use async_trait::async_trait;
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::job::{Job, JobState};
+use sked_core::ports::store::{
+    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+};
+use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState};
+use sked_core::timestamp::{Timestamp, trunc_ms};
+use std::sync::Arc;
+
+/// Error text (and run reason) of an attempt closed because its lease ran out.
+pub const WORKER_LOST: &str = "worker lost";
+
+/// Reason of a run cancelled by a sweep's `replace` overlap.
+pub const REPLACED: &str = "replaced by a newer run";
+
+/// Reason of a run that ended CANCELLED at claim time because a cancel was requested.
+pub const CANCELLED: &str = "cancelled";
+
+/// Jobs and runs in the SQLite file.
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    /// The shared database.
+    db: Arc<SqliteDb>,
+}
+
+impl SqliteStore {
+    /// A store over `db` (which may also back a [`super::SqliteQueue`]).
+    pub fn new(db: Arc<SqliteDb>) -> Self {
+        SqliteStore { db }
+    }
+
+    async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, TxError> + Send + 'static,
+    {
+        self.db.write(move |tx| f(tx)).await.map_err(TxError::into_store)
+    }
+
+    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, TxError> + Send + 'static,
+    {
+        self.db.read(f).await.map_err(TxError::into_store)
+    }
+
+    /// Loads a run for a conditional write, or `NotFound`.
+    fn must_load(conn: &Connection, tenant: &str, run_id: &str) -> Result<StoredRun, TxError> {
+        load_run(conn, tenant, run_id)?.ok_or(TxError::Store(StoreError::NotFound))
+    }
+
+    /// Writes back a run changed in this transaction.
+    fn save(conn: &Connection, stored: &StoredRun) -> Result<(), TxError> {
+        RunRow::new(&stored.run, stored.last_token)?.update(conn)
+    }
+}
+
+fn conflict(msg: String) -> TxError {
+    TxError::Store(StoreError::Conflict(msg))
+}
+
+fn invalid(msg: &str) -> StoreError {
+    StoreError::Other(msg.to_string().into())
+}
+
+/// Cancels one run for `fire` and `cancel_run`: PENDING ends CANCELLED with `reason`,
+/// RUNNING gets `cancel_requested`; anything else is left alone.
+fn cancel(run: &mut Run, now: Timestamp, reason: &str) {
+    match run.state {
+        RunState::Pending => {
+            run.state = RunState::Cancelled;
+            run.finished_at = Some(trunc_ms(now));
+            run.reason = Some(reason.to_string());
+            run.lease = None;
+        }
+        RunState::Running => run.cancel_requested = true,
+        _ => {}
+    }
+}
+
+/// Closes a RUNNING run's abandoned attempt as WORKER_LOST at its lease expiry and drops
+/// the lease; returns the expiry.
+fn close_lost_attempt(run: &mut Run) -> Option<Timestamp> {
+    let expired_at = run.lease.take().map(|l| l.expires_at);
+    if let Some(a) = run.attempts.last_mut().filter(|a| a.outcome.is_none()) {
+        a.finished_at = expired_at.or(Some(a.started_at));
+        a.outcome = Some(AttemptOutcome::WorkerLost);
+        a.error = Some(WORKER_LOST.to_string());
+    }
+    expired_at
+}
+
+/// Decides a claim on a loaded run, changing it in place. `Ok(None)` means "start a new
+/// attempt"; `Ok(Some(outcome))` is the answer, with `changed` telling whether to save.
+fn claim_decision(run: &mut Run, now: Timestamp, changed: &mut bool) -> Option<ClaimOutcome> {
+    if run.state.is_terminal() {
+        return Some(ClaimOutcome::Terminal(run.clone()));
+    }
+    if run.state == RunState::Running {
+        match &run.lease {
+            Some(l) if l.expires_at >= now => return Some(ClaimOutcome::Leased(l.expires_at)),
+            _ => {}
+        }
+        // Its worker vanished: close the attempt where its lease ended.
+        *changed = true;
+        let ended = close_lost_attempt(run);
+        if run.cancel_requested || run.attempt_count() >= run.max_attempts {
+            let cancelled = run.cancel_requested;
+            run.state = if cancelled {
+                RunState::Cancelled
+            } else {
+                RunState::Failed
+            };
+            run.finished_at = ended.or(Some(trunc_ms(now)));
+            run.reason.get_or_insert_with(|| {
+                if cancelled {
+                    CANCELLED.into()
+                } else {
+                    WORKER_LOST.into()
+                }
+            });
+            return Some(ClaimOutcome::Terminal(run.clone()));
+        }
+        return None;
+    }
+    if run.cancel_requested {
+        *changed = true;
+        run.state = RunState::Cancelled;
+        run.finished_at = Some(trunc_ms(now));
+        run.reason.get_or_insert_with(|| CANCELLED.into());
+        return Some(ClaimOutcome::Terminal(run.clone()));
+    }
+    if run.not_before > now {
+        return Some(ClaimOutcome::NotYet(run.not_before));
+    }
+    if run.attempt_count() >= run.max_attempts {
+        // Nothing left to try (a retry was written past the limit): end it.
+        *changed = true;
+        run.state = RunState::Failed;
+        run.finished_at = Some(trunc_ms(now));
+        return Some(ClaimOutcome::Terminal(run.clone()));
+    }
+    None
+}
+
+/// Parses a run listing cursor `<scheduled_for ms>|<run id>`.
+fn parse_run_cursor(c: &str) -> Result<(i64, String), StoreError> {
+    let (ms, id) = c.split_once('|').ok_or_else(|| invalid("malformed run cursor"))?;
+    let ms = ms.parse().map_err(|_| invalid("malformed run cursor"))?;
+    Ok((ms, id.to_string()))
+}
+
+/// Splits `limit + 1` fetched rows into a page and its next cursor.
+fn paginate<T>(mut items: Vec<T>, limit: usize, cursor: impl Fn(&T) -> String) -> Page<T> {
+    let more = items.len() > limit;
+    items.truncate(limit);
+    let next_cursor = if more { items.last().map(cursor) } else { None };
+    Page { items, next_cursor }
+}
+
+#[async_trait]
+impl JobStore for SqliteStore {
+    async fn create_jobs(&self, jobs: &[Job], idempotency: Option<(&str, &str)>) -> Result<(), StoreError> {
+        let jobs = jobs.to_vec();
+        let idempotency = idempotency.map(|(k, f)| (k.to_string(), f.to_string()));
+        self.write(move |conn| {
+            for job in &jobs {
+                match job_state(conn, job.tenant.as_str(), job.id.as_str())? {
+                    Some(state) if state != JobState::Deleted => {
+                        return Err(conflict(format!("job {} exists", job.id)));
+                    }
+                    _ => put_job(conn, job)?,
+                }
+            }
+            if let (Some((key, fingerprint)), Some(first)) = (idempotency, jobs.first()) {
+                let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+                let inserted = conn
+                    .prepare_cached(
+                        "INSERT INTO idempotency_keys (tenant, key, fingerprint, job_ids, created_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (tenant, key) DO NOTHING",
+                    )?
+                    .execute(params![
+                        first.tenant.as_str(),
+                        key,
+                        fingerprint,
+                        serde_json::to_string(&ids)?,
+                        ms(first.created_at)
+                    ])?;
+                if inserted == 0 {
+                    return Err(conflict(format!("idempotency key {key} already recorded")));
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn idempotency_lookup(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Result<Option<(String, Vec<JobId>)>, StoreError> {
+        let (tenant, key) = (tenant.0.clone(), key.to_string());
+        self.read(move |conn| {
+            let row: Option<(String, String)> = conn
+                .prepare_cached("SELECT fingerprint, job_ids FROM idempotency_keys WHERE tenant = ?1 AND key = ?2")?
+                .query_row([&tenant, &key], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            match row {
+                Some((fingerprint, ids)) => Ok(Some((fingerprint, serde_json::from_str::<Vec<JobId>>(&ids)?))),
+                None => Ok(None),
+            }
+        })
+        .await
+    }
+
+    async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
+        let (tenant, id) = (tenant.0.clone(), id.0.clone());
+        self.read(move |conn| load_job(conn, &tenant, &id)).await
+    }
+
+    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError> {
+        let job = job.clone();
+        self.write(move |conn| {
+            let stored: Option<i64> = conn
+                .prepare_cached("SELECT version FROM jobs WHERE tenant = ?1 AND id = ?2")?
+                .query_row([job.tenant.as_str(), job.id.as_str()], |r| r.get(0))
+                .optional()?;
+            match stored {
+                None => Err(TxError::Store(StoreError::NotFound)),
+                Some(v) if v as u64 != expected_version => Err(conflict(format!(
+                    "job {} is at version {v}, not {expected_version}",
+                    job.id
+                ))),
+                Some(_) => put_job(conn, &job),
+            }
+        })
+        .await
+    }
+
+    async fn list_jobs(
+        &self,
+        tenant: &TenantId,
+        filter: &JobFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Job>, StoreError> {
+        let mut sql = format!("SELECT {JOB_COLS} FROM jobs WHERE tenant = ?");
+        let mut args: Vec<Value> = vec![Value::Text(tenant.0.clone())];
+        match filter.state {
+            Some(state) => {
+                sql.push_str(" AND state = ?");
+                args.push(Value::Text(state.as_str().into()));
+            }
+            None => sql.push_str(" AND state <> 'DELETED'"),
+        }
+        for (k, v) in &filter.labels {
+            sql.push_str(" AND EXISTS (SELECT 1 FROM json_each(jobs.labels) AS l WHERE l.key = ? AND l.value = ?)");
+            args.push(Value::Text(k.clone()));
+            args.push(Value::Text(v.clone()));
+        }
+        if let Some(after) = &page.cursor {
+            sql.push_str(" AND id > ?");
+            args.push(Value::Text(after.clone()));
+        }
+        sql.push_str(" ORDER BY id LIMIT ?");
+        args.push(Value::Integer(
+            page.limit.saturating_add(1).min(i64::MAX as usize) as i64
+        ));
+        let limit = page.limit;
+        let jobs = self
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(&sql)?;
+                collect_jobs(stmt.query(params_from_iter(args))?)
+            })
+            .await?;
+        Ok(paginate(jobs, limit, |j| j.id.0.clone()))
+    }
+
+    async fn due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {JOB_COLS} FROM jobs WHERE state = 'ACTIVE' AND next_fire_at <= ?1
+                 ORDER BY next_fire_at, tenant, id LIMIT ?2"
+            ))?;
+            collect_jobs(stmt.query(params![ms(horizon), limit])?)
+        })
+        .await
+    }
+
+    async fn next_due_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.read(|conn| {
+            let min: Option<i64> = conn
+                .prepare_cached("SELECT min(next_fire_at) FROM jobs WHERE state = 'ACTIVE'")?
+                .query_row([], |r| r.get(0))?;
+            Ok(min.map(super::codec::ts))
+        })
+        .await
+    }
+
+    async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
+        let firing = firing.clone();
+        self.write(move |conn| {
+            let job = load_job(conn, firing.tenant.as_str(), firing.job_id.as_str())?
+                .ok_or(TxError::Store(StoreError::NotFound))?;
+            if job.version != firing.expected_version || job.next_fire_at != firing.expected_next_fire_at.map(trunc_ms)
+            {
+                return Err(conflict(format!("job {} moved on", firing.job_id)));
+            }
+            // The firing's time is the latest creation time of its runs, or the job's due time.
+            let now = firing
+                .runs
+                .iter()
+                .map(|r| r.created_at)
+                .max()
+                .or(job.next_fire_at)
+                .unwrap_or(job.updated_at);
+            for id in &firing.cancel {
+                if let Some(mut stored) = load_run(conn, firing.tenant.as_str(), id.as_str())?
+                    && !stored.run.state.is_terminal()
+                {
+                    cancel(&mut stored.run, now, REPLACED);
+                    Self::save(conn, &stored)?;
+                }
+            }
+            let mut inserted = Vec::new();
+            for run in &firing.runs {
+                if RunRow::new(run, 0)?.insert(conn)? {
+                    inserted.push(super::codec::truncated(run));
+                }
+            }
+            conn.prepare_cached("UPDATE jobs SET next_fire_at = ?3, state = ?4 WHERE tenant = ?1 AND id = ?2")?
+                .execute(params![
+                    firing.tenant.as_str(),
+                    firing.job_id.as_str(),
+                    firing.next_fire_at.map(ms),
+                    firing.state.as_str()
+                ])?;
+            Ok(inserted)
+        })
+        .await
+    }
+
+    async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
+        let row = RunRow::new(run, 0).map_err(TxError::into_store)?;
+        self.write(move |conn| row.insert(conn)).await
+    }
+
+    async fn get_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError> {
+        let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
+        self.read(move |conn| Ok(load_run(conn, &tenant, &run_id)?.map(|s| s.run)))
+            .await
+    }
+
+    async fn list_runs(
+        &self,
+        tenant: &TenantId,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Run>, StoreError> {
+        let after = page.cursor.as_deref().map(parse_run_cursor).transpose()?;
+        let mut sql = format!("SELECT {RUN_COLS} FROM runs WHERE tenant = ?");
+        let mut args: Vec<Value> = vec![Value::Text(tenant.0.clone())];
+        if let Some(job) = &filter.job_id {
+            sql.push_str(" AND job_id = ?");
+            args.push(Value::Text(job.0.clone()));
+        }
+        if let Some(state) = filter.state {
+            sql.push_str(" AND state = ?");
+            args.push(Value::Text(state.as_str().into()));
+        }
+        if let Some(since) = filter.since {
+            sql.push_str(" AND scheduled_for >= ?");
+            args.push(Value::Integer(ms(since)));
+        }
+        if let Some(until) = filter.until {
+            sql.push_str(" AND scheduled_for < ?");
+            args.push(Value::Integer(ms(until)));
+        }
+        if let Some((at, id)) = after {
+            // Newest first: the next page holds keys strictly below the cursor.
+            sql.push_str(" AND (scheduled_for, run_id) < (?, ?)");
+            args.push(Value::Integer(at));
+            args.push(Value::Text(id));
+        }
+        sql.push_str(" ORDER BY scheduled_for DESC, run_id DESC LIMIT ?");
+        args.push(Value::Integer(
+            page.limit.saturating_add(1).min(i64::MAX as usize) as i64
+        ));
+        let limit = page.limit;
+        let runs = self
+            .read(move |conn| {
+                let mut stmt = conn.prepare_cached(&sql)?;
+                collect_runs(stmt.query(params_from_iter(args))?)
+            })
+            .await?;
+        Ok(paginate(runs, limit, |r| {
+            format!("{}|{}", ms(r.scheduled_for), r.run_id)
+        }))
+    }
+
+    async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
+        let (tenant, job_id) = (tenant.0.clone(), job_id.0.clone());
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {RUN_COLS} FROM runs INDEXED BY runs_active
+                 WHERE tenant = ?1 AND job_id = ?2 AND state IN ('PENDING', 'RUNNING')
+                 ORDER BY scheduled_for, run_id"
+            ))?;
+            collect_runs(stmt.query([&tenant, &job_id])?)
+        })
+        .await
+    }
+
+    async fn claim(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (tenant, run_id, worker) = (tenant.0.clone(), run_id.0.clone(), worker.clone());
+        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        self.write(move |conn| {
+            let mut stored = Self::must_load(conn, &tenant, &run_id)?;
+            let mut changed = false;
+            if let Some(outcome) = claim_decision(&mut stored.run, now, &mut changed) {
+                if changed {
+                    Self::save(conn, &stored)?;
+                }
+                return Ok(outcome);
+            }
+            let run = &mut stored.run;
+            let token = stored.last_token.max(run.attempts.len() as u64) + 1;
+            run.attempts.push(Attempt {
+                attempt: run.attempt_count() + 1,
+                worker: worker.clone(),
+                started_at: now,
+                finished_at: None,
+                outcome: None,
+                exit_code: None,
+                http_status: None,
+                error: None,
+                log_bytes: 0,
+                log_truncated: false,
+            });
+            run.state = RunState::Running;
+            run.started_at.get_or_insert(now);
+            run.lease = Some(Lease {
+                owner: worker,
+                token,
+                expires_at: lease_until,
+            });
+            stored.last_token = token;
+            Self::save(conn, &stored)?;
+            Ok(ClaimOutcome::Claimed { run: stored.run, token })
+        })
+        .await
+    }
+
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Run, StoreError> {
+        let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
+        let lease_until = trunc_ms(lease_until);
+        self.write(move |conn| {
+            let mut stored = Self::must_load(conn, &tenant, &run_id)?;
+            let running = stored.run.state == RunState::Running;
+            match &mut stored.run.lease {
+                Some(l) if running && l.token == token && l.expires_at >= now => {
+                    l.expires_at = lease_until;
+                }
+                _ => return Err(TxError::Store(StoreError::Fenced)),
+            }
+            conn.prepare_cached("UPDATE runs SET lease_expires = ?3 WHERE tenant = ?1 AND run_id = ?2")?
+                .execute(params![tenant, run_id, ms(lease_until)])?;
+            Ok(stored.run)
+        })
+        .await
+    }
+
+    async fn complete(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        only_if_expired_by: Option<Timestamp>,
+    ) -> Result<Run, StoreError> {
+        if let RunTransition::Finish(s) = next
+            && !s.is_terminal()
+        {
+            return Err(invalid("RunTransition::Finish needs a terminal state"));
+        }
+        let (tenant, run_id, result) = (tenant.0.clone(), run_id.0.clone(), result.clone());
+        self.write(move |conn| {
+            let mut stored = Self::must_load(conn, &tenant, &run_id)?;
+            let run = &mut stored.run;
+            let holds = run.state == RunState::Running
+                && run
+                    .lease
+                    .as_ref()
+                    .is_some_and(|l| l.token == token && only_if_expired_by.is_none_or(|t| l.expires_at < t));
+            if !holds {
+                return Err(TxError::Store(StoreError::Fenced));
+            }
+            let finished_at = trunc_ms(result.finished_at);
+            if let Some(a) = run.attempts.last_mut() {
+                a.finished_at = Some(finished_at);
+                a.outcome = Some(result.outcome);
+                a.exit_code = result.exit_code;
+                a.http_status = result.http_status;
+                a.error = result.error;
+                a.log_bytes = result.log_bytes;
+                a.log_truncated = result.log_truncated;
+            }
+            run.lease = None;
+            match next {
+                RunTransition::Retry { not_before } => {
+                    run.state = RunState::Pending;
+                    run.not_before = trunc_ms(not_before);
+                }
+                RunTransition::Finish(s) => {
+                    run.state = s;
+                    run.finished_at = Some(finished_at);
+                }
+            }
+            Self::save(conn, &stored)?;
+            Ok(stored.run)
+        })
+        .await
+    }
+
+    async fn cancel_run(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> Result<Run, StoreError> {
+        let (tenant, run_id, reason) = (tenant.0.clone(), run_id.0.clone(), reason.to_string());
+        self.write(move |conn| {
+            let mut stored = Self::must_load(conn, &tenant, &run_id)?;
+            if !stored.run.state.is_terminal() {
+                cancel(&mut stored.run, now, &reason);
+                Self::save(conn, &stored)?;
+            }
+            Ok(stored.run)
+        })
+        .await
+    }
+
+    async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {RUN_COLS} FROM runs WHERE state = 'RUNNING' AND lease_expires < ?1
+                 ORDER BY lease_expires, run_id LIMIT ?2"
+            ))?;
+            collect_runs(stmt.query(params![ms(now), limit])?)
+        })
+        .await
+    }
+
+    async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let limit = limit.min(i64::MAX as usize) as i64;
+        self.read(move |conn| {
+            let mut stmt = conn.prepare_cached(&format!(
+                "SELECT {RUN_COLS} FROM runs WHERE state = 'PENDING' AND not_before <= ?1
+                 ORDER BY not_before, scheduled_for, run_id LIMIT ?2"
+            ))?;
+            collect_runs(stmt.query(params![ms(ready_before), limit])?)
+        })
+        .await
+    }
+}

@@ -1,0 +1,323 @@
+//! The process executor against real processes: output capture, environment, working
+//! directory, exit statuses, stopping (TERM, grace, KILL) of the whole process group, and the
+//! parent-death signal.
+
+use sked_core::duration::Dur;
+use sked_core::ports::{ExecRequest, ExecResult, Executor, LogLine, LogStream, StopReason};
+use sked_core::task::{CommandTask, Task};
+use sked_core::timestamp;
+use sked_embedded::exec::{ProcessExecutor, TaskExecutor};
+use sked_testkit::clock::ManualClock;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::new(timestamp::parse("2026-12-01T09:00:00.250Z").unwrap()))
+}
+
+fn command(argv: &[&str]) -> CommandTask {
+    CommandTask { argv: argv.iter().map(|s| s.to_string()).collect(), env: BTreeMap::new(), cwd: None }
+}
+
+fn sh(script: &str) -> CommandTask {
+    command(&["sh", "-c", script])
+}
+
+fn request(task: CommandTask) -> ExecRequest {
+    ExecRequest { task: Task::Command(task), context: context(), grace: Dur::millis(200) }
+}
+
+fn context() -> Vec<(String, String)> {
+    [
+        ("SKED_JOB_ID", "backup"),
+        ("SKED_RUN_ID", "backup@20261201T090000.000Z"),
+        ("SKED_ATTEMPT", "2"),
+        ("SKED_SCHEDULED_FOR", "2026-12-01T09:00:00.000Z"),
+        ("SKED_FENCING_TOKEN", "17"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+/// Runs `task` to its end with nobody asking for a stop; returns the result and all output.
+async fn run(task: CommandTask) -> (ExecResult, Vec<LogLine>) {
+    let executor = ProcessExecutor::new(clock());
+    let (output, mut lines) = mpsc::channel(1024);
+    let (_stop, stop_rx) = watch::channel(None);
+    // Collect while it runs: the executor waits when the channel is full.
+    let collect = tokio::spawn(async move {
+        let mut all = Vec::new();
+        while let Some(line) = lines.recv().await {
+            all.push(line);
+        }
+        all
+    });
+    let result = executor.execute(request(task), output, stop_rx).await;
+    (result, collect.await.unwrap())
+}
+
+fn texts(lines: &[LogLine], stream: LogStream) -> Vec<&str> {
+    lines.iter().filter(|l| l.stream == stream).map(|l| l.line.as_str()).collect()
+}
+
+/// A payload started in the background, with its output channel and its stop switch.
+struct Running {
+    result: tokio::task::JoinHandle<ExecResult>,
+    lines: mpsc::Receiver<LogLine>,
+    stop: watch::Sender<Option<StopReason>>,
+}
+
+fn start(task: CommandTask, grace: Dur) -> Running {
+    let executor = ProcessExecutor::new(clock());
+    let (output, lines) = mpsc::channel(1024);
+    let (stop, stop_rx) = watch::channel(None);
+    let request = ExecRequest { grace, ..request(task) };
+    let result = tokio::spawn(async move { executor.execute(request, output, stop_rx).await });
+    Running { result, lines, stop }
+}
+
+impl Running {
+    /// The next line of output (the payload's way of saying it got somewhere).
+    async fn line(&mut self) -> String {
+        self.lines.recv().await.expect("payload ended before printing").line
+    }
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped: it runs no more).
+fn is_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // `pid (comm) S ...`: the state follows the last `)`.
+        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+/// Waits (up to 5 s: killing is asynchronous) for `pid` to be gone.
+async fn assert_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !is_gone(pid) {
+        assert!(Instant::now() < deadline, "process {pid} still runs");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn captures_stdout_and_stderr_in_order_with_clock_timestamps() {
+    let (result, lines) = run(sh("echo out1; echo err1 >&2; echo out2; printf 'err2' >&2")).await;
+    assert_eq!(result, ExecResult { success: true, exit_code: Some(0), ..Default::default() });
+    assert_eq!(texts(&lines, LogStream::Stdout), ["out1", "out2"]);
+    assert_eq!(texts(&lines, LogStream::Stderr), ["err1", "err2"]);
+    let expected = clock().now();
+    assert!(lines.iter().all(|l| l.ts == expected), "timestamps come from the clock");
+}
+
+#[tokio::test]
+async fn long_lines_are_split_and_invalid_utf8_replaced() {
+    let (result, lines) = run(sh("head -c 70000 /dev/zero | tr '\\0' a; echo; printf 'a\\377b\\n'")).await;
+    assert!(result.success, "{result:?}");
+    let out = texts(&lines, LogStream::Stdout);
+    assert_eq!(out.len(), 3);
+    assert_eq!(out[0].len(), 64 * 1024);
+    assert_eq!(out[1].len(), 70000 - 64 * 1024);
+    assert_eq!(out[2], "a\u{fffd}b");
+}
+
+#[tokio::test]
+async fn environment_has_the_context_and_the_task_env() {
+    let mut task = sh("echo \"$SKED_JOB_ID|$SKED_RUN_ID|$SKED_ATTEMPT|$SKED_SCHEDULED_FOR|$SKED_FENCING_TOKEN|$GREETING|${PATH:+path}\"");
+    task.env.insert("GREETING".into(), "hello".into());
+    // The context wins over a task that tries to set it.
+    task.env.insert("SKED_ATTEMPT".into(), "99".into());
+    let (result, lines) = run(task).await;
+    assert!(result.success, "{result:?}");
+    assert_eq!(
+        texts(&lines, LogStream::Stdout),
+        ["backup|backup@20261201T090000.000Z|2|2026-12-01T09:00:00.000Z|17|hello|path"]
+    );
+}
+
+#[tokio::test]
+async fn runs_in_the_working_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut task = command(&["pwd", "-P"]);
+    task.cwd = Some(dir.path().to_str().unwrap().to_string());
+    let (result, lines) = run(task).await;
+    assert!(result.success, "{result:?}");
+    let expected = dir.path().canonicalize().unwrap();
+    assert_eq!(texts(&lines, LogStream::Stdout), [expected.to_str().unwrap()]);
+}
+
+#[tokio::test]
+async fn nonzero_exit_is_a_failure_with_its_status() {
+    let (result, _) = run(sh("exit 3")).await;
+    assert_eq!(
+        result,
+        ExecResult { success: false, exit_code: Some(3), error: Some("exit status 3".into()), ..Default::default() }
+    );
+}
+
+#[tokio::test]
+async fn death_by_signal_is_described() {
+    let (result, _) = run(sh("kill -9 $$")).await;
+    assert!(!result.success);
+    assert_eq!(result.exit_code, None);
+    assert_eq!(result.error.as_deref(), Some("killed by signal 9"));
+}
+
+#[tokio::test]
+async fn a_missing_program_fails_to_start() {
+    let (result, lines) = run(command(&["sked-no-such-program", "x"])).await;
+    assert!(!result.success);
+    assert_eq!(result.exit_code, None);
+    assert_eq!(
+        result.error.as_deref(),
+        Some("failed to start `sked-no-such-program`: No such file or directory (os error 2)")
+    );
+    assert!(lines.is_empty());
+}
+
+#[tokio::test]
+async fn a_missing_working_directory_fails_to_start() {
+    let mut task = command(&["true"]);
+    task.cwd = Some("/sked/no/such/dir".into());
+    let (result, _) = run(task).await;
+    assert!(!result.success);
+    assert!(result.error.as_deref().unwrap().starts_with("failed to start `true` in `/sked/no/such/dir`: "), "{result:?}");
+}
+
+#[tokio::test]
+async fn stop_terminates_a_sleeping_payload_within_the_grace() {
+    let mut running = start(sh("echo started; exec sleep 30"), Dur::millis(200));
+    assert_eq!(running.line().await, "started");
+    let asked = Instant::now();
+    running.stop.send(Some(StopReason::Timeout)).unwrap();
+    let result = running.result.await.unwrap();
+    assert!(asked.elapsed() < Duration::from_secs(1), "took {:?}", asked.elapsed());
+    assert_eq!(result.stopped, Some(StopReason::Timeout));
+    assert!(!result.success);
+    assert_eq!(result.error.as_deref(), Some("killed by signal 15"));
+}
+
+#[tokio::test]
+async fn a_payload_ignoring_term_is_killed_after_the_grace() {
+    let mut running = start(sh("trap '' TERM; echo ready; sleep 30"), Dur::millis(200));
+    assert_eq!(running.line().await, "ready");
+    let asked = Instant::now();
+    running.stop.send(Some(StopReason::Cancelled)).unwrap();
+    let result = running.result.await.unwrap();
+    let took = asked.elapsed();
+    assert!(took >= Duration::from_millis(200), "KILL came before the grace ended: {took:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}");
+    assert_eq!(result.stopped, Some(StopReason::Cancelled));
+    assert_eq!(result.error.as_deref(), Some("killed by signal 9"));
+}
+
+#[tokio::test]
+async fn a_stop_before_the_start_runs_nothing() {
+    let executor = ProcessExecutor::new(clock());
+    let (output, _lines) = mpsc::channel(16);
+    let (_stop, stop_rx) = watch::channel(Some(StopReason::Shutdown));
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("ran");
+    let task = command(&["touch", marker.to_str().unwrap()]);
+    let result = executor.execute(request(task), output, stop_rx).await;
+    assert_eq!(result.stopped, Some(StopReason::Shutdown));
+    assert!(!marker.exists());
+}
+
+#[tokio::test]
+async fn stop_reaches_grandchildren() {
+    let mut running = start(sh("sleep 30 & echo $!; wait"), Dur::millis(200));
+    let grandchild: u32 = running.line().await.parse().unwrap();
+    assert!(!is_gone(grandchild));
+    running.stop.send(Some(StopReason::LeaseLost)).unwrap();
+    let result = running.result.await.unwrap();
+    assert_eq!(result.stopped, Some(StopReason::LeaseLost));
+    assert_gone(grandchild).await;
+}
+
+#[tokio::test]
+async fn background_children_end_with_the_payload_and_do_not_hold_it_open() {
+    // The background sleep inherits stdout: without the group kill, reading would wait 30 s.
+    let started = Instant::now();
+    let (result, lines) = run(sh("sleep 30 & echo $!")).await;
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(result.success, "{result:?}");
+    let grandchild: u32 = texts(&lines, LogStream::Stdout)[0].parse().unwrap();
+    assert_gone(grandchild).await;
+}
+
+#[tokio::test]
+async fn the_router_runs_commands_and_refuses_containers() {
+    let executor = TaskExecutor::new(clock());
+    let (output, mut lines) = mpsc::channel(16);
+    let (_stop, stop_rx) = watch::channel(None);
+    let result = executor.execute(request(command(&["echo", "routed"])), output, stop_rx.clone()).await;
+    assert!(result.success, "{result:?}");
+    assert_eq!(lines.recv().await.unwrap().line, "routed");
+
+    let container = sked_core::task::ContainerTask { image: "busybox".into(), command: vec![], env: BTreeMap::new() };
+    let request = ExecRequest { task: Task::Container(container), context: context(), grace: Dur::millis(200) };
+    let (output, _lines) = mpsc::channel(16);
+    let result = executor.execute(request, output, stop_rx).await;
+    assert!(!result.success);
+    assert_eq!(result.error.as_deref(), Some("container tasks need the ECS executor of the AWS deployment"));
+}
+
+/// Set in the environment of the helper process of the parent-death test.
+const HELPER_ENV: &str = "SKED_TEST_PDEATHSIG_HELPER";
+
+/// Not a test on its own: when run as the helper (see below), starts a payload through the
+/// executor, prints its pid, and blocks until it is killed.
+#[test]
+fn pdeathsig_helper() {
+    if std::env::var_os(HELPER_ENV).is_none() {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let executor = ProcessExecutor::new(clock());
+        let (output, mut lines) = mpsc::channel(16);
+        let (_stop, stop_rx) = watch::channel(None);
+        let run = executor.execute(request(sh("echo $$; exec sleep 30")), output, stop_rx);
+        tokio::pin!(run);
+        tokio::select! {
+            _ = &mut run => panic!("the payload ended early"),
+            line = lines.recv() => println!("PAYLOAD {}", line.unwrap().line),
+        }
+        run.await;
+    });
+}
+
+#[test]
+fn a_worker_killed_with_sigkill_takes_its_payload_along() {
+    use std::io::BufRead;
+    // Run this test binary again as the "worker", only its helper test, with output shown.
+    let mut worker = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "pdeathsig_helper", "--nocapture", "--test-threads=1"])
+        .env(HELPER_ENV, "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = std::io::BufReader::new(worker.stdout.take().unwrap());
+    let payload: u32 = stdout
+        .lines()
+        .map(|l| l.unwrap())
+        .find_map(|l| l.strip_prefix("PAYLOAD ").map(|pid| pid.parse().unwrap()))
+        .expect("the helper printed its payload's pid");
+    assert!(!is_gone(payload));
+
+    // SIGKILL: the worker runs no clean-up; the payload is in another process group.
+    worker.kill().unwrap();
+    worker.wait().unwrap();
+
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !is_gone(payload) {
+        assert!(Instant::now() < deadline, "payload {payload} outlived its worker");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

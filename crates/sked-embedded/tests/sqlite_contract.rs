@@ -1,0 +1,21 @@
+//! The store and queue contract suites (sked-testkit) against SQLite: each case gets a
+//! fresh database file in its own temporary directory, shared by store and queue the way
+//! the local deployment shares it.
+
+use sked_core::ports::{Clock, DispatchQueue, JobStore};
+use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
+use sked_testkit::clock::ManualClock;
+use std::sync::Arc;
+
+/// A fresh database in a temporary directory; the directory lives as long as the process
+/// (leaked on purpose: the suites hand us no place to keep it, and it is tiny).
+fn fresh_db() -> Arc<SqliteDb> {
+    let dir = tempfile::tempdir().expect("tempdir").keep();
+    Arc::new(SqliteDb::open(dir.join("sked.db")).expect("open sqlite"))
+}
+
+sked_testkit::store_contract!(async || Arc::new(SqliteStore::new(fresh_db())) as Arc<dyn JobStore>);
+
+sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
+    Arc::new(SqliteQueue::new(fresh_db(), clock as Arc<dyn Clock>)) as Arc<dyn DispatchQueue>
+});

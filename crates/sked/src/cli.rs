@@ -1,0 +1,300 @@
+//! The command line: every subcommand, flag and default of `sked`, as clap definitions.
+//!
+//! This module only describes the interface; what each command does lives in
+//! [`crate::server`], [`crate::worker`] and [`crate::client`].
+
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// sked: a job scheduler. Run `sked server` locally, then drive it with the client commands.
+#[derive(Debug, Parser)]
+#[command(name = "sked", version, about, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The top-level commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Runs everything in one process: the REST API, the sweeper, a reaper and N workers.
+    Server(ServerArgs),
+    /// Runs workers only (plus a reaper), on the SQLite file of a running `sked server`.
+    Worker(WorkerArgs),
+    /// Creates, lists and changes jobs.
+    Jobs {
+        /// Where the API is and how to print.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The action.
+        #[command(subcommand)]
+        command: JobsCommand,
+    },
+    /// Lists, inspects and cancels runs.
+    Runs {
+        /// Where the API is and how to print.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The action.
+        #[command(subcommand)]
+        command: RunsCommand,
+    },
+    /// Prints a run's log (the latest attempt unless `--attempt`).
+    Logs {
+        /// Where the API is and how to print.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// What to read.
+        #[command(flatten)]
+        args: LogsArgs,
+    },
+}
+
+/// Settings shared by `sked server` and `sked worker`.
+#[derive(Debug, Args, Clone)]
+pub struct RuntimeArgs {
+    /// Data directory: `sked.db` (jobs, runs, queue) and `logs/` live here.
+    #[arg(long, env = "SKED_DATA_DIR", default_value = "./sked-data")]
+    pub data_dir: PathBuf,
+    /// Worker tasks to run in this process.
+    #[arg(long, default_value_t = 4)]
+    pub workers: usize,
+    /// Attempts each worker runs at once.
+    #[arg(long, default_value_t = 4)]
+    pub concurrency: usize,
+    /// Lease length in seconds; workers heartbeat every third of it. A worker that dies is
+    /// noticed about one lease later.
+    #[arg(long, default_value_t = 15)]
+    pub lease: u64,
+    /// Seconds between SIGTERM and SIGKILL when a payload is stopped (timeout, cancel).
+    #[arg(long, default_value_t = 5)]
+    pub grace: u64,
+    /// Structured logs as JSON lines (on stderr); the filter comes from `SKED_LOG`.
+    #[arg(long)]
+    pub log_json: bool,
+}
+
+/// `sked server`.
+#[derive(Debug, Args)]
+pub struct ServerArgs {
+    /// Storage, workers and logging.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Address for the REST API (`127.0.0.1:0` picks a free port; the line printed on
+    /// stdout names the actual one).
+    #[arg(long, env = "SKED_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+}
+
+/// `sked worker`.
+#[derive(Debug, Args)]
+pub struct WorkerArgs {
+    /// Storage, workers and logging.
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+}
+
+/// How a client command reaches the API and prints its answer.
+#[derive(Debug, Args, Clone)]
+pub struct ClientArgs {
+    /// Base URL of the sked API.
+    #[arg(long, global = true, env = "SKED_URL", default_value = "http://127.0.0.1:8080")]
+    pub url: String,
+    /// Tenant, sent as `X-Sked-Tenant`.
+    #[arg(long, global = true, env = "SKED_TENANT")]
+    pub tenant: Option<String>,
+    /// Print the API's JSON as is instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+/// `sked jobs …`.
+#[derive(Debug, Subcommand)]
+pub enum JobsCommand {
+    /// Creates a job from a JSON file (`--file`, `-` for stdin; a `{"jobs": [...]}` file
+    /// creates them all in one batch) or from flags and the command after `--`, e.g.
+    /// `sked jobs create --every 5m -- /usr/bin/backup --fast`.
+    Create(Box<CreateArgs>),
+    /// Lists jobs.
+    List {
+        /// Only jobs in this state (ACTIVE, PAUSED, COMPLETED, DELETED).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only jobs with this label (`key=value`; repeatable).
+        #[arg(long = "label", value_name = "KEY=VALUE")]
+        labels: Vec<String>,
+        /// At most this many (all pages are followed otherwise).
+        #[arg(long)]
+        limit: Option<usize>,
+    },
+    /// Shows one job.
+    Get {
+        /// Job id.
+        id: String,
+    },
+    /// Replaces a job's definition with the JSON in `--file` (`-` for stdin).
+    Update {
+        /// Job id.
+        id: String,
+        /// The new definition.
+        #[arg(long, short)]
+        file: PathBuf,
+        /// Merge the file into the job (PATCH) instead of replacing it (PUT).
+        #[arg(long)]
+        patch: bool,
+    },
+    /// Deletes a job: no new runs; running attempts finish unless `--cancel-running`.
+    Delete {
+        /// Job id.
+        id: String,
+        /// Also cancel its running attempts.
+        #[arg(long)]
+        cancel_running: bool,
+    },
+    /// Stops a job firing until resumed.
+    Pause {
+        /// Job id.
+        id: String,
+    },
+    /// Resumes a paused job.
+    Resume {
+        /// Job id.
+        id: String,
+    },
+    /// Runs a job once now, outside its schedule; prints the new run.
+    Trigger {
+        /// Job id.
+        id: String,
+    },
+    /// Prints a job's next fire times (DST applied).
+    Preview {
+        /// Job id.
+        id: String,
+        /// How many.
+        #[arg(long, default_value_t = 10)]
+        count: usize,
+    },
+}
+
+/// `sked jobs create`.
+#[derive(Debug, Args)]
+pub struct CreateArgs {
+    /// A JSON job definition (`-` for stdin); the flags below are then not allowed.
+    #[arg(long, short, conflicts_with_all = ["cron", "every", "at", "command"])]
+    pub file: Option<PathBuf>,
+    /// Job id (`[A-Za-z0-9_.-]{1,128}`); generated if absent.
+    #[arg(long)]
+    pub id: Option<String>,
+    /// Display name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Cron expression (5 or 6 fields, or `@daily`-style).
+    #[arg(long, group = "schedule")]
+    pub cron: Option<String>,
+    /// IANA time zone of `--cron`.
+    #[arg(long, requires = "cron")]
+    pub tz: Option<String>,
+    /// Interval (`90s`, `5m`, `1h30m`).
+    #[arg(long, group = "schedule")]
+    pub every: Option<String>,
+    /// One instant: RFC 3339, `now`, or `+DURATION` from now (e.g. `+30s`).
+    #[arg(long, group = "schedule")]
+    pub at: Option<String>,
+    /// Random start delay (< interval).
+    #[arg(long)]
+    pub jitter: Option<String>,
+    /// 0..=9, 9 highest.
+    #[arg(long)]
+    pub priority: Option<u8>,
+    /// Retries after the first attempt.
+    #[arg(long)]
+    pub max_retries: Option<u32>,
+    /// Delay before the first retry (exponential after).
+    #[arg(long)]
+    pub backoff: Option<String>,
+    /// Per-attempt timeout.
+    #[arg(long)]
+    pub timeout: Option<String>,
+    /// What a timeout does: `fail`, `retry`, or a job id to trigger.
+    #[arg(long)]
+    pub on_timeout: Option<String>,
+    /// `allow`, `forbid`, `replace` or `queue_one`.
+    #[arg(long)]
+    pub overlap: Option<String>,
+    /// `fire_once`, `fire_all` or `skip`.
+    #[arg(long)]
+    pub misfire: Option<String>,
+    /// A label (`key=value`; repeatable).
+    #[arg(long = "label", value_name = "KEY=VALUE")]
+    pub labels: Vec<String>,
+    /// An environment variable for the command (`KEY=VALUE`; repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Working directory of the command.
+    #[arg(long)]
+    pub cwd: Option<String>,
+    /// The command to run (program and arguments, exec'd without a shell).
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+/// `sked runs …`.
+#[derive(Debug, Subcommand)]
+pub enum RunsCommand {
+    /// Lists runs, newest first (one job's with `--job`, else across jobs).
+    List {
+        /// Only this job's runs.
+        #[arg(long)]
+        job: Option<String>,
+        /// Only runs in this state (PENDING, RUNNING, SUCCEEDED, FAILED, TIMED_OUT, CANCELLED).
+        #[arg(long)]
+        state: Option<String>,
+        /// Only runs scheduled at or after this instant (RFC 3339).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only runs scheduled before this instant (RFC 3339).
+        #[arg(long)]
+        until: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Shows one run and its attempts. Exit code: 1 if the run ended FAILED, TIMED_OUT or
+    /// CANCELLED, else 0 (so a PENDING or RUNNING run exits 0 unless `--wait`).
+    Get {
+        /// Run id.
+        run_id: String,
+        /// Wait until the run has ended, then exit 0 only if it SUCCEEDED.
+        #[arg(long)]
+        wait: bool,
+    },
+    /// Cancels a run: a PENDING one never starts, a RUNNING one is stopped.
+    Cancel {
+        /// Run id.
+        run_id: String,
+    },
+}
+
+/// `sked logs`.
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// Run id.
+    pub run_id: String,
+    /// Attempt number (1-based); the latest if absent.
+    #[arg(long)]
+    pub attempt: Option<u32>,
+    /// Only `stdout` or `stderr`.
+    #[arg(long)]
+    pub stream: Option<String>,
+    /// Only the last N lines.
+    #[arg(long)]
+    pub tail: Option<usize>,
+    /// Keep printing lines as they are written, until the attempt ends.
+    #[arg(long, short)]
+    pub follow: bool,
+    /// Prefix each line with its timestamp and stream.
+    #[arg(long, short)]
+    pub timestamps: bool,
+}

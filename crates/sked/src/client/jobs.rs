@@ -1,0 +1,320 @@
+//! `sked jobs create|list|get|update|delete|pause|resume|trigger|preview`.
+//!
+//! `create` sends either a JSON file as is (`{"jobs": [...]}` goes to `POST /v1/jobs:batch`)
+//! or a job built from flags; validation is the API's — this module only shapes requests.
+
+use super::{Client, parse_pairs, read_json_file};
+use crate::cli::{ClientArgs, CreateArgs, JobsCommand};
+use crate::output;
+use anyhow::Context as _;
+use reqwest::Method;
+use serde_json::{Map, Value, json};
+use sked_core::duration::Dur;
+use std::process::ExitCode;
+
+/// Runs one `sked jobs` command.
+pub async fn run(args: &ClientArgs, command: JobsCommand) -> anyhow::Result<ExitCode> {
+    let client = Client::new(args)?;
+    let json = args.json;
+    match command {
+        JobsCommand::Create(create) => {
+            let body = match &create.file {
+                Some(path) => read_json_file(path)?,
+                None => job_from_flags(&create, chrono::Utc::now())?,
+            };
+            let batch = body.get("jobs").is_some_and(Value::is_array);
+            let answer = client
+                .post(&[if batch { "jobs:batch" } else { "jobs" }], &[], Some(&body))
+                .await?;
+            if json {
+                println!("{}", answer.text);
+            } else if batch {
+                let ids = answer
+                    .json
+                    .get("ids")
+                    .or_else(|| answer.json.get("items"))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for id in ids {
+                    println!(
+                        "{}",
+                        id.get("id")
+                            .map_or_else(|| output::cell(Some(&id)), |v| output::cell(Some(v)))
+                    );
+                }
+            } else {
+                output::print_job(&answer.json);
+            }
+        }
+        JobsCommand::List { state, labels, limit } => {
+            let mut query = Vec::new();
+            if let Some(state) = state {
+                query.push(("state", state));
+            }
+            for (k, v) in parse_pairs("label", &labels)? {
+                query.push(("label", format!("{k}={v}")));
+            }
+            if json {
+                if let Some(limit) = limit {
+                    query.push(("limit", limit.to_string()));
+                }
+                println!("{}", client.get(&["jobs"], &query).await?.text);
+            } else {
+                output::print_jobs(&client.list_all(&["jobs"], &query, limit).await?);
+            }
+        }
+        JobsCommand::Get { id } => show_job(&client.get(&["jobs", &id], &[]).await?, json),
+        JobsCommand::Update { id, file, patch } => {
+            let body = read_json_file(&file)?;
+            let method = if patch { Method::PATCH } else { Method::PUT };
+            show_job(&client.call(method, &["jobs", &id], &[], Some(&body)).await?, json);
+        }
+        JobsCommand::Delete { id, cancel_running } => {
+            let query = if cancel_running {
+                vec![("cancel_running", "true".to_string())]
+            } else {
+                vec![]
+            };
+            let answer = client.call(Method::DELETE, &["jobs", &id], &query, None).await?;
+            say(&answer, json, &format!("job {id} deleted"));
+        }
+        JobsCommand::Pause { id } => say(
+            &client.post(&["jobs", &id, "pause"], &[], None).await?,
+            json,
+            &format!("job {id} paused"),
+        ),
+        JobsCommand::Resume { id } => say(
+            &client.post(&["jobs", &id, "resume"], &[], None).await?,
+            json,
+            &format!("job {id} resumed"),
+        ),
+        JobsCommand::Trigger { id } => {
+            let answer = client.post(&["jobs", &id, "trigger"], &[], None).await?;
+            if json {
+                println!("{}", answer.text);
+            } else {
+                output::print_run(&answer.json);
+            }
+        }
+        JobsCommand::Preview { id, count } => {
+            let answer = client
+                .get(&["jobs", &id, "preview"], &[("count", count.to_string())])
+                .await?;
+            if json {
+                println!("{}", answer.text);
+            } else {
+                for t in fire_times(&answer.json) {
+                    println!("{}", output::cell(Some(t)));
+                }
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn show_job(answer: &super::Answer, json: bool) {
+    if json {
+        println!("{}", answer.text);
+    } else {
+        output::print_job(&answer.json);
+    }
+}
+
+fn say(answer: &super::Answer, json: bool, message: &str) {
+    if json {
+        println!("{}", answer.text);
+    } else {
+        println!("{message}");
+    }
+}
+
+/// The times in a preview answer: a bare array, or the first array field of an object
+/// (`{"fire_times": [...]}`, `{"items": [...]}`).
+fn fire_times(answer: &Value) -> Vec<&Value> {
+    match answer {
+        Value::Array(items) => items.iter().collect(),
+        Value::Object(map) => map
+            .values()
+            .find_map(Value::as_array)
+            .map(|a| a.iter().collect())
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// Reads `--at`: RFC 3339, `now`, or `+DURATION` from `now`.
+fn parse_at(text: &str, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<String> {
+    let instant = if text == "now" {
+        now
+    } else if let Some(rel) = text.strip_prefix('+') {
+        let d: Dur = rel.parse().with_context(|| format!("--at {text:?}"))?;
+        now + d.to_chrono()
+    } else {
+        return Ok(text.to_string()); // The API validates absolute instants.
+    };
+    Ok(instant.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// Builds a job definition from `sked jobs create` flags. Values the API validates (cron,
+/// durations, priorities) are passed through as written so its error names the field.
+fn job_from_flags(a: &CreateArgs, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Value> {
+    let schedule = match (&a.cron, &a.every, &a.at) {
+        (Some(cron), None, None) => {
+            let mut s = json!({ "cron": cron });
+            if let Some(tz) = &a.tz {
+                s["timezone"] = json!(tz);
+            }
+            s
+        }
+        (None, Some(every), None) => json!({ "every": every }),
+        (None, None, Some(at)) => json!({ "at": parse_at(at, now)? }),
+        _ => anyhow::bail!("give one schedule: --cron, --every or --at (or --file)"),
+    };
+    if a.command.is_empty() {
+        anyhow::bail!(
+            "give the command to run after `--`, e.g. `sked jobs create --every 5m -- /usr/bin/backup --fast`"
+        );
+    }
+    let mut command = json!({ "argv": a.command });
+    let env = parse_pairs("env", &a.env)?;
+    if !env.is_empty() {
+        command["env"] = Value::Object(env.into_iter().map(|(k, v)| (k, Value::String(v))).collect());
+    }
+    if let Some(cwd) = &a.cwd {
+        command["cwd"] = json!(cwd);
+    }
+
+    let mut job = Map::new();
+    let mut set = |key: &str, value: Option<Value>| {
+        if let Some(v) = value {
+            job.insert(key.to_string(), v);
+        }
+    };
+    set("id", a.id.clone().map(Value::String));
+    set("name", a.name.clone().map(Value::String));
+    set("schedule", Some(schedule));
+    set("task", Some(json!({ "command": command })));
+    set("jitter", a.jitter.clone().map(Value::String));
+    set("priority", a.priority.map(|p| json!(p)));
+    set("max_retries", a.max_retries.map(|n| json!(n)));
+    set(
+        "backoff",
+        a.backoff.clone().map(|initial| json!({ "initial": initial })),
+    );
+    set("timeout", a.timeout.clone().map(Value::String));
+    set(
+        "on_timeout",
+        a.on_timeout.clone().map(|o| {
+            if o == "fail" || o == "retry" {
+                Value::String(o)
+            } else {
+                json!({ "run_job": o })
+            }
+        }),
+    );
+    set("overlap", a.overlap.clone().map(Value::String));
+    set("misfire", a.misfire.clone().map(Value::String));
+    let labels = parse_pairs("label", &a.labels)?;
+    if !labels.is_empty() {
+        set(
+            "labels",
+            Some(Value::Object(
+                labels.into_iter().map(|(k, v)| (k, Value::String(v))).collect(),
+            )),
+        );
+    }
+    Ok(Value::Object(job))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn create_args(argv: &[&str]) -> CreateArgs {
+        let cli = Cli::try_parse_from(argv).unwrap();
+        match cli.command {
+            Command::Jobs {
+                command: JobsCommand::Create(a),
+                ..
+            } => *a,
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    #[test]
+    fn flags_build_a_job() {
+        let a = create_args(&[
+            "sked",
+            "jobs",
+            "create",
+            "--id",
+            "backup",
+            "--every",
+            "5m",
+            "--priority",
+            "7",
+            "--timeout",
+            "90s",
+            "--label",
+            "team=ops",
+            "--env",
+            "A=1",
+            "--",
+            "/usr/bin/backup",
+            "--fast",
+        ]);
+        let job = job_from_flags(&a, chrono::Utc::now()).unwrap();
+        assert_eq!(
+            job,
+            json!({"id": "backup", "schedule": {"every": "5m"}, "priority": 7, "timeout": "90s",
+                   "labels": {"team": "ops"},
+                   "task": {"command": {"argv": ["/usr/bin/backup", "--fast"], "env": {"A": "1"}}}})
+        );
+    }
+
+    #[test]
+    fn cron_takes_a_time_zone_and_on_timeout_a_job() {
+        let a = create_args(&[
+            "sked",
+            "jobs",
+            "create",
+            "--cron",
+            "0 9 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--on-timeout",
+            "cleanup",
+            "--",
+            "true",
+        ]);
+        let job = job_from_flags(&a, chrono::Utc::now()).unwrap();
+        assert_eq!(
+            job["schedule"],
+            json!({"cron": "0 9 * * *", "timezone": "Europe/Berlin"})
+        );
+        assert_eq!(job["on_timeout"], json!({"run_job": "cleanup"}));
+    }
+
+    #[test]
+    fn at_accepts_relative_times() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(parse_at("+90s", now).unwrap(), "2026-01-01T00:01:30.000Z");
+        assert_eq!(parse_at("now", now).unwrap(), "2026-01-01T00:00:00.000Z");
+        assert_eq!(parse_at("2026-12-01T09:00:00Z", now).unwrap(), "2026-12-01T09:00:00Z");
+        assert!(parse_at("+soon", now).is_err());
+    }
+
+    #[test]
+    fn a_schedule_and_a_command_are_required() {
+        let a = create_args(&["sked", "jobs", "create", "--every", "5m"]);
+        assert!(job_from_flags(&a, chrono::Utc::now()).is_err());
+        let a = create_args(&["sked", "jobs", "create", "--", "true"]);
+        assert!(job_from_flags(&a, chrono::Utc::now()).is_err());
+        assert!(Cli::try_parse_from(["sked", "jobs", "create", "--every", "5m", "--at", "now", "--", "true"]).is_err());
+    }
+}

@@ -1,0 +1,135 @@
+//! What `sked server` and `sked worker` share: structured logging, the shutdown signal,
+//! opening the data directory into sked-core's ports, and spawning workers and a reaper.
+//!
+//! This is wiring only. Scheduling behaviour lives in sked-core; storage in sked-embedded.
+
+use crate::cli::RuntimeArgs;
+use anyhow::Context as _;
+use sked_core::WorkerId;
+use sked_core::duration::Dur;
+use sked_core::ports::{Clock, Executor, SystemClock};
+use sked_core::service::Ports;
+use sked_core::service::reaper::{Reaper, ReaperConfig};
+use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_embedded::exec::TaskExecutor;
+use sked_embedded::logs::FileLogStore;
+use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
+use std::sync::Arc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+/// Installs the tracing subscriber: to stderr (colours only on a terminal), filtered by
+/// `SKED_LOG` (default `info`), as JSON lines with `--log-json`.
+pub fn init_tracing(json: bool) {
+    let filter = EnvFilter::try_from_env("SKED_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second init (never expected in this binary) is harmless, so its error is ignored.
+    let _ = if json {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}
+
+/// A token cancelled on the first SIGINT or SIGTERM.
+pub fn shutdown_on_signals() -> anyhow::Result<CancellationToken> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let token = CancellationToken::new();
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    let cancel = token.clone();
+    tokio::spawn(async move {
+        let name = tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "SIGINT",
+        };
+        tracing::info!(signal = name, "shutting down");
+        cancel.cancel();
+    });
+    Ok(token)
+}
+
+/// The opened data directory: sked-core's ports over it, and the executor workers use.
+pub struct Local {
+    /// Store, queue, logs and clock.
+    pub ports: Ports,
+    /// Runs command and HTTP tasks.
+    pub executor: Arc<dyn Executor>,
+}
+
+/// Opens (creating if needed) `DIR/sked.db` and `DIR/logs`.
+pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
+    let dir = &args.data_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating data directory {}", dir.display()))?;
+    let db_path = dir.join("sked.db");
+    let db = Arc::new(SqliteDb::open(&db_path).with_context(|| format!("opening {}", db_path.display()))?);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let ports = Ports {
+        store: Arc::new(SqliteStore::new(db.clone())),
+        queue: Arc::new(SqliteQueue::new(db, clock.clone())),
+        logs: Arc::new(FileLogStore::new(dir.join("logs"))),
+        clock: clock.clone(),
+    };
+    Ok(Local {
+        ports,
+        executor: Arc::new(TaskExecutor::new(clock)),
+    })
+}
+
+/// This host's name, for worker ids.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+/// Spawns `args.workers` workers (ids `<hostname>-<pid>-<n>`) and one reaper onto `tasks`.
+pub fn spawn_workers_and_reaper(
+    local: &Local,
+    args: &RuntimeArgs,
+    shutdown: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) {
+    let host = hostname();
+    let pid = std::process::id();
+    for n in 1..=args.workers {
+        let mut config = WorkerConfig::new(WorkerId(format!("{host}-{pid}-{n}")));
+        config.concurrency = args.concurrency.max(1);
+        config.lease = Dur::secs(args.lease.max(1));
+        config.grace = Dur::secs(args.grace);
+        tracing::info!(worker = %config.id, concurrency = config.concurrency, "starting worker");
+        let worker = Worker::new(local.ports.clone(), local.executor.clone(), config);
+        tasks.spawn(worker.run(shutdown.clone()));
+    }
+    let reaper = Reaper::new(local.ports.clone(), ReaperConfig::default());
+    tasks.spawn(reaper.run(shutdown.clone()));
+}
+
+/// Waits for the background tasks to stop after shutdown, at most `limit`.
+pub async fn drain(mut tasks: JoinSet<()>, limit: std::time::Duration) {
+    let all = async {
+        while let Some(done) = tasks.join_next().await {
+            if let Err(err) = done {
+                tracing::error!(error = %err, "background task ended abnormally");
+            }
+        }
+    };
+    if tokio::time::timeout(limit, all).await.is_err() {
+        tracing::warn!("background tasks still busy after {limit:?}; exiting anyway");
+    }
+}
+
+/// Prints one line on stdout and flushes it (tests and scripts wait for it).
+pub fn announce(line: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    // A closed stdout must not stop the server.
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}

@@ -1,0 +1,29 @@
+//! `sked worker`: workers (and a reaper) in their own process, on the SQLite file of a
+//! running `sked server`. Several may run at once; each claims runs through the shared
+//! dispatch queue with fenced leases, so a killed worker's runs move to another.
+//!
+//! Prints `sked worker ready` on stdout once its workers are started; on SIGINT or SIGTERM
+//! it stops taking work, stops its payloads (their runs are retried elsewhere) and exits 0.
+
+use crate::cli::WorkerArgs;
+use crate::runtime;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// Runs workers until a shutdown signal.
+pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    runtime::init_tracing(args.runtime.log_json);
+    let shutdown = runtime::shutdown_on_signals()?;
+    let local = runtime::open(&args.runtime)?;
+
+    let mut tasks = JoinSet::new();
+    runtime::spawn_workers_and_reaper(&local, &args.runtime, &shutdown, &mut tasks);
+    tracing::info!(data_dir = %args.runtime.data_dir.display(), workers = args.runtime.workers, "sked worker started");
+    runtime::announce("sked worker ready");
+
+    shutdown.cancelled().await;
+    runtime::drain(tasks, Duration::from_secs(args.runtime.grace + 5)).await;
+    tracing::info!("sked worker stopped");
+    Ok(ExitCode::SUCCESS)
+}
