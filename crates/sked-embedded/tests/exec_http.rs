@@ -69,7 +69,12 @@ async fn handle(socket: TcpStream, reply: Reply, seen: mpsc::UnboundedSender<Rec
     let len: usize = headers.get("content-length").map_or(0, |l| l.parse().unwrap());
     let mut body = vec![0; len];
     socket.read_exact(&mut body).await.unwrap();
-    let _ = seen.send(Received { method, path, headers, body: String::from_utf8(body).unwrap() });
+    let _ = seen.send(Received {
+        method,
+        path,
+        headers,
+        body: String::from_utf8(body).unwrap(),
+    });
     match reply {
         Reply::With(status, body) => {
             let response = format!(
@@ -94,7 +99,13 @@ fn clock() -> Arc<ManualClock> {
 }
 
 fn task(url: String) -> HttpTask {
-    HttpTask { method: "GET".into(), url, headers: BTreeMap::new(), body: None, expect_status: None }
+    HttpTask {
+        method: "GET".into(),
+        url,
+        headers: BTreeMap::new(),
+        body: None,
+        expect_status: None,
+    }
 }
 
 fn request(task: HttpTask) -> ExecRequest {
@@ -107,7 +118,10 @@ fn request(task: HttpTask) -> ExecRequest {
     ];
     ExecRequest {
         task: Task::Http(task),
-        context: context.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        context: context
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
         grace: Dur::millis(200),
     }
 }
@@ -133,10 +147,21 @@ async fn run(task: HttpTask) -> (ExecResult, Vec<LogLine>) {
 async fn a_2xx_succeeds_and_the_body_is_captured_as_stdout_lines() {
     let (addr, _requests) = serve(Reply::With(200, "first\nsecond\n".into())).await;
     let (result, lines) = run(task(format!("http://{addr}/ping"))).await;
-    assert_eq!(result, ExecResult { success: true, http_status: Some(200), ..Default::default() });
+    assert_eq!(
+        result,
+        ExecResult {
+            success: true,
+            http_status: Some(200),
+            ..Default::default()
+        }
+    );
     let texts: Vec<_> = lines.iter().map(|l| (l.stream, l.line.as_str())).collect();
     assert_eq!(texts, [(LogStream::Stdout, "first"), (LogStream::Stdout, "second")]);
-    assert!(lines.iter().all(|l| l.ts == timestamp::parse("2026-12-01T09:00:00.250Z").unwrap()));
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.ts == timestamp::parse("2026-12-01T09:00:00.250Z").unwrap())
+    );
 }
 
 #[tokio::test]
@@ -151,7 +176,10 @@ async fn the_expected_status_is_success_and_others_are_not() {
     let (result, _) = run(t).await;
     assert!(!result.success);
     assert_eq!(result.http_status, Some(202));
-    assert_eq!(result.error.as_deref(), Some("unexpected status 202 Accepted (expected 200)"));
+    assert_eq!(
+        result.error.as_deref(),
+        Some("unexpected status 202 Accepted (expected 200)")
+    );
 }
 
 #[tokio::test]
@@ -160,7 +188,10 @@ async fn an_error_status_fails_and_keeps_the_body() {
     let (result, lines) = run(task(format!("http://{addr}/"))).await;
     assert!(!result.success);
     assert_eq!(result.http_status, Some(503));
-    assert_eq!(result.error.as_deref(), Some("unexpected status 503 Service Unavailable (expected 2xx)"));
+    assert_eq!(
+        result.error.as_deref(),
+        Some("unexpected status 503 Service Unavailable (expected 2xx)")
+    );
     assert_eq!(lines[0].line, "try later");
 }
 
@@ -197,10 +228,17 @@ async fn a_huge_body_is_cut_at_one_mebibyte_with_a_note() {
     let (addr, _requests) = serve(Reply::With(200, body.repeat(1100))).await;
     let (result, lines) = run(task(format!("http://{addr}/"))).await;
     assert!(result.success, "{result:?}");
-    let kept: usize = lines.iter().filter(|l| l.stream == LogStream::Stdout).map(|l| l.line.len() + 1).sum();
+    let kept: usize = lines
+        .iter()
+        .filter(|l| l.stream == LogStream::Stdout)
+        .map(|l| l.line.len() + 1)
+        .sum();
     assert!(kept <= 1024 * 1024 + 1 && kept > 1024 * 1024 - 1001, "kept {kept}");
     let last = lines.last().unwrap();
-    assert_eq!((last.stream, last.line.as_str()), (LogStream::Stderr, "[sked: response body truncated at 1048576 bytes]"));
+    assert_eq!(
+        (last.stream, last.line.as_str()),
+        (LogStream::Stderr, "[sked: response body truncated at 1048576 bytes]")
+    );
 }
 
 #[tokio::test]
@@ -221,7 +259,11 @@ async fn stop_aborts_a_request_to_a_slow_server() {
     let executor = HttpExecutor::new(clock());
     let (output, _lines) = mpsc::channel(16);
     let (stop, stop_rx) = watch::channel(None);
-    let call = tokio::spawn(async move { executor.execute(request(task(format!("http://{addr}/slow"))), output, stop_rx).await });
+    let call = tokio::spawn(async move {
+        executor
+            .execute(request(task(format!("http://{addr}/slow"))), output, stop_rx)
+            .await
+    });
 
     requests.recv().await.expect("the request arrived");
     let asked = Instant::now();
@@ -240,7 +282,9 @@ async fn the_router_sends_http_tasks_to_the_http_executor() {
     let executor = TaskExecutor::new(clock());
     let (output, _lines) = mpsc::channel(16);
     let (_stop, stop_rx) = watch::channel(None);
-    let result = executor.execute(request(task(format!("http://{addr}/"))), output, stop_rx).await;
+    let result = executor
+        .execute(request(task(format!("http://{addr}/"))), output, stop_rx)
+        .await;
     assert_eq!(result.http_status, Some(204));
     assert!(result.success);
 }

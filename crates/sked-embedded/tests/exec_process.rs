@@ -18,7 +18,11 @@ fn clock() -> Arc<ManualClock> {
 }
 
 fn command(argv: &[&str]) -> CommandTask {
-    CommandTask { argv: argv.iter().map(|s| s.to_string()).collect(), env: BTreeMap::new(), cwd: None }
+    CommandTask {
+        argv: argv.iter().map(|s| s.to_string()).collect(),
+        env: BTreeMap::new(),
+        cwd: None,
+    }
 }
 
 fn sh(script: &str) -> CommandTask {
@@ -26,7 +30,11 @@ fn sh(script: &str) -> CommandTask {
 }
 
 fn request(task: CommandTask) -> ExecRequest {
-    ExecRequest { task: Task::Command(task), context: context(), grace: Dur::millis(200) }
+    ExecRequest {
+        task: Task::Command(task),
+        context: context(),
+        grace: Dur::millis(200),
+    }
 }
 
 fn context() -> Vec<(String, String)> {
@@ -60,7 +68,11 @@ async fn run(task: CommandTask) -> (ExecResult, Vec<LogLine>) {
 }
 
 fn texts(lines: &[LogLine], stream: LogStream) -> Vec<&str> {
-    lines.iter().filter(|l| l.stream == stream).map(|l| l.line.as_str()).collect()
+    lines
+        .iter()
+        .filter(|l| l.stream == stream)
+        .map(|l| l.line.as_str())
+        .collect()
 }
 
 /// A payload started in the background, with its output channel and its stop switch.
@@ -91,7 +103,9 @@ fn is_gone(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Err(_) => true,
         // `pid (comm) S ...`: the state follows the last `)`.
-        Ok(stat) => stat.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
     }
 }
 
@@ -107,7 +121,14 @@ async fn assert_gone(pid: u32) {
 #[tokio::test]
 async fn captures_stdout_and_stderr_in_order_with_clock_timestamps() {
     let (result, lines) = run(sh("echo out1; echo err1 >&2; echo out2; printf 'err2' >&2")).await;
-    assert_eq!(result, ExecResult { success: true, exit_code: Some(0), ..Default::default() });
+    assert_eq!(
+        result,
+        ExecResult {
+            success: true,
+            exit_code: Some(0),
+            ..Default::default()
+        }
+    );
     assert_eq!(texts(&lines, LogStream::Stdout), ["out1", "out2"]);
     assert_eq!(texts(&lines, LogStream::Stderr), ["err1", "err2"]);
     let expected = clock().now();
@@ -127,7 +148,9 @@ async fn long_lines_are_split_and_invalid_utf8_replaced() {
 
 #[tokio::test]
 async fn environment_has_the_context_and_the_task_env() {
-    let mut task = sh("echo \"$SKED_JOB_ID|$SKED_RUN_ID|$SKED_ATTEMPT|$SKED_SCHEDULED_FOR|$SKED_FENCING_TOKEN|$GREETING|${PATH:+path}\"");
+    let mut task = sh(
+        "echo \"$SKED_JOB_ID|$SKED_RUN_ID|$SKED_ATTEMPT|$SKED_SCHEDULED_FOR|$SKED_FENCING_TOKEN|$GREETING|${PATH:+path}\"",
+    );
     task.env.insert("GREETING".into(), "hello".into());
     // The context wins over a task that tries to set it.
     task.env.insert("SKED_ATTEMPT".into(), "99".into());
@@ -155,7 +178,12 @@ async fn nonzero_exit_is_a_failure_with_its_status() {
     let (result, _) = run(sh("exit 3")).await;
     assert_eq!(
         result,
-        ExecResult { success: false, exit_code: Some(3), error: Some("exit status 3".into()), ..Default::default() }
+        ExecResult {
+            success: false,
+            exit_code: Some(3),
+            error: Some("exit status 3".into()),
+            ..Default::default()
+        }
     );
 }
 
@@ -185,7 +213,14 @@ async fn a_missing_working_directory_fails_to_start() {
     task.cwd = Some("/sked/no/such/dir".into());
     let (result, _) = run(task).await;
     assert!(!result.success);
-    assert!(result.error.as_deref().unwrap().starts_with("failed to start `true` in `/sked/no/such/dir`: "), "{result:?}");
+    assert!(
+        result
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("failed to start `true` in `/sked/no/such/dir`: "),
+        "{result:?}"
+    );
 }
 
 #[tokio::test]
@@ -209,7 +244,10 @@ async fn a_payload_ignoring_term_is_killed_after_the_grace() {
     running.stop.send(Some(StopReason::Cancelled)).unwrap();
     let result = running.result.await.unwrap();
     let took = asked.elapsed();
-    assert!(took >= Duration::from_millis(200), "KILL came before the grace ended: {took:?}");
+    assert!(
+        took >= Duration::from_millis(200),
+        "KILL came before the grace ended: {took:?}"
+    );
     assert!(took < Duration::from_secs(2), "took {took:?}");
     assert_eq!(result.stopped, Some(StopReason::Cancelled));
     assert_eq!(result.error.as_deref(), Some("killed by signal 9"));
@@ -244,7 +282,11 @@ async fn background_children_end_with_the_payload_and_do_not_hold_it_open() {
     // The background sleep inherits stdout: without the group kill, reading would wait 30 s.
     let started = Instant::now();
     let (result, lines) = run(sh("sleep 30 & echo $!")).await;
-    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
     assert!(result.success, "{result:?}");
     let grandchild: u32 = texts(&lines, LogStream::Stdout)[0].parse().unwrap();
     assert_gone(grandchild).await;
@@ -255,16 +297,29 @@ async fn the_router_runs_commands_and_refuses_containers() {
     let executor = TaskExecutor::new(clock());
     let (output, mut lines) = mpsc::channel(16);
     let (_stop, stop_rx) = watch::channel(None);
-    let result = executor.execute(request(command(&["echo", "routed"])), output, stop_rx.clone()).await;
+    let result = executor
+        .execute(request(command(&["echo", "routed"])), output, stop_rx.clone())
+        .await;
     assert!(result.success, "{result:?}");
     assert_eq!(lines.recv().await.unwrap().line, "routed");
 
-    let container = sked_core::task::ContainerTask { image: "busybox".into(), command: vec![], env: BTreeMap::new() };
-    let request = ExecRequest { task: Task::Container(container), context: context(), grace: Dur::millis(200) };
+    let container = sked_core::task::ContainerTask {
+        image: "busybox".into(),
+        command: vec![],
+        env: BTreeMap::new(),
+    };
+    let request = ExecRequest {
+        task: Task::Container(container),
+        context: context(),
+        grace: Dur::millis(200),
+    };
     let (output, _lines) = mpsc::channel(16);
     let result = executor.execute(request, output, stop_rx).await;
     assert!(!result.success);
-    assert_eq!(result.error.as_deref(), Some("container tasks need the ECS executor of the AWS deployment"));
+    assert_eq!(
+        result.error.as_deref(),
+        Some("container tasks need the ECS executor of the AWS deployment")
+    );
 }
 
 /// Set in the environment of the helper process of the parent-death test.
@@ -277,8 +332,12 @@ fn pdeathsig_helper() {
     if std::env::var_os(HELPER_ENV).is_none() {
         return;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime.block_on(async {
+        // libtest prints "test pdeathsig_helper ... " before this; the pid follows a marker.
         let executor = ProcessExecutor::new(clock());
         let (output, mut lines) = mpsc::channel(16);
         let (_stop, stop_rx) = watch::channel(None);
@@ -307,7 +366,7 @@ fn a_worker_killed_with_sigkill_takes_its_payload_along() {
     let payload: u32 = stdout
         .lines()
         .map(|l| l.unwrap())
-        .find_map(|l| l.strip_prefix("PAYLOAD ").map(|pid| pid.parse().unwrap()))
+        .find_map(|l| l.split_once("PAYLOAD ").map(|(_, pid)| pid.trim().parse().unwrap()))
         .expect("the helper printed its payload's pid");
     assert!(!is_gone(payload));
 

@@ -6,10 +6,14 @@ use sked_core::ports::{LogError, LogKey, LogLine, LogQuery, LogStore, LogStream,
 use sked_core::timestamp::{self, Timestamp};
 use sked_embedded::logs::FileLogStore;
 use std::io::Write;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 fn key(attempt: u32) -> LogKey {
-    LogKey { tenant: "acme".into(), run_id: "backup.nightly@20261201T090000.000Z".into(), attempt }
+    LogKey {
+        tenant: "acme".into(),
+        run_id: "backup.nightly@20261201T090000.000Z".into(),
+        attempt,
+    }
 }
 
 fn at(ms: i64) -> Timestamp {
@@ -17,13 +21,27 @@ fn at(ms: i64) -> Timestamp {
 }
 
 fn line(i: i64, stream: LogStream, text: &str) -> LogLine {
-    LogLine { ts: at(i), stream, line: text.to_string() }
+    LogLine {
+        ts: at(i),
+        stream,
+        line: text.to_string(),
+    }
 }
 
 /// Lines `0..n`, even ones on stdout, odd ones on stderr, reading `line <i>`.
 fn lines(n: i64) -> Vec<LogLine> {
     (0..n)
-        .map(|i| line(i, if i % 2 == 0 { LogStream::Stdout } else { LogStream::Stderr }, &format!("line {i}")))
+        .map(|i| {
+            line(
+                i,
+                if i % 2 == 0 {
+                    LogStream::Stdout
+                } else {
+                    LogStream::Stderr
+                },
+                &format!("line {i}"),
+            )
+        })
         .collect()
 }
 
@@ -72,7 +90,10 @@ async fn lines_are_read_back_as_written_with_a_summary() {
     let text = std::fs::read_to_string(&file).unwrap();
     let first: LogLine = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     assert_eq!(first, written[0]);
-    assert!(text.starts_with(r#"{"ts":"2026-12-01T09:00:00.000Z","stream":"stdout","line":"line 0"}"#), "{text}");
+    assert!(
+        text.starts_with(r#"{"ts":"2026-12-01T09:00:00.000Z","stream":"stdout","line":"line 0"}"#),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -82,22 +103,71 @@ async fn stream_filter_and_tail() {
     let written = lines(10);
     write_all(&store, &key(1), &written).await.finish().await.unwrap();
 
-    let stderr = store.read(&key(1), &LogQuery { stream: Some(LogStream::Stderr), ..Default::default() }).await.unwrap();
-    assert_eq!(stderr.lines.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(), ["line 1", "line 3", "line 5", "line 7", "line 9"]);
+    let stderr = store
+        .read(
+            &key(1),
+            &LogQuery {
+                stream: Some(LogStream::Stderr),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stderr.lines.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(),
+        ["line 1", "line 3", "line 5", "line 7", "line 9"]
+    );
 
-    let tail = store.read(&key(1), &LogQuery { tail: Some(3), ..Default::default() }).await.unwrap();
+    let tail = store
+        .read(
+            &key(1),
+            &LogQuery {
+                tail: Some(3),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(tail.lines, written[7..]);
     assert_eq!(tail.cursor, stderr.cursor);
 
     let tail = store
-        .read(&key(1), &LogQuery { stream: Some(LogStream::Stdout), tail: Some(2), ..Default::default() })
+        .read(
+            &key(1),
+            &LogQuery {
+                stream: Some(LogStream::Stdout),
+                tail: Some(2),
+                ..Default::default()
+            },
+        )
         .await
         .unwrap();
-    assert_eq!(tail.lines.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(), ["line 6", "line 8"]);
+    assert_eq!(
+        tail.lines.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(),
+        ["line 6", "line 8"]
+    );
 
-    let all = store.read(&key(1), &LogQuery { tail: Some(100), ..Default::default() }).await.unwrap();
+    let all = store
+        .read(
+            &key(1),
+            &LogQuery {
+                tail: Some(100),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(all.lines, written);
-    let none = store.read(&key(1), &LogQuery { tail: Some(0), ..Default::default() }).await.unwrap();
+    let none = store
+        .read(
+            &key(1),
+            &LogQuery {
+                tail: Some(0),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert!(none.lines.is_empty());
 }
 
@@ -107,11 +177,29 @@ async fn tail_of_a_large_log_reads_across_blocks() {
     let store = FileLogStore::new(dir.path());
     // ~2 MB with lines of varying length, some longer than a read block.
     let written: Vec<_> = (0..3000)
-        .map(|i| line(i, LogStream::Stdout, &format!("{i}:{}", "y".repeat(if i % 500 == 7 { 70_000 } else { (i % 300) as usize }))))
+        .map(|i| {
+            line(
+                i,
+                LogStream::Stdout,
+                &format!(
+                    "{i}:{}",
+                    "y".repeat(if i % 500 == 7 { 70_000 } else { (i % 300) as usize })
+                ),
+            )
+        })
         .collect();
     write_all(&store, &key(1), &written).await.finish().await.unwrap();
     for n in [1, 2, 999, 2500, 3000] {
-        let page = store.read(&key(1), &LogQuery { tail: Some(n), ..Default::default() }).await.unwrap();
+        let page = store
+            .read(
+                &key(1),
+                &LogQuery {
+                    tail: Some(n),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
         assert_eq!(page.lines, written[3000 - n..], "tail {n}");
     }
 }
@@ -121,7 +209,10 @@ async fn the_cap_keeps_one_marker_and_drops_the_rest() {
     let dir = tempfile::tempdir().unwrap();
     let store = FileLogStore::new(dir.path()).with_cap(12);
     let mut writer = store.writer(&key(1)).await.unwrap();
-    for (i, text) in ["12345", "678901", "this one crosses the cap", "x", "y"].iter().enumerate() {
+    for (i, text) in ["12345", "678901", "this one crosses the cap", "x", "y"]
+        .iter()
+        .enumerate()
+    {
         writer.append(line(i as i64, LogStream::Stdout, text)).await.unwrap();
     }
     let summary = writer.finish().await.unwrap();
@@ -139,13 +230,26 @@ async fn the_cap_keeps_one_marker_and_drops_the_rest() {
             (LogStream::Stderr, "[sked: log truncated at 12 bytes]"),
         ]
     );
-    assert_eq!(page.lines[2].ts, at(2), "the marker carries the instant the cap was hit");
+    assert_eq!(
+        page.lines[2].ts,
+        at(2),
+        "the marker carries the instant the cap was hit"
+    );
 
     // Every way of reading reports it.
     for query in [
-        LogQuery { tail: Some(1), ..Default::default() },
-        LogQuery { stream: Some(LogStream::Stdout), ..Default::default() },
-        LogQuery { after: Some(page.cursor), ..Default::default() },
+        LogQuery {
+            tail: Some(1),
+            ..Default::default()
+        },
+        LogQuery {
+            stream: Some(LogStream::Stdout),
+            ..Default::default()
+        },
+        LogQuery {
+            after: Some(page.cursor),
+            ..Default::default()
+        },
     ] {
         assert!(store.read(&key(1), &query).await.unwrap().truncated, "{query:?}");
     }
@@ -169,7 +273,16 @@ async fn a_follower_reads_new_lines_from_its_cursor_while_the_writer_appends() {
 
     let first = read_until(&store, &LogQuery::default(), |p| p.lines.len() == 2).await;
     assert_eq!(first.lines, written[..2]);
-    let nothing_new = store.read(&key(1), &LogQuery { after: Some(first.cursor), ..Default::default() }).await.unwrap();
+    let nothing_new = store
+        .read(
+            &key(1),
+            &LogQuery {
+                after: Some(first.cursor),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert!(nothing_new.lines.is_empty());
     assert_eq!(nothing_new.cursor, first.cursor);
 
@@ -177,14 +290,25 @@ async fn a_follower_reads_new_lines_from_its_cursor_while_the_writer_appends() {
     for l in &written[2..] {
         writer.append(l.clone()).await.unwrap();
     }
-    let follow = LogQuery { after: Some(first.cursor), ..Default::default() };
+    let follow = LogQuery {
+        after: Some(first.cursor),
+        ..Default::default()
+    };
     let next = read_until(&store, &follow, |p| p.lines.len() == 4).await;
-    assert!(appended.elapsed() < Duration::from_millis(100), "visible after {:?}", appended.elapsed());
+    assert!(
+        appended.elapsed() < Duration::from_millis(100),
+        "visible after {:?}",
+        appended.elapsed()
+    );
     assert_eq!(next.lines, written[2..]);
     assert!(next.cursor > first.cursor);
 
     // `tail` is ignored when following.
-    let follow_tail = LogQuery { after: Some(first.cursor), tail: Some(1), ..Default::default() };
+    let follow_tail = LogQuery {
+        after: Some(first.cursor),
+        tail: Some(1),
+        ..Default::default()
+    };
     assert_eq!(store.read(&key(1), &follow_tail).await.unwrap().lines.len(), 4);
     writer.finish().await.unwrap();
 }
@@ -202,13 +326,34 @@ async fn a_partial_last_line_waits_for_its_end() {
 
     let page = store.read(&key(1), &LogQuery::default()).await.unwrap();
     assert_eq!(page.lines.len(), 1);
-    let tail = store.read(&key(1), &LogQuery { tail: Some(5), ..Default::default() }).await.unwrap();
+    let tail = store
+        .read(
+            &key(1),
+            &LogQuery {
+                tail: Some(5),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(tail.lines.len(), 1);
     assert_eq!(tail.cursor, page.cursor);
 
     file.write_all(rest.as_bytes()).unwrap();
-    let next = store.read(&key(1), &LogQuery { after: Some(page.cursor), ..Default::default() }).await.unwrap();
-    assert_eq!(next.lines.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(), ["half written"]);
+    let next = store
+        .read(
+            &key(1),
+            &LogQuery {
+                after: Some(page.cursor),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        next.lines.iter().map(|l| l.line.as_str()).collect::<Vec<_>>(),
+        ["half written"]
+    );
 }
 
 #[tokio::test]
@@ -217,7 +362,16 @@ async fn an_empty_log_exists_and_has_no_lines() {
     let store = FileLogStore::new(dir.path());
     let summary = store.writer(&key(1)).await.unwrap().finish().await.unwrap();
     assert_eq!((summary.bytes, summary.truncated), (0, false));
-    let page = store.read(&key(1), &LogQuery { tail: Some(10), ..Default::default() }).await.unwrap();
+    let page = store
+        .read(
+            &key(1),
+            &LogQuery {
+                tail: Some(10),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
     assert!(page.lines.is_empty());
     assert_eq!(page.cursor, 0);
 }
@@ -231,9 +385,18 @@ async fn attempts_are_kept_apart_and_unknown_ones_are_not_found() {
     assert_eq!(store.read(&key(1), &LogQuery::default()).await.unwrap().lines.len(), 1);
     assert_eq!(store.read(&key(2), &LogQuery::default()).await.unwrap().lines.len(), 3);
 
-    assert!(matches!(store.read(&key(3), &LogQuery::default()).await, Err(LogError::NotFound)));
-    let other_tenant = LogKey { tenant: "globex".into(), ..key(1) };
-    assert!(matches!(store.read(&other_tenant, &LogQuery::default()).await, Err(LogError::NotFound)));
+    assert!(matches!(
+        store.read(&key(3), &LogQuery::default()).await,
+        Err(LogError::NotFound)
+    ));
+    let other_tenant = LogKey {
+        tenant: "globex".into(),
+        ..key(1)
+    };
+    assert!(matches!(
+        store.read(&other_tenant, &LogQuery::default()).await,
+        Err(LogError::NotFound)
+    ));
 }
 
 #[tokio::test]
@@ -241,14 +404,68 @@ async fn keys_that_could_escape_the_directory_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = FileLogStore::new(dir.path().join("logs"));
     let escaping = [
-        LogKey { tenant: "..".into(), ..key(1) },
-        LogKey { tenant: "a/b".into(), ..key(1) },
-        LogKey { run_id: "..".into(), ..key(1) },
-        LogKey { run_id: "../../etc".into(), ..key(1) },
+        LogKey {
+            tenant: "..".into(),
+            ..key(1)
+        },
+        LogKey {
+            tenant: "a/b".into(),
+            ..key(1)
+        },
+        LogKey {
+            run_id: "..".into(),
+            ..key(1)
+        },
+        LogKey {
+            run_id: "../../etc".into(),
+            ..key(1)
+        },
     ];
     for key in escaping {
-        assert!(matches!(store.read(&key, &LogQuery::default()).await, Err(LogError::NotFound)), "{key:?}");
+        assert!(
+            matches!(store.read(&key, &LogQuery::default()).await, Err(LogError::NotFound)),
+            "{key:?}"
+        );
         assert!(matches!(store.writer(&key).await, Err(LogError::Io(_))), "{key:?}");
     }
-    assert!(std::fs::read_dir(dir.path()).unwrap().next().is_none(), "nothing was created");
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn retention_removes_old_logs_and_the_folders_they_leave_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileLogStore::new(dir.path());
+    let old_run = LogKey {
+        run_id: "old@20261101T090000.000Z".into(),
+        ..key(1)
+    };
+    write_all(&store, &old_run, &lines(1)).await.finish().await.unwrap();
+    write_all(&store, &key(1), &lines(1)).await.finish().await.unwrap();
+    write_all(&store, &key(2), &lines(1)).await.finish().await.unwrap();
+    let ten_days_ago = SystemTime::now() - Duration::from_secs(10 * 86_400);
+    for key in [&old_run, &key(1)] {
+        let file = std::fs::File::options()
+            .append(true)
+            .open(store.path(key).unwrap())
+            .unwrap();
+        file.set_modified(ten_days_ago).unwrap();
+    }
+
+    let removed = store
+        .remove_older_than(SystemTime::now() - Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    assert_eq!(removed, 2);
+    assert!(matches!(
+        store.read(&key(1), &LogQuery::default()).await,
+        Err(LogError::NotFound)
+    ));
+    assert_eq!(store.read(&key(2), &LogQuery::default()).await.unwrap().lines.len(), 1);
+    assert!(
+        !store.path(&old_run).unwrap().parent().unwrap().exists(),
+        "the empty run folder is gone"
+    );
 }

@@ -20,8 +20,25 @@ mod worker;
 use clap::Parser;
 use std::process::ExitCode;
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // `sked __guard <worker pid> <argv…>`: the process a worker puts between itself and a
+    // payload (see sked_embedded::exec::guard). Handled before anything else starts.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args
+        .get(1)
+        .is_some_and(|a| a == sked_embedded::exec::process::GUARD_SUBCOMMAND)
+    {
+        let worker_pid = args.get(2).and_then(|p| p.to_str()?.parse().ok()).unwrap_or(0);
+        let code = sked_embedded::exec::guard::guard_main(worker_pid, args.get(3..).unwrap_or_default());
+        return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
+    }
+    match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime.block_on(run()),
+        Err(err) => client::report_error(&err.into()),
+    }
+}
+
+async fn run() -> ExitCode {
     let cli = cli::Cli::parse();
     let result = match cli.command {
         cli::Command::Server(args) => server::run(args).await,

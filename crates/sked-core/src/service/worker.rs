@@ -270,7 +270,14 @@ impl Worker {
             log_bytes: summary.bytes,
             log_truncated: summary.truncated,
         };
-        let next = after_attempt_for(&run, &job.spec, outcome, now);
+        let next = match after_attempt_for(&run, &job.spec, outcome, now) {
+            // Interrupted by a clean shutdown, not by a fault of the payload: the retry need
+            // not wait out a backoff (it still counts as an attempt).
+            RunTransition::Retry { .. } if stopped == Some(StopReason::Shutdown) => {
+                RunTransition::Retry { not_before: now }
+            }
+            next => next,
+        };
         let finished = match self
             .ports
             .store

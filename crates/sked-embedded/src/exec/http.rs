@@ -84,7 +84,10 @@ impl HttpExecutor {
             kept += take;
             if take < chunk.len() {
                 splitter.finish(|line| lines.push((LogStream::Stdout, line)));
-                lines.push((LogStream::Stderr, format!("[sked: response body truncated at {MAX_BODY_BYTES} bytes]")));
+                lines.push((
+                    LogStream::Stderr,
+                    format!("[sked: response body truncated at {MAX_BODY_BYTES} bytes]"),
+                ));
                 break;
             }
             self.send(&mut lines, output).await;
@@ -110,7 +113,9 @@ impl HttpExecutor {
         if let Some(body) = &task.body {
             builder = builder.body(body.clone());
         }
-        builder.build().map_err(|e| format!("invalid request: {}", error_chain(&e)))
+        builder
+            .build()
+            .map_err(|e| format!("invalid request: {}", error_chain(&e)))
     }
 
     /// Stamps and sends the lines collected so far (dropping them if nobody listens).
@@ -137,10 +142,17 @@ impl Executor for HttpExecutor {
         mut stop: watch::Receiver<Option<StopReason>>,
     ) -> ExecResult {
         let Task::Http(task) = &request.task else {
-            return failure(format!("the HTTP executor runs http tasks, not {} tasks", request.task.kind()));
+            return failure(format!(
+                "the HTTP executor runs http tasks, not {} tasks",
+                request.task.kind()
+            ));
         };
         if let Some(reason) = *stop.borrow_and_update() {
-            return ExecResult { stopped: Some(reason), error: Some("stopped before it started".into()), ..Default::default() };
+            return ExecResult {
+                stopped: Some(reason),
+                error: Some("stopped before it started".into()),
+                ..Default::default()
+            };
         }
         tokio::select! {
             result = self.call(task, &request.context, &output) => result,
@@ -182,7 +194,11 @@ fn header_value(name: &str, value: &str) -> Result<HeaderValue, String> {
 
 /// A failed result with `error`.
 fn failure(error: String) -> ExecResult {
-    ExecResult { success: false, error: Some(error), ..Default::default() }
+    ExecResult {
+        success: false,
+        error: Some(error),
+        ..Default::default()
+    }
 }
 
 /// An error and its sources, `: `-separated, without repeating a message its source repeats.

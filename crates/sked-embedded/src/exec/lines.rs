@@ -27,7 +27,10 @@ impl LineSplitter {
     /// A splitter that cuts lines longer than `max` bytes (at least 4, so that a cut can
     /// always fall on a character boundary).
     pub fn new(max: usize) -> Self {
-        LineSplitter { pending: Vec::new(), max: max.max(4) }
+        LineSplitter {
+            pending: Vec::new(),
+            max: max.max(4),
+        }
     }
 
     /// Feeds `data`; calls `emit` with each line completed by it (without its `\n`, and

@@ -6,10 +6,13 @@
 //!   `container` tasks need the ECS executor of the AWS deployment, which can be plugged in.
 //! - [`NoopExecutor`]: succeeds at once, for benchmarks of the scheduling path.
 //! - [`lines`]: splitting captured output into log lines.
+//! - [`guard`]: the process between a worker and a payload that ends the payload's whole
+//!   process group when the worker dies.
 //!
 //! What this module must not do: decide retries, timeouts or run states. Executors report
 //! how a payload ended; sked-core's worker decides what that means.
 
+pub mod guard;
 pub mod http;
 pub mod lines;
 pub mod process;
@@ -44,7 +47,11 @@ impl TaskExecutor {
 
     /// A router over executors configured by the caller.
     pub fn from_parts(process: ProcessExecutor, http: HttpExecutor) -> Self {
-        TaskExecutor { process, http, container: None }
+        TaskExecutor {
+            process,
+            http,
+            container: None,
+        }
     }
 
     /// Runs `container` tasks with `executor` (the AWS deployment's ECS executor).
@@ -66,9 +73,11 @@ impl Executor for TaskExecutor {
             (Task::Command(_), _) => self.process.execute(request, output, stop).await,
             (Task::Http(_), _) => self.http.execute(request, output, stop).await,
             (Task::Container(_), Some(container)) => container.execute(request, output, stop).await,
-            (Task::Container(_), None) => {
-                ExecResult { success: false, error: Some(NO_CONTAINER_EXECUTOR.into()), ..Default::default() }
-            }
+            (Task::Container(_), None) => ExecResult {
+                success: false,
+                error: Some(NO_CONTAINER_EXECUTOR.into()),
+                ..Default::default()
+            },
         }
     }
 }
@@ -85,7 +94,10 @@ impl Executor for NoopExecutor {
         _output: mpsc::Sender<LogLine>,
         _stop: watch::Receiver<Option<StopReason>>,
     ) -> ExecResult {
-        ExecResult { success: true, ..Default::default() }
+        ExecResult {
+            success: true,
+            ..Default::default()
+        }
     }
 }
 

@@ -16,18 +16,23 @@
 //!   plain `tokio::spawn`ed task, or the runtime's main future), never inside `spawn_blocking` or
 //!   on a thread that may exit before the payload does, or the payload is killed when that thread
 //!   ends. Tokio's runtime worker threads live as long as the runtime.
+//! - **Guard** (optional, [`ProcessExecutor::with_guard`], on in `sked server`/`sked worker`):
+//!   the parent-death signal reaches only the direct child, so the payload runs under a guard
+//!   process that kills the whole group when the worker dies (see [`super::guard`]).
 //! - **kill_on_drop**: if the `execute` future is dropped, the child is killed and, through a
 //!   guard, its whole group.
 //!
 //! What it must not do: decide retries or timeouts (the worker does), or read the system time
 //! (line timestamps come from the injected [`Clock`]).
 
+use super::guard::GUARD_DEATH_SIGNAL;
 use super::lines::LineSplitter;
 use super::wait_for_stop;
 use async_trait::async_trait;
 use sked_core::ports::{Clock, ExecRequest, ExecResult, Executor, LogLine, LogStream, StopReason};
 use sked_core::task::{CommandTask, Task};
 use sked_core::timestamp;
+use std::path::PathBuf;
 use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +40,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
+
+/// The binary's hidden subcommand that runs [`super::guard::guard_main`].
+pub const GUARD_SUBCOMMAND: &str = "__guard";
 
 /// How long the output readers may keep reading after the payload's process group is gone:
 /// enough to drain the pipes, short enough that an escaped descendant holding a pipe open
@@ -46,6 +54,8 @@ pub const DEFAULT_DRAIN: Duration = Duration::from_millis(500);
 pub struct ProcessExecutor {
     /// Stamps output lines.
     clock: Arc<dyn Clock>,
+    /// The `sked` binary, to start each payload under a guard (see [`super::guard`]).
+    guard: Option<PathBuf>,
     /// Longest wait for the output readers after the process group is gone.
     drain: Duration,
 }
@@ -53,7 +63,18 @@ pub struct ProcessExecutor {
 impl ProcessExecutor {
     /// A process executor stamping lines with `clock`.
     pub fn new(clock: Arc<dyn Clock>) -> Self {
-        ProcessExecutor { clock, drain: DEFAULT_DRAIN }
+        ProcessExecutor {
+            clock,
+            guard: None,
+            drain: DEFAULT_DRAIN,
+        }
+    }
+
+    /// Starts every payload under a guard run as `<sked_binary> __guard <worker pid> <argv…>`,
+    /// so a worker killed with SIGKILL takes the payload's grandchildren with it too.
+    pub fn with_guard(mut self, sked_binary: PathBuf) -> Self {
+        self.guard = Some(sked_binary);
+        self
     }
 
     /// Changes how long output is still read after the payload ended (default [`DEFAULT_DRAIN`]).
@@ -75,12 +96,29 @@ impl ProcessExecutor {
         };
         // A stop asked for before the start: do not start at all.
         if let Some(reason) = *stop.borrow_and_update() {
-            return ExecResult { stopped: Some(reason), error: Some("stopped before it started".into()), ..Default::default() };
+            return ExecResult {
+                stopped: Some(reason),
+                error: Some("stopped before it started".into()),
+                ..Default::default()
+            };
         }
 
-        let mut command = Command::new(program);
+        let mut command = match &self.guard {
+            Some(guard) => {
+                let mut command = Command::new(guard);
+                command
+                    .arg(GUARD_SUBCOMMAND)
+                    .arg(std::process::id().to_string())
+                    .args(&task.argv);
+                command
+            }
+            None => {
+                let mut command = Command::new(program);
+                command.args(&task.argv[1..]);
+                command
+            }
+        };
         command
-            .args(&task.argv[1..])
             .envs(&task.env)
             .envs(request.context.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -91,7 +129,12 @@ impl ProcessExecutor {
         if let Some(cwd) = &task.cwd {
             command.current_dir(cwd);
         }
-        tie_to_parent(&mut command);
+        let death_signal = if self.guard.is_some() {
+            GUARD_DEATH_SIGNAL
+        } else {
+            libc::SIGKILL
+        };
+        tie_to_parent(&mut command, death_signal);
 
         let mut child = match command.spawn() {
             Ok(child) => child,
@@ -104,13 +147,29 @@ impl ProcessExecutor {
         };
         // With process_group(0) the group id is the child's pid.
         let (cut, cut_rx) = watch::channel(false);
-        let mut group = GroupGuard { pgid: child.id().map(|pid| pid as libc::pid_t), readers: Vec::new(), cut };
+        let mut group = GroupGuard {
+            pgid: child.id().map(|pid| pid as libc::pid_t),
+            readers: Vec::new(),
+            cut,
+        };
         if let Some(out) = child.stdout.take() {
-            let pump = pump(out, LogStream::Stdout, self.clock.clone(), output.clone(), cut_rx.clone());
+            let pump = pump(
+                out,
+                LogStream::Stdout,
+                self.clock.clone(),
+                output.clone(),
+                cut_rx.clone(),
+            );
             group.readers.push(tokio::spawn(pump));
         }
         if let Some(err) = child.stderr.take() {
-            group.readers.push(tokio::spawn(pump(err, LogStream::Stderr, self.clock.clone(), output, cut_rx)));
+            group.readers.push(tokio::spawn(pump(
+                err,
+                LogStream::Stderr,
+                self.clock.clone(),
+                output,
+                cut_rx,
+            )));
         }
 
         let ended = tokio::select! {
@@ -152,14 +211,21 @@ impl Executor for ProcessExecutor {
     ) -> ExecResult {
         match &request.task {
             Task::Command(task) => self.run(task, &request, output, stop).await,
-            other => failure(format!("the process executor runs command tasks, not {} tasks", other.kind())),
+            other => failure(format!(
+                "the process executor runs command tasks, not {} tasks",
+                other.kind()
+            )),
         }
     }
 }
 
 /// A failed result with `error`.
 fn failure(error: String) -> ExecResult {
-    ExecResult { success: false, error: Some(error), ..Default::default() }
+    ExecResult {
+        success: false,
+        error: Some(error),
+        ..Default::default()
+    }
 }
 
 /// How a process ended, in words: `exit status 3`, `killed by signal 9`.
@@ -299,14 +365,14 @@ fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
 /// Makes the kernel SIGKILL the child when the thread that spawned it dies (Linux
 /// `PR_SET_PDEATHSIG`), closing the race where the worker died between fork and prctl.
 #[allow(unsafe_code)]
-fn tie_to_parent(command: &mut Command) {
+fn tie_to_parent(command: &mut Command, death_signal: libc::c_int) {
     let parent = std::process::id() as libc::pid_t;
     // SAFETY: the closure runs in the forked child between fork and exec, where only
     // async-signal-safe calls are allowed: it makes two system calls (prctl, getppid) and
     // builds `io::Error`s from raw OS codes, which allocates nothing and takes no lock.
     unsafe {
         command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) == -1 {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, death_signal as libc::c_ulong) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
             // The parent died before prctl took effect: do not run unattended.

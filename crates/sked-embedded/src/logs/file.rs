@@ -1,5 +1,5 @@
 //! [`FileLogStore`]: attempt logs as files, `<root>/<tenant>/<run_id>/<attempt>.log`, one
-//! JSON object per line (see [`super::record`]).
+//! JSON object per line (see the `record` module).
 //!
 //! Writing: each [`LogWriter`] hands its lines to a task that owns the file and writes
 //! whatever has queued up in one go, so a reader sees a line as soon as that write lands
@@ -7,7 +7,7 @@
 //! writer counts the bytes of line text; the line that would pass the cap is replaced by one
 //! marker line (stream stderr, `"truncated": true`) and every later line is dropped.
 //!
-//! Reading: see [`super::read`]; it works while a writer is appending.
+//! Reading: see the `read` module; it works while a writer is appending.
 //!
 //! What it must not do: build a path from an unchecked key. Tenants and run ids are checked
 //! to be single, harmless path components before any file is touched.
@@ -15,9 +15,7 @@
 use super::{read, record};
 use async_trait::async_trait;
 use sked_core::ports::logs::DEFAULT_LOG_CAP_BYTES;
-use sked_core::ports::{
-    LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogSummary, LogWriter,
-};
+use sked_core::ports::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogSummary, LogWriter};
 use std::io;
 use std::path::{Path, PathBuf};
 use tokio::io::AsyncWriteExt;
@@ -43,7 +41,10 @@ impl FileLogStore {
     /// A store under `root` (created on first write), capping each attempt's log at
     /// [`DEFAULT_LOG_CAP_BYTES`].
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        FileLogStore { root: root.into(), cap_bytes: DEFAULT_LOG_CAP_BYTES }
+        FileLogStore {
+            root: root.into(),
+            cap_bytes: DEFAULT_LOG_CAP_BYTES,
+        }
     }
 
     /// Caps each attempt's log at `bytes` of line text instead.
@@ -77,13 +78,21 @@ fn is_component(s: &str, allowed: impl Fn(u8) -> bool) -> bool {
 impl LogStore for FileLogStore {
     async fn writer(&self, key: &LogKey) -> Result<Box<dyn LogWriter>, LogError> {
         let path = self.path(key).ok_or_else(|| {
-            io_error(io::Error::new(io::ErrorKind::InvalidInput, "tenant or run id is not a safe file name"))
+            io_error(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "tenant or run id is not a safe file name",
+            ))
         })?;
         if let Some(dir) = path.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(io_error)?;
         }
         // Append: a log is never overwritten, even if an attempt were opened twice.
-        let file = tokio::fs::OpenOptions::new().create(true).append(true).open(&path).await.map_err(io_error)?;
+        let file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .await
+            .map_err(io_error)?;
         let (lines, queue) = mpsc::channel(QUEUE);
         Ok(Box::new(FileLogWriter {
             lines,
@@ -125,7 +134,9 @@ impl FileLogWriter {
             return Ok(());
         }
         // The task stopped early: it failed. Its error is reported by `finish`.
-        Err(io_error(io::Error::other("the log file's writer stopped after an error")))
+        Err(io_error(io::Error::other(
+            "the log file's writer stopped after an error",
+        )))
     }
 }
 
@@ -145,7 +156,13 @@ impl LogWriter for FileLogWriter {
     }
 
     async fn finish(self: Box<Self>) -> Result<LogSummary, LogError> {
-        let FileLogWriter { lines, task, bytes, truncated, .. } = *self;
+        let FileLogWriter {
+            lines,
+            task,
+            bytes,
+            truncated,
+            ..
+        } = *self;
         drop(lines); // the task writes what is queued, then ends
         match task.await {
             Ok(Ok(())) => Ok(LogSummary { bytes, truncated }),
@@ -186,7 +203,11 @@ mod tests {
     use super::*;
 
     fn key(tenant: &str, run: &str) -> LogKey {
-        LogKey { tenant: tenant.into(), run_id: run.into(), attempt: 2 }
+        LogKey {
+            tenant: tenant.into(),
+            run_id: run.into(),
+            attempt: 2,
+        }
     }
 
     #[test]
@@ -194,14 +215,24 @@ mod tests {
         let store = FileLogStore::new("/data/logs");
         assert_eq!(
             store.path(&key("acme", "backup.nightly@20261201T090000.250Z")),
-            Some(PathBuf::from("/data/logs/acme/backup.nightly@20261201T090000.250Z/2.log"))
+            Some(PathBuf::from(
+                "/data/logs/acme/backup.nightly@20261201T090000.250Z/2.log"
+            ))
         );
     }
 
     #[test]
     fn keys_that_could_escape_the_root_name_no_file() {
         let store = FileLogStore::new("/data/logs");
-        for (tenant, run) in [("..", "r"), (".", "r"), ("a/b", "r"), ("", "r"), ("t", ".."), ("t", "a/../b"), ("t", "")] {
+        for (tenant, run) in [
+            ("..", "r"),
+            (".", "r"),
+            ("a/b", "r"),
+            ("", "r"),
+            ("t", ".."),
+            ("t", "a/../b"),
+            ("t", ""),
+        ] {
             assert_eq!(store.path(&key(tenant, run)), None, "{tenant:?} {run:?}");
         }
         assert_eq!(store.path(&key("t@x", "r")), None, "tenants have no @");

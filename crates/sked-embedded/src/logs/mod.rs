@@ -5,6 +5,7 @@
 //! - `record`: one line's on-disk form (JSON, as `LogLine` serialises) and the truncation
 //!   marker.
 //! - `read`: reading a file forwards from a cursor or backwards for a tail.
+//! - `retention`: [`FileLogStore::remove_older_than`], for the configured retention days.
 //!
 //! What this module must not do: decide what a log means for a run (sked-core records the
 //! summary on the attempt), or expose files outside its root.
@@ -12,6 +13,7 @@
 pub mod file;
 mod read;
 mod record;
+mod retention;
 
 pub use file::FileLogStore;
 pub use record::marker_text;

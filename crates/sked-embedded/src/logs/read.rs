@@ -28,7 +28,10 @@ pub fn read(path: &Path, query: &LogQuery) -> Result<LogPage, LogError> {
     // The marker, when there is one, is the last complete line: nothing is written after it.
     let mut backward = Backward::new(&mut file, end);
     let last = backward.next_line().map_err(io_error)?;
-    let truncated = last.as_deref().and_then(record::decode).is_some_and(|(_, marker)| marker);
+    let truncated = last
+        .as_deref()
+        .and_then(record::decode)
+        .is_some_and(|(_, marker)| marker);
 
     let matches = |line: &LogLine| query.stream.is_none_or(|s| s == line.stream);
     let lines = match (query.after, query.tail) {
@@ -51,7 +54,11 @@ pub fn read(path: &Path, query: &LogQuery) -> Result<LogPage, LogError> {
         (after, _) => {
             let start = after.unwrap_or(0);
             if start >= end {
-                return Ok(LogPage { lines: Vec::new(), truncated, cursor: start.max(end) });
+                return Ok(LogPage {
+                    lines: Vec::new(),
+                    truncated,
+                    cursor: start.max(end),
+                });
             }
             let mut bytes = vec![0; (end - start) as usize];
             file.seek(SeekFrom::Start(start)).map_err(io_error)?;
@@ -64,7 +71,11 @@ pub fn read(path: &Path, query: &LogQuery) -> Result<LogPage, LogError> {
                 .collect()
         }
     };
-    Ok(LogPage { lines, truncated, cursor: end })
+    Ok(LogPage {
+        lines,
+        truncated,
+        cursor: end,
+    })
 }
 
 /// The offset just after the last `\n` of the first `len` bytes (0 if there is none).
@@ -100,7 +111,12 @@ impl<'f> Backward<'f> {
     /// Lines of the file up to `end` (just after a `\n`, or 0).
     fn new(file: &'f mut File, end: u64) -> Self {
         // Drop the last line's `\n` so that every `\n` left in front separates two lines.
-        Backward { file, pos: end.saturating_sub(1), buf: Vec::new(), done: end == 0 }
+        Backward {
+            file,
+            pos: end.saturating_sub(1),
+            buf: Vec::new(),
+            done: end == 0,
+        }
     }
 
     /// The line before the ones already handed out, without its `\n`.

@@ -23,7 +23,11 @@ pub fn encode(line: &LogLine) -> Vec<u8> {
 
 /// The truncation marker as one line of the file, with its `\n`.
 pub fn encode_marker(ts: Timestamp, cap: u64) -> Vec<u8> {
-    let line = LogLine { ts, stream: LogStream::Stderr, line: marker_text(cap) };
+    let line = LogLine {
+        ts,
+        stream: LogStream::Stderr,
+        line: marker_text(cap),
+    };
     let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
     // `{...}` → `{...,"truncated":true}`
     bytes.pop();
@@ -50,7 +54,14 @@ struct Stored {
 /// truncation marker. `None` for a line that is not a record (never written by this store).
 pub fn decode(bytes: &[u8]) -> Option<(LogLine, bool)> {
     let stored: Stored = serde_json::from_slice(bytes).ok()?;
-    Some((LogLine { ts: stored.ts, stream: stored.stream, line: stored.line }, stored.truncated))
+    Some((
+        LogLine {
+            ts: stored.ts,
+            stream: stored.stream,
+            line: stored.line,
+        },
+        stored.truncated,
+    ))
 }
 
 #[cfg(test)]
@@ -60,7 +71,11 @@ mod tests {
     #[test]
     fn lines_round_trip_and_the_marker_is_recognised() {
         let ts = timestamp::parse("2026-12-01T09:00:00.250Z").unwrap();
-        let line = LogLine { ts, stream: LogStream::Stdout, line: "hello \"world\"".into() };
+        let line = LogLine {
+            ts,
+            stream: LogStream::Stdout,
+            line: "hello \"world\"".into(),
+        };
         let bytes = encode(&line);
         assert_eq!(bytes.last(), Some(&b'\n'));
         assert_eq!(decode(&bytes[..bytes.len() - 1]), Some((line, false)));
@@ -75,7 +90,11 @@ mod tests {
     #[test]
     fn a_payload_printing_the_marker_text_is_not_the_marker() {
         let ts = timestamp::parse("2026-12-01T09:00:00Z").unwrap();
-        let fake = LogLine { ts, stream: LogStream::Stderr, line: marker_text(100) };
+        let fake = LogLine {
+            ts,
+            stream: LogStream::Stderr,
+            line: marker_text(100),
+        };
         let bytes = encode(&fake);
         assert_eq!(decode(&bytes[..bytes.len() - 1]).map(|(_, t)| t), Some(false));
     }

@@ -1,5 +1,5 @@
 //! Errors of the SQLite adapters: what opening a file can answer ([`OpenError`]), and the
-//! internal error of one transaction ([`TxError`]), mapped onto the ports' error enums.
+//! internal error of one transaction (`TxError`), mapped onto the ports' error enums.
 //!
 //! Owns the classification of SQLite result codes: `SQLITE_BUSY`/`SQLITE_LOCKED` (another
 //! connection or process holds the lock past the busy timeout) are transient; the rest is

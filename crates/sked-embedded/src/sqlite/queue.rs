@@ -1,8 +1,11 @@
 //! [`SqliteQueue`]: the [`DispatchQueue`] over the `dispatch` table.
 //!
-//! - One row per (tenant, run): enqueue is an upsert that keeps the earlier `not_before`,
-//!   the higher priority, the original enqueue order (`seq`) and receive count, and clears
-//!   the receipt (a live delivery goes stale and the message is receivable again).
+//! - One row per (tenant, run): enqueue is an upsert. A waiting message (no receipt) keeps
+//!   the earlier `not_before`; a delivered one (receipt set: a worker is handling it, e.g.
+//!   enqueuing the run's retry) takes the new `not_before`. Either way it keeps the higher
+//!   priority, its enqueue order (`seq`) and receive count, and loses its receipt (a live
+//!   delivery goes stale and the message is receivable from its `not_before`). All SET
+//!   expressions of the upsert read the row as it was before the update.
 //! - `rank = dispatch_rank(priority, not_before)`, stored so receive walks the index
 //!   `(rank, seq, visible_at)` in serving order and stops after `max` visible rows.
 //! - Receive leases rows in one `BEGIN IMMEDIATE` transaction: `visible_at = now +
@@ -153,10 +156,11 @@ impl DispatchQueue for SqliteQueue {
                     "INSERT INTO dispatch (tenant, run_id, priority, not_before, rank, visible_at, receipt, receive_count)
                      VALUES (?1, ?2, ?3, ?4, ?4 - min(?3, 9) * ?5, ?4, NULL, 0)
                      ON CONFLICT (tenant, run_id) DO UPDATE SET
-                       not_before = min(not_before, excluded.not_before),
+                       not_before = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before),
                        priority   = max(priority, excluded.priority),
-                       rank       = min(not_before, excluded.not_before) - min(max(priority, excluded.priority), 9) * ?5,
-                       visible_at = min(not_before, excluded.not_before),
+                       rank       = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before)
+                                    - min(max(priority, excluded.priority), 9) * ?5,
+                       visible_at = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before),
                        receipt    = NULL",
                 )?;
                 for d in &items {
