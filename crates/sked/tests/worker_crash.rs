@@ -1,4 +1,5 @@
-//! End to end: `kill -9` of a `sked worker` mid-payload. The payload dies with its worker,
+//! End to end: `kill -9` of a `sked worker` mid-payload. The payload dies with its worker
+//! (its own children too),
 //! the lease expires, and another worker runs attempt 2 to success; attempt 1 is closed as
 //! worker lost.
 
@@ -16,7 +17,12 @@ async fn a_killed_worker_s_run_completes_on_another_worker() {
     let mut first = sandbox.worker(&["--workers", "1"]);
 
     let pids = sandbox.path().join("pids");
-    let script = format!("echo \"$SKED_ATTEMPT $$\" >> {}; sleep 5; echo done", pids.display());
+    // The payload's real work runs in a child of the shell: both must die with the worker.
+    // Attempt 1 would sleep far longer than the test waits for it to die.
+    let script = format!(
+        "sleep $((SKED_ATTEMPT == 1 ? 120 : 1)) & echo \"$SKED_ATTEMPT $$ $!\" >> {}; wait; echo done",
+        pids.display()
+    );
     api.create_job(json!({
         "id": "long", "schedule": {"at": iso(in_secs(0.0))}, "task": sh(&script),
         "max_retries": 2, "backoff": {"initial": "1s", "max": "1s"},
@@ -26,13 +32,14 @@ async fn a_killed_worker_s_run_completes_on_another_worker() {
     // Wait until attempt 1's payload is running and has written its pid.
     let run = wait_first_run(&api, "long", Duration::from_secs(10)).await;
     let run_id = run["run_id"].as_str().unwrap().to_string();
-    let payload_pid: u32 = wait_until("attempt 1's payload to start", Duration::from_secs(10), async || {
-        let text = std::fs::read_to_string(&pids).ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix("1 "))
-            .and_then(|p| p.trim().parse().ok())
-    })
-    .await;
+    let (payload_pid, grandchild_pid): (u32, u32) =
+        wait_until("attempt 1's payload to start", Duration::from_secs(10), async || {
+            let text = std::fs::read_to_string(&pids).ok()?;
+            let line = text.lines().find_map(|l| l.strip_prefix("1 "))?;
+            let (shell, child) = line.trim().split_once(' ')?;
+            Some((shell.parse().ok()?, child.parse().ok()?))
+        })
+        .await;
     assert_eq!(api.run(&run_id).await["state"], "RUNNING");
 
     first.kill9();
@@ -40,6 +47,12 @@ async fn a_killed_worker_s_run_completes_on_another_worker() {
         "attempt 1's payload to die with its worker",
         Duration::from_secs(5),
         async || process_gone(payload_pid).then_some(()),
+    )
+    .await;
+    wait_until(
+        "the payload's own child to die with the worker",
+        Duration::from_secs(5),
+        async || process_gone(grandchild_pid).then_some(()),
     )
     .await;
 
