@@ -15,6 +15,7 @@ pub mod error;
 pub mod firing;
 pub mod ids;
 pub mod job;
+pub mod lifecycle;
 pub mod ports;
 pub mod retry;
 pub mod run;

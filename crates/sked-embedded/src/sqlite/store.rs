@@ -22,21 +22,16 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
+use sked_core::lifecycle::ClaimStep;
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
-use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState};
+use sked_core::run::Run;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::sync::Arc;
 
-/// Error text (and run reason) of an attempt closed because its lease ran out.
-pub const WORKER_LOST: &str = "worker lost";
-
 /// Reason of a run cancelled by a sweep's `replace` overlap.
 pub const REPLACED: &str = "replaced by a newer run";
-
-/// Reason of a run that ended CANCELLED at claim time because a cancel was requested.
-pub const CANCELLED: &str = "cancelled";
 
 /// Jobs and runs in the SQLite file.
 #[derive(Debug, Clone)]
@@ -84,86 +79,6 @@ fn conflict(msg: String) -> TxError {
 
 fn invalid(msg: &str) -> StoreError {
     StoreError::Other(msg.to_string().into())
-}
-
-/// Cancels one run for `fire` and `cancel_run`: PENDING ends CANCELLED with `reason`,
-/// RUNNING gets `cancel_requested`; anything else is left alone.
-fn cancel(run: &mut Run, now: Timestamp, reason: &str) {
-    match run.state {
-        RunState::Pending => {
-            run.state = RunState::Cancelled;
-            run.finished_at = Some(trunc_ms(now));
-            run.reason = Some(reason.to_string());
-            run.lease = None;
-        }
-        RunState::Running => run.cancel_requested = true,
-        _ => {}
-    }
-}
-
-/// Closes a RUNNING run's abandoned attempt as WORKER_LOST at its lease expiry and drops
-/// the lease; returns the expiry.
-fn close_lost_attempt(run: &mut Run) -> Option<Timestamp> {
-    let expired_at = run.lease.take().map(|l| l.expires_at);
-    if let Some(a) = run.attempts.last_mut().filter(|a| a.outcome.is_none()) {
-        a.finished_at = expired_at.or(Some(a.started_at));
-        a.outcome = Some(AttemptOutcome::WorkerLost);
-        a.error = Some(WORKER_LOST.to_string());
-    }
-    expired_at
-}
-
-/// Decides a claim on a loaded run, changing it in place. `Ok(None)` means "start a new
-/// attempt"; `Ok(Some(outcome))` is the answer, with `changed` telling whether to save.
-fn claim_decision(run: &mut Run, now: Timestamp, changed: &mut bool) -> Option<ClaimOutcome> {
-    if run.state.is_terminal() {
-        return Some(ClaimOutcome::Terminal(run.clone()));
-    }
-    if run.state == RunState::Running {
-        match &run.lease {
-            Some(l) if l.expires_at >= now => return Some(ClaimOutcome::Leased(l.expires_at)),
-            _ => {}
-        }
-        // Its worker vanished: close the attempt where its lease ended.
-        *changed = true;
-        let ended = close_lost_attempt(run);
-        if run.cancel_requested || run.attempt_count() >= run.max_attempts {
-            let cancelled = run.cancel_requested;
-            run.state = if cancelled {
-                RunState::Cancelled
-            } else {
-                RunState::Failed
-            };
-            run.finished_at = ended.or(Some(trunc_ms(now)));
-            run.reason.get_or_insert_with(|| {
-                if cancelled {
-                    CANCELLED.into()
-                } else {
-                    WORKER_LOST.into()
-                }
-            });
-            return Some(ClaimOutcome::Terminal(run.clone()));
-        }
-        return None;
-    }
-    if run.cancel_requested {
-        *changed = true;
-        run.state = RunState::Cancelled;
-        run.finished_at = Some(trunc_ms(now));
-        run.reason.get_or_insert_with(|| CANCELLED.into());
-        return Some(ClaimOutcome::Terminal(run.clone()));
-    }
-    if run.not_before > now {
-        return Some(ClaimOutcome::NotYet(run.not_before));
-    }
-    if run.attempt_count() >= run.max_attempts {
-        // Nothing left to try (a retry was written past the limit): end it.
-        *changed = true;
-        run.state = RunState::Failed;
-        run.finished_at = Some(trunc_ms(now));
-        return Some(ClaimOutcome::Terminal(run.clone()));
-    }
-    None
 }
 
 /// Parses a run listing cursor `<scheduled_for ms>|<run id>`.
@@ -342,7 +257,7 @@ impl JobStore for SqliteStore {
                 if let Some(mut stored) = load_run(conn, firing.tenant.as_str(), id.as_str())?
                     && !stored.run.state.is_terminal()
                 {
-                    cancel(&mut stored.run, now, REPLACED);
+                    stored.run.request_cancel(now, REPLACED);
                     Self::save(conn, &stored)?;
                 }
             }
@@ -447,34 +362,14 @@ impl JobStore for SqliteStore {
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
         self.write(move |conn| {
             let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            let mut changed = false;
-            if let Some(outcome) = claim_decision(&mut stored.run, now, &mut changed) {
+            if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
                 if changed {
                     Self::save(conn, &stored)?;
                 }
                 return Ok(outcome);
             }
-            let run = &mut stored.run;
-            let token = stored.last_token.max(run.attempts.len() as u64) + 1;
-            run.attempts.push(Attempt {
-                attempt: run.attempt_count() + 1,
-                worker: worker.clone(),
-                started_at: now,
-                finished_at: None,
-                outcome: None,
-                exit_code: None,
-                http_status: None,
-                error: None,
-                log_bytes: 0,
-                log_truncated: false,
-            });
-            run.state = RunState::Running;
-            run.started_at.get_or_insert(now);
-            run.lease = Some(Lease {
-                owner: worker,
-                token,
-                expires_at: lease_until,
-            });
+            let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
+            stored.run.start_attempt(&worker, now, lease_until, token);
             stored.last_token = token;
             Self::save(conn, &stored)?;
             Ok(ClaimOutcome::Claimed { run: stored.run, token })
@@ -494,13 +389,10 @@ impl JobStore for SqliteStore {
         let lease_until = trunc_ms(lease_until);
         self.write(move |conn| {
             let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            let running = stored.run.state == RunState::Running;
-            match &mut stored.run.lease {
-                Some(l) if running && l.token == token && l.expires_at >= now => {
-                    l.expires_at = lease_until;
-                }
-                _ => return Err(TxError::Store(StoreError::Fenced)),
-            }
+            stored
+                .run
+                .renew_lease(token, now, lease_until)
+                .map_err(TxError::Store)?;
             conn.prepare_cached("UPDATE runs SET lease_expires = ?3 WHERE tenant = ?1 AND run_id = ?2")?
                 .execute(params![tenant, run_id, ms(lease_until)])?;
             Ok(stored.run)
@@ -517,44 +409,13 @@ impl JobStore for SqliteStore {
         next: RunTransition,
         only_if_expired_by: Option<Timestamp>,
     ) -> Result<Run, StoreError> {
-        if let RunTransition::Finish(s) = next
-            && !s.is_terminal()
-        {
-            return Err(invalid("RunTransition::Finish needs a terminal state"));
-        }
         let (tenant, run_id, result) = (tenant.0.clone(), run_id.0.clone(), result.clone());
         self.write(move |conn| {
             let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            let run = &mut stored.run;
-            let holds = run.state == RunState::Running
-                && run
-                    .lease
-                    .as_ref()
-                    .is_some_and(|l| l.token == token && only_if_expired_by.is_none_or(|t| l.expires_at < t));
-            if !holds {
-                return Err(TxError::Store(StoreError::Fenced));
-            }
-            let finished_at = trunc_ms(result.finished_at);
-            if let Some(a) = run.attempts.last_mut() {
-                a.finished_at = Some(finished_at);
-                a.outcome = Some(result.outcome);
-                a.exit_code = result.exit_code;
-                a.http_status = result.http_status;
-                a.error = result.error;
-                a.log_bytes = result.log_bytes;
-                a.log_truncated = result.log_truncated;
-            }
-            run.lease = None;
-            match next {
-                RunTransition::Retry { not_before } => {
-                    run.state = RunState::Pending;
-                    run.not_before = trunc_ms(not_before);
-                }
-                RunTransition::Finish(s) => {
-                    run.state = s;
-                    run.finished_at = Some(finished_at);
-                }
-            }
+            stored
+                .run
+                .finish_attempt(token, &result, next, only_if_expired_by)
+                .map_err(TxError::Store)?;
             Self::save(conn, &stored)?;
             Ok(stored.run)
         })
@@ -571,8 +432,7 @@ impl JobStore for SqliteStore {
         let (tenant, run_id, reason) = (tenant.0.clone(), run_id.0.clone(), reason.to_string());
         self.write(move |conn| {
             let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            if !stored.run.state.is_terminal() {
-                cancel(&mut stored.run, now, &reason);
+            if stored.run.request_cancel(now, &reason) {
                 Self::save(conn, &stored)?;
             }
             Ok(stored.run)

@@ -9,16 +9,14 @@
 use async_trait::async_trait;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
+use sked_core::lifecycle::ClaimStep;
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
-use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState};
+use sked_core::run::{Run, RunState};
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
-
-/// Error text of an attempt closed because its lease ran out.
-pub const WORKER_LOST: &str = "worker lost";
 
 /// Jobs, runs and idempotency keys in memory.
 #[derive(Debug, Default)]
@@ -93,35 +91,6 @@ fn trunc_run(run: &Run) -> Run {
         l.expires_at = trunc_ms(l.expires_at);
     }
     r
-}
-
-/// Whether a run's lease ended before `now`.
-fn lease_expired(run: &Run, now: Timestamp) -> bool {
-    run.lease.as_ref().is_none_or(|l| l.expires_at < now)
-}
-
-/// Closes a RUNNING run's abandoned attempt as WORKER_LOST at its lease expiry.
-fn close_lost_attempt(run: &mut Run) {
-    let expired_at = run.lease.take().map(|l| l.expires_at);
-    if let Some(a) = run.attempts.last_mut().filter(|a| a.outcome.is_none()) {
-        a.finished_at = expired_at.or(Some(a.started_at));
-        a.outcome = Some(AttemptOutcome::WorkerLost);
-        a.error = Some(WORKER_LOST.to_string());
-    }
-}
-
-/// Cancels one run for `fire`/`cancel_run`: PENDING ends CANCELLED, RUNNING is flagged.
-fn cancel(run: &mut Run, now: Timestamp, reason: &str) {
-    match run.state {
-        RunState::Pending => {
-            run.state = RunState::Cancelled;
-            run.finished_at = Some(trunc_ms(now));
-            run.reason = Some(reason.to_string());
-            run.lease = None;
-        }
-        RunState::Running => run.cancel_requested = true,
-        _ => {}
-    }
 }
 
 /// Parses a run listing cursor `<scheduled_for ms>|<run id>`.
@@ -259,7 +228,7 @@ impl JobStore for MemStore {
             .unwrap_or(job.updated_at);
         for id in &firing.cancel {
             if let Some(run) = st.runs.get_mut(&(firing.tenant.clone(), id.clone())) {
-                cancel(run, now, "replaced by a newer run");
+                run.request_cancel(now, "replaced by a newer run");
             }
         }
         let mut inserted = Vec::new();
@@ -350,71 +319,10 @@ impl JobStore for MemStore {
             .runs
             .get_mut(&(tenant.clone(), run_id.clone()))
             .ok_or(StoreError::NotFound)?;
-        if run.state.is_terminal() {
-            return Ok(ClaimOutcome::Terminal(run.clone()));
+        if let ClaimStep::Answer { outcome, .. } = run.decide_claim(now) {
+            return Ok(outcome);
         }
-        if run.state == RunState::Running {
-            if !lease_expired(run, now) {
-                let until = run.lease.as_ref().map(|l| l.expires_at).unwrap_or(now);
-                return Ok(ClaimOutcome::Leased(until));
-            }
-            // Its worker vanished: close the attempt where its lease ended.
-            let ended = run.lease.as_ref().map(|l| l.expires_at);
-            close_lost_attempt(run);
-            if run.cancel_requested || run.attempt_count() >= run.max_attempts {
-                let cancelled = run.cancel_requested;
-                run.state = if cancelled {
-                    RunState::Cancelled
-                } else {
-                    RunState::Failed
-                };
-                run.finished_at = ended.or(Some(trunc_ms(now)));
-                run.reason.get_or_insert_with(|| {
-                    if cancelled {
-                        "cancelled".into()
-                    } else {
-                        WORKER_LOST.into()
-                    }
-                });
-                return Ok(ClaimOutcome::Terminal(run.clone()));
-            }
-        } else {
-            if run.cancel_requested {
-                run.state = RunState::Cancelled;
-                run.finished_at = Some(trunc_ms(now));
-                run.reason.get_or_insert_with(|| "cancelled".into());
-                return Ok(ClaimOutcome::Terminal(run.clone()));
-            }
-            if run.not_before > now {
-                return Ok(ClaimOutcome::NotYet(run.not_before));
-            }
-            if run.attempt_count() >= run.max_attempts {
-                // Nothing left to try (a retry was written past the limit): end it.
-                run.state = RunState::Failed;
-                run.finished_at = Some(trunc_ms(now));
-                return Ok(ClaimOutcome::Terminal(run.clone()));
-            }
-        }
-        let now = trunc_ms(now);
-        run.attempts.push(Attempt {
-            attempt: run.attempt_count() + 1,
-            worker: worker.clone(),
-            started_at: now,
-            finished_at: None,
-            outcome: None,
-            exit_code: None,
-            http_status: None,
-            error: None,
-            log_bytes: 0,
-            log_truncated: false,
-        });
-        run.state = RunState::Running;
-        run.started_at.get_or_insert(now);
-        run.lease = Some(Lease {
-            owner: worker.clone(),
-            token: next_token,
-            expires_at: trunc_ms(lease_until),
-        });
+        run.start_attempt(worker, now, lease_until, next_token);
         let run = run.clone();
         st.last_token = next_token;
         Ok(ClaimOutcome::Claimed { run, token: next_token })
@@ -433,13 +341,8 @@ impl JobStore for MemStore {
             .runs
             .get_mut(&(tenant.clone(), run_id.clone()))
             .ok_or(StoreError::NotFound)?;
-        match &mut run.lease {
-            Some(l) if run.state == RunState::Running && l.token == token && l.expires_at >= now => {
-                l.expires_at = trunc_ms(lease_until);
-                Ok(run.clone())
-            }
-            _ => Err(StoreError::Fenced),
-        }
+        run.renew_lease(token, now, lease_until)?;
+        Ok(run.clone())
     }
 
     async fn complete(
@@ -456,39 +359,7 @@ impl JobStore for MemStore {
             .runs
             .get_mut(&(tenant.clone(), run_id.clone()))
             .ok_or(StoreError::NotFound)?;
-        let holds = run.state == RunState::Running
-            && run
-                .lease
-                .as_ref()
-                .is_some_and(|l| l.token == token && only_if_expired_by.is_none_or(|t| l.expires_at < t));
-        if !holds {
-            return Err(StoreError::Fenced);
-        }
-        if let RunTransition::Finish(s) = next
-            && !s.is_terminal()
-        {
-            return Err(other("RunTransition::Finish needs a terminal state"));
-        }
-        if let Some(a) = run.attempts.last_mut() {
-            a.finished_at = Some(trunc_ms(result.finished_at));
-            a.outcome = Some(result.outcome);
-            a.exit_code = result.exit_code;
-            a.http_status = result.http_status;
-            a.error = result.error.clone();
-            a.log_bytes = result.log_bytes;
-            a.log_truncated = result.log_truncated;
-        }
-        run.lease = None;
-        match next {
-            RunTransition::Retry { not_before } => {
-                run.state = RunState::Pending;
-                run.not_before = trunc_ms(not_before);
-            }
-            RunTransition::Finish(s) => {
-                run.state = s;
-                run.finished_at = Some(trunc_ms(result.finished_at));
-            }
-        }
+        run.finish_attempt(token, result, next, only_if_expired_by)?;
         Ok(run.clone())
     }
 
@@ -504,7 +375,7 @@ impl JobStore for MemStore {
             .runs
             .get_mut(&(tenant.clone(), run_id.clone()))
             .ok_or(StoreError::NotFound)?;
-        cancel(run, now, reason);
+        run.request_cancel(now, reason);
         Ok(run.clone())
     }
 
@@ -513,7 +384,7 @@ impl JobStore for MemStore {
         let mut runs: Vec<&Run> = st
             .runs
             .values()
-            .filter(|r| r.state == RunState::Running && lease_expired(r, now))
+            .filter(|r| r.state == RunState::Running && r.lease_expired(now))
             .collect();
         runs.sort_by_key(|r| (r.lease.as_ref().map(|l| l.expires_at), r.run_id.clone()));
         Ok(runs.into_iter().take(limit).cloned().collect())

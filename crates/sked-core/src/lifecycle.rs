@@ -1,0 +1,357 @@
+//! The run state machine as pure functions on a loaded [`Run`]: claim, heartbeat, complete and
+//! cancel. Every store that keeps a run as one record applies these inside its own transaction
+//! (read, decide, write), so the rules of SPEC §2 are written once, here, and unit-tested here.
+//! A store whose writes are conditional expressions (DynamoDB) must keep the same rules; the
+//! contract suites in sked-testkit check that they do.
+
+use crate::ids::WorkerId;
+use crate::ports::{AttemptResult, ClaimOutcome, RunTransition, StoreError};
+use crate::run::{Attempt, AttemptOutcome, Lease, Run, RunState};
+use crate::timestamp::{Timestamp, trunc_ms};
+
+/// Error text of an attempt closed because its worker stopped renewing its lease.
+pub const WORKER_LOST: &str = "worker lost";
+/// Reason of a run that ended CANCELLED at claim time because a cancel was requested.
+pub const CANCELLED: &str = "cancelled";
+
+/// What a claim does to a loaded run.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClaimStep {
+    /// Start a new attempt ([`Run::start_attempt`]); the run may already have changed (an
+    /// abandoned attempt closed), and must be saved with it.
+    Start,
+    /// Answer this without starting an attempt; save the run first if `changed`.
+    Answer {
+        /// The answer.
+        outcome: ClaimOutcome,
+        /// Whether the run was changed (and must be saved).
+        changed: bool,
+    },
+}
+
+impl Run {
+    /// Whether the lease ended before `now` (or there is none).
+    pub fn lease_expired(&self, now: Timestamp) -> bool {
+        self.lease.as_ref().is_none_or(|l| l.expires_at < now)
+    }
+
+    /// Decides a claim at `now` (see [`crate::ports::JobStore::claim`]): an expired attempt is
+    /// closed as worker lost at its lease's expiry, a run with nothing left to try ends, a
+    /// cancelled one ends CANCELLED, a leased or not-yet-due one is refused.
+    pub fn decide_claim(&mut self, now: Timestamp) -> ClaimStep {
+        let answer = |outcome, changed| ClaimStep::Answer { outcome, changed };
+        if self.state.is_terminal() {
+            return answer(ClaimOutcome::Terminal(self.clone()), false);
+        }
+        if self.state == RunState::Running {
+            if let Some(lease) = self.lease.as_ref().filter(|_| !self.lease_expired(now)) {
+                return answer(ClaimOutcome::Leased(lease.expires_at), false);
+            }
+            // Its worker vanished: close the attempt where its lease ended.
+            let ended = self.close_lost_attempt();
+            if self.cancel_requested || self.attempt_count() >= self.max_attempts {
+                let (state, reason) = if self.cancel_requested {
+                    (RunState::Cancelled, CANCELLED)
+                } else {
+                    (RunState::Failed, WORKER_LOST)
+                };
+                self.end(state, ended.unwrap_or(now), reason);
+                return answer(ClaimOutcome::Terminal(self.clone()), true);
+            }
+            return ClaimStep::Start;
+        }
+        if self.cancel_requested {
+            self.end(RunState::Cancelled, now, CANCELLED);
+            return answer(ClaimOutcome::Terminal(self.clone()), true);
+        }
+        if self.not_before > now {
+            return answer(ClaimOutcome::NotYet(self.not_before), false);
+        }
+        if self.attempt_count() >= self.max_attempts {
+            // Nothing left to try (a retry was written past the limit): end it.
+            self.end(RunState::Failed, now, "no attempt left");
+            return answer(ClaimOutcome::Terminal(self.clone()), true);
+        }
+        ClaimStep::Start
+    }
+
+    /// Appends attempt n+1 for `worker` under a lease until `lease_until` with fencing `token`
+    /// (which the store guarantees is greater than any earlier token of this run).
+    pub fn start_attempt(&mut self, worker: &WorkerId, now: Timestamp, lease_until: Timestamp, token: u64) {
+        let now = trunc_ms(now);
+        self.attempts.push(Attempt {
+            attempt: self.attempt_count() + 1,
+            worker: worker.clone(),
+            started_at: now,
+            finished_at: None,
+            outcome: None,
+            exit_code: None,
+            http_status: None,
+            error: None,
+            log_bytes: 0,
+            log_truncated: false,
+        });
+        self.state = RunState::Running;
+        self.started_at.get_or_insert(now);
+        self.lease = Some(Lease {
+            owner: worker.clone(),
+            token,
+            expires_at: trunc_ms(lease_until),
+        });
+    }
+
+    /// Renews the lease held by `token` until `lease_until`, unless it expired before `now`.
+    pub fn renew_lease(&mut self, token: u64, now: Timestamp, lease_until: Timestamp) -> Result<(), StoreError> {
+        let running = self.state == RunState::Running;
+        match &mut self.lease {
+            Some(lease) if running && lease.token == token && lease.expires_at >= now => {
+                lease.expires_at = trunc_ms(lease_until);
+                Ok(())
+            }
+            _ => Err(StoreError::Fenced),
+        }
+    }
+
+    /// Closes the attempt holding `token` with `result` and moves the run by `next` (see
+    /// [`crate::ports::JobStore::complete`]). [`StoreError::Fenced`] and no change unless the
+    /// token holds the lease (and, with `only_if_expired_by`, the lease expired before it).
+    pub fn finish_attempt(
+        &mut self,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        only_if_expired_by: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
+        let holds = self.state == RunState::Running
+            && self
+                .lease
+                .as_ref()
+                .is_some_and(|l| l.token == token && only_if_expired_by.is_none_or(|t| l.expires_at < t));
+        if !holds {
+            return Err(StoreError::Fenced);
+        }
+        if let RunTransition::Finish(state) = next
+            && !state.is_terminal()
+        {
+            return Err(StoreError::Other(format!("cannot finish a run as {state}").into()));
+        }
+        let finished_at = trunc_ms(result.finished_at);
+        if let Some(a) = self.attempts.last_mut() {
+            a.finished_at = Some(finished_at);
+            a.outcome = Some(result.outcome);
+            a.exit_code = result.exit_code;
+            a.http_status = result.http_status;
+            a.error = result.error.clone();
+            a.log_bytes = result.log_bytes;
+            a.log_truncated = result.log_truncated;
+        }
+        self.lease = None;
+        match next {
+            RunTransition::Retry { not_before } => {
+                self.state = RunState::Pending;
+                self.not_before = trunc_ms(not_before);
+            }
+            RunTransition::Finish(state) => {
+                self.state = state;
+                self.finished_at = Some(finished_at);
+            }
+        }
+        Ok(())
+    }
+
+    /// Asks the run to stop: PENDING ends CANCELLED at once with `reason`; RUNNING gets
+    /// `cancel_requested` (its worker stops it). Returns whether the run changed.
+    pub fn request_cancel(&mut self, now: Timestamp, reason: &str) -> bool {
+        match self.state {
+            RunState::Pending => {
+                self.lease = None;
+                self.end(RunState::Cancelled, now, reason);
+                true
+            }
+            RunState::Running if !self.cancel_requested => {
+                self.cancel_requested = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Closes the open attempt as worker lost at the lease's expiry and drops the lease;
+    /// returns that expiry.
+    fn close_lost_attempt(&mut self) -> Option<Timestamp> {
+        let expired_at = self.lease.take().map(|l| l.expires_at);
+        if let Some(a) = self.attempts.last_mut().filter(|a| a.outcome.is_none()) {
+            a.finished_at = expired_at.or(Some(a.started_at));
+            a.outcome = Some(AttemptOutcome::WorkerLost);
+            a.error = Some(WORKER_LOST.to_string());
+        }
+        expired_at
+    }
+
+    /// Ends the run in `state` at `at`, keeping an earlier reason if there is one.
+    fn end(&mut self, state: RunState, at: Timestamp, reason: &str) {
+        self.state = state;
+        self.finished_at = Some(trunc_ms(at));
+        self.reason.get_or_insert_with(|| reason.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::Trigger;
+    use crate::timestamp::parse;
+
+    fn t(secs: i64) -> Timestamp {
+        parse("2026-12-01T00:00:00Z").unwrap() + chrono::Duration::seconds(secs)
+    }
+
+    fn pending(max_attempts: u32) -> Run {
+        Run::new_pending(
+            "t".into(),
+            "j".into(),
+            t(0),
+            Trigger::Schedule,
+            5,
+            t(0),
+            max_attempts,
+            t(0),
+        )
+    }
+
+    fn result(outcome: AttemptOutcome, at: i64) -> AttemptResult {
+        AttemptResult {
+            finished_at: t(at),
+            outcome,
+            exit_code: Some(0),
+            http_status: None,
+            error: None,
+            log_bytes: 3,
+            log_truncated: false,
+        }
+    }
+
+    fn claim(run: &mut Run, now: i64, token: u64) -> Result<(), ClaimOutcome> {
+        match run.decide_claim(t(now)) {
+            ClaimStep::Start => {
+                run.start_attempt(&"w".into(), t(now), t(now + 15), token);
+                Ok(())
+            }
+            ClaimStep::Answer { outcome, .. } => Err(outcome),
+        }
+    }
+
+    #[test]
+    fn pending_claims_into_running_with_a_lease_then_succeeds() {
+        let mut run = pending(2);
+        assert_eq!(claim(&mut run, 0, 1), Ok(()));
+        assert_eq!(run.state, RunState::Running);
+        assert_eq!(run.started_at, Some(t(0)));
+        assert_eq!(run.lease.as_ref().unwrap().expires_at, t(15));
+        run.finish_attempt(
+            1,
+            &result(AttemptOutcome::Succeeded, 3),
+            RunTransition::Finish(RunState::Succeeded),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            (run.state, run.finished_at, run.lease.clone()),
+            (RunState::Succeeded, Some(t(3)), None)
+        );
+        assert_eq!(run.attempts[0].log_bytes, 3);
+    }
+
+    #[test]
+    fn not_yet_and_leased_runs_are_refused_without_change() {
+        let mut run = pending(2);
+        run.not_before = t(10);
+        assert_eq!(claim(&mut run, 0, 1), Err(ClaimOutcome::NotYet(t(10))));
+        assert_eq!(claim(&mut run, 10, 1), Ok(()));
+        assert_eq!(claim(&mut run, 12, 2), Err(ClaimOutcome::Leased(t(25))));
+    }
+
+    #[test]
+    fn an_expired_lease_is_closed_as_worker_lost_and_the_next_attempt_starts() {
+        let mut run = pending(2);
+        claim(&mut run, 0, 1).unwrap();
+        assert_eq!(claim(&mut run, 20, 2), Ok(()));
+        assert_eq!(run.attempts[0].outcome, Some(AttemptOutcome::WorkerLost));
+        assert_eq!(run.attempts[0].finished_at, Some(t(15)));
+        assert_eq!(run.attempts.len(), 2);
+        // and with no attempt left, the run ends FAILED at the lease's expiry
+        let Err(ClaimOutcome::Terminal(ended)) = claim(&mut run, 40, 3) else {
+            panic!()
+        };
+        assert_eq!((ended.state, ended.finished_at), (RunState::Failed, Some(t(35))));
+    }
+
+    #[test]
+    fn writes_with_a_stale_token_are_fenced_and_change_nothing() {
+        let mut run = pending(3);
+        claim(&mut run, 0, 1).unwrap();
+        claim(&mut run, 20, 2).unwrap();
+        let before = run.clone();
+        assert!(matches!(run.renew_lease(1, t(21), t(40)), Err(StoreError::Fenced)));
+        let done = result(AttemptOutcome::Succeeded, 22);
+        let finish = RunTransition::Finish(RunState::Succeeded);
+        assert!(matches!(
+            run.finish_attempt(1, &done, finish, None),
+            Err(StoreError::Fenced)
+        ));
+        assert_eq!(run, before);
+        assert!(run.renew_lease(2, t(21), t(40)).is_ok());
+        assert!(
+            matches!(run.renew_lease(2, t(41), t(60)), Err(StoreError::Fenced)),
+            "expired lease"
+        );
+    }
+
+    #[test]
+    fn a_retry_returns_the_run_to_pending_until_its_backoff_passed() {
+        let mut run = pending(3);
+        claim(&mut run, 0, 1).unwrap();
+        let retry = RunTransition::Retry { not_before: t(30) };
+        run.finish_attempt(1, &result(AttemptOutcome::Failed, 2), retry, None)
+            .unwrap();
+        assert_eq!(
+            (run.state, run.not_before, run.finished_at),
+            (RunState::Pending, t(30), None)
+        );
+        assert_eq!(claim(&mut run, 29, 2), Err(ClaimOutcome::NotYet(t(30))));
+    }
+
+    #[test]
+    fn the_reaper_form_only_closes_an_expired_lease() {
+        let mut run = pending(3);
+        claim(&mut run, 0, 1).unwrap();
+        let lost = result(AttemptOutcome::WorkerLost, 15);
+        let next = RunTransition::Retry { not_before: t(16) };
+        assert!(matches!(
+            run.finish_attempt(1, &lost, next, Some(t(10))),
+            Err(StoreError::Fenced)
+        ));
+        assert!(run.finish_attempt(1, &lost, next, Some(t(16))).is_ok());
+    }
+
+    #[test]
+    fn cancel_ends_pending_at_once_and_flags_running() {
+        let mut run = pending(2);
+        assert!(run.request_cancel(t(1), "by user"));
+        assert_eq!(
+            (run.state, run.reason.as_deref()),
+            (RunState::Cancelled, Some("by user"))
+        );
+        assert!(!run.request_cancel(t(2), "again"), "terminal runs do not change");
+
+        let mut run = pending(2);
+        claim(&mut run, 0, 1).unwrap();
+        assert!(run.request_cancel(t(1), "by user"));
+        assert_eq!((run.state, run.cancel_requested), (RunState::Running, true));
+        // its worker vanished: the next claim ends it CANCELLED
+        let Err(ClaimOutcome::Terminal(ended)) = claim(&mut run, 20, 2) else {
+            panic!()
+        };
+        assert_eq!(ended.state, RunState::Cancelled);
+    }
+}
