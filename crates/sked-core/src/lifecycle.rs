@@ -16,6 +16,7 @@ pub const CANCELLED: &str = "cancelled";
 
 /// What a claim does to a loaded run.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a return value, moved once; boxing would only add an allocation
 pub enum ClaimStep {
     /// Start a new attempt ([`Run::start_attempt`]); the run may already have changed (an
     /// abandoned attempt closed), and must be saved with it.
