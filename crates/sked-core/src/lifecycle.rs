@@ -232,20 +232,21 @@ mod tests {
         }
     }
 
-    fn claim(run: &mut Run, now: i64, token: u64) -> Result<(), ClaimOutcome> {
+    /// Claims as a store would: `None` when an attempt started, else the answer.
+    fn claim(run: &mut Run, now: i64, token: u64) -> Option<ClaimOutcome> {
         match run.decide_claim(t(now)) {
             ClaimStep::Start => {
                 run.start_attempt(&"w".into(), t(now), t(now + 15), token);
-                Ok(())
+                None
             }
-            ClaimStep::Answer { outcome, .. } => Err(outcome),
+            ClaimStep::Answer { outcome, .. } => Some(outcome),
         }
     }
 
     #[test]
     fn pending_claims_into_running_with_a_lease_then_succeeds() {
         let mut run = pending(2);
-        assert_eq!(claim(&mut run, 0, 1), Ok(()));
+        assert_eq!(claim(&mut run, 0, 1), None);
         assert_eq!(run.state, RunState::Running);
         assert_eq!(run.started_at, Some(t(0)));
         assert_eq!(run.lease.as_ref().unwrap().expires_at, t(15));
@@ -267,21 +268,21 @@ mod tests {
     fn not_yet_and_leased_runs_are_refused_without_change() {
         let mut run = pending(2);
         run.not_before = t(10);
-        assert_eq!(claim(&mut run, 0, 1), Err(ClaimOutcome::NotYet(t(10))));
-        assert_eq!(claim(&mut run, 10, 1), Ok(()));
-        assert_eq!(claim(&mut run, 12, 2), Err(ClaimOutcome::Leased(t(25))));
+        assert_eq!(claim(&mut run, 0, 1), Some(ClaimOutcome::NotYet(t(10))));
+        assert_eq!(claim(&mut run, 10, 1), None);
+        assert_eq!(claim(&mut run, 12, 2), Some(ClaimOutcome::Leased(t(25))));
     }
 
     #[test]
     fn an_expired_lease_is_closed_as_worker_lost_and_the_next_attempt_starts() {
         let mut run = pending(2);
-        claim(&mut run, 0, 1).unwrap();
-        assert_eq!(claim(&mut run, 20, 2), Ok(()));
+        assert_eq!(claim(&mut run, 0, 1), None);
+        assert_eq!(claim(&mut run, 20, 2), None);
         assert_eq!(run.attempts[0].outcome, Some(AttemptOutcome::WorkerLost));
         assert_eq!(run.attempts[0].finished_at, Some(t(15)));
         assert_eq!(run.attempts.len(), 2);
         // and with no attempt left, the run ends FAILED at the lease's expiry
-        let Err(ClaimOutcome::Terminal(ended)) = claim(&mut run, 40, 3) else {
+        let Some(ClaimOutcome::Terminal(ended)) = claim(&mut run, 40, 3) else {
             panic!()
         };
         assert_eq!((ended.state, ended.finished_at), (RunState::Failed, Some(t(35))));
@@ -290,8 +291,8 @@ mod tests {
     #[test]
     fn writes_with_a_stale_token_are_fenced_and_change_nothing() {
         let mut run = pending(3);
-        claim(&mut run, 0, 1).unwrap();
-        claim(&mut run, 20, 2).unwrap();
+        assert_eq!(claim(&mut run, 0, 1), None);
+        assert_eq!(claim(&mut run, 20, 2), None);
         let before = run.clone();
         assert!(matches!(run.renew_lease(1, t(21), t(40)), Err(StoreError::Fenced)));
         let done = result(AttemptOutcome::Succeeded, 22);
@@ -311,7 +312,7 @@ mod tests {
     #[test]
     fn a_retry_returns_the_run_to_pending_until_its_backoff_passed() {
         let mut run = pending(3);
-        claim(&mut run, 0, 1).unwrap();
+        assert_eq!(claim(&mut run, 0, 1), None);
         let retry = RunTransition::Retry { not_before: t(30) };
         run.finish_attempt(1, &result(AttemptOutcome::Failed, 2), retry, None)
             .unwrap();
@@ -319,13 +320,13 @@ mod tests {
             (run.state, run.not_before, run.finished_at),
             (RunState::Pending, t(30), None)
         );
-        assert_eq!(claim(&mut run, 29, 2), Err(ClaimOutcome::NotYet(t(30))));
+        assert_eq!(claim(&mut run, 29, 2), Some(ClaimOutcome::NotYet(t(30))));
     }
 
     #[test]
     fn the_reaper_form_only_closes_an_expired_lease() {
         let mut run = pending(3);
-        claim(&mut run, 0, 1).unwrap();
+        assert_eq!(claim(&mut run, 0, 1), None);
         let lost = result(AttemptOutcome::WorkerLost, 15);
         let next = RunTransition::Retry { not_before: t(16) };
         assert!(matches!(
@@ -346,11 +347,11 @@ mod tests {
         assert!(!run.request_cancel(t(2), "again"), "terminal runs do not change");
 
         let mut run = pending(2);
-        claim(&mut run, 0, 1).unwrap();
+        assert_eq!(claim(&mut run, 0, 1), None);
         assert!(run.request_cancel(t(1), "by user"));
         assert_eq!((run.state, run.cancel_requested), (RunState::Running, true));
         // its worker vanished: the next claim ends it CANCELLED
-        let Err(ClaimOutcome::Terminal(ended)) = claim(&mut run, 20, 2) else {
+        let Some(ClaimOutcome::Terminal(ended)) = claim(&mut run, 20, 2) else {
             panic!()
         };
         assert_eq!(ended.state, RunState::Cancelled);
