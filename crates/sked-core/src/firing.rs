@@ -140,6 +140,7 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
             },
             runs,
             cancel,
+            at: now,
         },
         skipped,
     })

@@ -13,6 +13,8 @@ use crate::timestamp::{Timestamp, trunc_ms};
 pub const WORKER_LOST: &str = "worker lost";
 /// Reason of a run that ended CANCELLED at claim time because a cancel was requested.
 pub const CANCELLED: &str = "cancelled";
+/// Reason of a run cancelled by the `replace` overlap policy.
+pub const REPLACED: &str = "replaced by a newer run";
 
 /// What a claim does to a loaded run.
 #[derive(Debug, Clone, PartialEq)]

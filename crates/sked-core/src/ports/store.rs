@@ -95,6 +95,17 @@ pub struct Firing {
     /// Runs to cancel first (`replace` overlap): PENDING ones end CANCELLED, RUNNING ones
     /// get `cancel_requested`.
     pub cancel: Vec<RunId>,
+    /// When the sweep decided (the cancellations' time).
+    pub at: Timestamp,
+}
+
+impl Firing {
+    /// Whether `job` is still the version the sweep decided on (the write's condition).
+    pub fn still_applies_to(&self, job: &Job) -> bool {
+        job.version == self.expected_version
+            && job.next_fire_at.map(crate::timestamp::trunc_ms)
+                == self.expected_next_fire_at.map(crate::timestamp::trunc_ms)
+    }
 }
 
 /// Why a claim did not start an attempt, or the attempt it started.

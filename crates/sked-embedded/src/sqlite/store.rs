@@ -22,16 +22,13 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
-use sked_core::lifecycle::ClaimStep;
+use sked_core::lifecycle::{ClaimStep, REPLACED};
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
 use sked_core::run::Run;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::sync::Arc;
-
-/// Reason of a run cancelled by a sweep's `replace` overlap.
-pub const REPLACED: &str = "replaced by a newer run";
 
 /// Jobs and runs in the SQLite file.
 #[derive(Debug, Clone)]
@@ -241,23 +238,14 @@ impl JobStore for SqliteStore {
         self.write(move |conn| {
             let job = load_job(conn, firing.tenant.as_str(), firing.job_id.as_str())?
                 .ok_or(TxError::Store(StoreError::NotFound))?;
-            if job.version != firing.expected_version || job.next_fire_at != firing.expected_next_fire_at.map(trunc_ms)
-            {
+            if !firing.still_applies_to(&job) {
                 return Err(conflict(format!("job {} moved on", firing.job_id)));
             }
-            // The firing's time is the latest creation time of its runs, or the job's due time.
-            let now = firing
-                .runs
-                .iter()
-                .map(|r| r.created_at)
-                .max()
-                .or(job.next_fire_at)
-                .unwrap_or(job.updated_at);
             for id in &firing.cancel {
                 if let Some(mut stored) = load_run(conn, firing.tenant.as_str(), id.as_str())?
                     && !stored.run.state.is_terminal()
                 {
-                    stored.run.request_cancel(now, REPLACED);
+                    stored.run.request_cancel(firing.at, REPLACED);
                     Self::save(conn, &stored)?;
                 }
             }

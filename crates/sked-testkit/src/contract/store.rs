@@ -88,6 +88,7 @@ fn firing(j: &Job, runs: Vec<Run>, next: Option<Timestamp>) -> Firing {
         state: JobState::Active,
         runs,
         cancel: vec![],
+        at: j.next_fire_at.unwrap_or(j.updated_at),
     }
 }
 

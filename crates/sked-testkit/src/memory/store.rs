@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
-use sked_core::lifecycle::ClaimStep;
+use sked_core::lifecycle::{ClaimStep, REPLACED};
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
@@ -215,20 +215,12 @@ impl JobStore for MemStore {
         let mut st = self.lock();
         let key = (firing.tenant.clone(), firing.job_id.clone());
         let job = st.jobs.get(&key).ok_or(StoreError::NotFound)?;
-        if job.version != firing.expected_version || job.next_fire_at != firing.expected_next_fire_at.map(trunc_ms) {
+        if !firing.still_applies_to(job) {
             return Err(conflict(format!("job {} moved on", firing.job_id)));
         }
-        // The firing's time is the nominal time of its runs, or the job's due time.
-        let now = firing
-            .runs
-            .iter()
-            .map(|r| r.created_at)
-            .max()
-            .or(job.next_fire_at)
-            .unwrap_or(job.updated_at);
         for id in &firing.cancel {
             if let Some(run) = st.runs.get_mut(&(firing.tenant.clone(), id.clone())) {
-                run.request_cancel(now, "replaced by a newer run");
+                run.request_cancel(firing.at, REPLACED);
             }
         }
         let mut inserted = Vec::new();
