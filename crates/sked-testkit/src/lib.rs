@@ -4,6 +4,9 @@
 //! - [`memory`]: in-memory store, queue and log store (real implementations of the ports,
 //!   not mocks: they keep the same contract as SQLite and AWS), and a scripted
 //!   [`FakeExecutor`](memory::FakeExecutor).
+//! - [`faults`]: [`Faulty`](faults::Faulty) wrappers that inject faults into any port from a
+//!   seeded generator.
+//! - [`sim`]: the deterministic simulation of the whole scheduler, with invariant checks.
 //! - [`contract`]: the store and queue contract suites every adapter runs, through
 //!   [`store_contract!`] and [`queue_contract!`].
 //!
@@ -12,4 +15,6 @@
 
 pub mod clock;
 pub mod contract;
+pub mod faults;
 pub mod memory;
+pub mod sim;

@@ -59,6 +59,7 @@ impl Reaper {
                 tracing::warn!(error = %e, "reaper pass failed");
             }
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => return,
                 _ = clock.sleep_until(clock.now() + self.config.interval.to_chrono()) => {}
             }

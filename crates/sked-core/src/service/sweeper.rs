@@ -6,9 +6,11 @@ use super::{Ports, SweepSignal};
 use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::firing::{SkipReason, plan};
+use crate::ids::{JobId, TenantId};
 use crate::job::{Job, Overlap};
 use crate::ports::{Dispatch, StoreError};
 use crate::timestamp::Timestamp;
+use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Pause after a failed sweep before trying again.
@@ -49,17 +51,46 @@ pub struct SweepReport {
     pub more: bool,
 }
 
+/// An occurrence a sweep skipped by policy, reported once its firing was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedOccurrence {
+    /// Owner.
+    pub tenant: TenantId,
+    /// The job.
+    pub job_id: JobId,
+    /// The occurrence's nominal time.
+    pub scheduled_for: Timestamp,
+    /// Why it did not become a run.
+    pub reason: SkipReason,
+}
+
+/// Receives every skipped occurrence (besides the log line each gets). Deployments leave it
+/// unset; simulations use it to account for every occurrence.
+pub type SkipSink = Arc<dyn Fn(&SkippedOccurrence) + Send + Sync>;
+
 /// The sweeper task.
 pub struct Sweeper {
     pub(crate) ports: Ports,
     pub(crate) signal: SweepSignal,
     pub(crate) config: SweeperConfig,
+    pub(crate) skips: Option<SkipSink>,
 }
 
 impl Sweeper {
     /// A sweeper over `ports`, woken by `signal`.
     pub fn new(ports: Ports, signal: SweepSignal, config: SweeperConfig) -> Self {
-        Sweeper { ports, signal, config }
+        Sweeper {
+            ports,
+            signal,
+            config,
+            skips: None,
+        }
+    }
+
+    /// Also reports every skipped occurrence to `sink`.
+    pub fn with_skip_sink(mut self, sink: SkipSink) -> Self {
+        self.skips = Some(sink);
+        self
     }
 
     /// Sweeps until `shutdown` is cancelled: fire what is due, then sleep until the earliest
@@ -76,6 +107,7 @@ impl Sweeper {
                 }
             };
             tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => return,
                 _ = self.signal.woken() => {}
                 _ = clock.sleep_until(wake_at) => {}
@@ -109,6 +141,7 @@ impl Sweeper {
             ..SweepReport::default()
         };
         let mut dispatches = Vec::new();
+        let mut failed = None;
         for job in &due {
             match self.fire_job(job, now).await {
                 Ok((fired, skipped)) => {
@@ -119,14 +152,21 @@ impl Sweeper {
                 // Someone changed the job meanwhile (a user, another sweeper): the next
                 // sweep sees its new state.
                 Err(CoreError::Store(StoreError::Conflict(_))) => {}
-                Err(e) => return Err(e),
+                // One job's failure must not hold back the runs already written for others:
+                // go on, enqueue what was fired, then report the failure.
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
             }
         }
         if !dispatches.is_empty() {
             // A crash before this line leaves PENDING runs that the reaper re-enqueues.
             self.ports.queue.enqueue(&dispatches).await?;
         }
-        Ok(report)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(report),
+        }
     }
 
     /// Plans and writes one job's firing; returns the dispatches of the runs it created and
@@ -147,6 +187,16 @@ impl Sweeper {
                 SkipReason::Overlap => "overlap",
             };
             tracing::info!(tenant = %job.tenant, job_id = %job.id, scheduled_for = %crate::timestamp::format(at), reason, "occurrence skipped");
+        }
+        if let Some(sink) = &self.skips {
+            for (at, reason) in &plan.skipped {
+                sink(&SkippedOccurrence {
+                    tenant: job.tenant.clone(),
+                    job_id: job.id.clone(),
+                    scheduled_for: *at,
+                    reason: *reason,
+                });
+            }
         }
         let dispatches = created
             .into_iter()

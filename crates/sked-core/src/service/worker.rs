@@ -25,6 +25,16 @@ const OUTPUT_BUFFER: usize = 1024;
 /// Pause after a failed receive before trying again.
 const RECEIVE_BACKOFF: Dur = Dur::millis(500);
 
+/// What a heartbeat learned.
+enum Beat {
+    /// The store lease now lasts until `until`; `cancel` if a cancel was asked for.
+    Renewed { until: Timestamp, cancel: bool },
+    /// Another attempt holds the run (or the lease ended): stop and write nothing.
+    Fenced,
+    /// The store could not be reached; the lease stands until it expires.
+    Failed,
+}
+
 /// Worker settings.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -78,6 +88,7 @@ impl Worker {
         let mut attempts = JoinSet::new();
         loop {
             let first = tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 permit = slots.clone().acquire_owned() => match permit { Ok(p) => p, Err(_) => break },
             };
@@ -86,6 +97,7 @@ impl Worker {
                 permits.push(p);
             }
             let received = tokio::select! {
+                biased;
                 _ = shutdown.cancelled() => break,
                 r = this.ports.queue.receive(permits.len(), this.config.lease, this.config.poll_wait) => r,
             };
@@ -112,9 +124,22 @@ impl Worker {
         while attempts.join_next().await.is_some() {}
     }
 
-    /// Claims and runs one delivered run; leaves the message for redelivery where another
-    /// worker (or a later try) must take it.
-    async fn handle(&self, delivery: Delivery, shutdown: CancellationToken) {
+    /// Step-wise entry point (for simulations that drive the worker themselves instead of
+    /// [`Worker::run`]): leases up to `max` ready deliveries without waiting. Hand each to
+    /// [`Worker::handle`].
+    pub async fn receive(&self, max: usize) -> Result<Vec<Delivery>, CoreError> {
+        Ok(self.ports.queue.receive(max, self.config.lease, Dur::ZERO).await?)
+    }
+
+    /// This worker's settings.
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    /// Claims and runs one delivered run to its end (heartbeats, timeout, completion);
+    /// leaves the message for redelivery where another worker (or a later try) must take it.
+    /// [`Worker::run`] calls this for every delivery; a simulation may call it directly.
+    pub async fn handle(&self, delivery: Delivery, shutdown: CancellationToken) {
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         match self.try_handle(&delivery, shutdown).await {
             Ok(()) => {}
@@ -197,7 +222,6 @@ impl Worker {
         };
         let writer = self.ports.logs.writer(&key).await?;
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_BUFFER);
-        let pump = tokio::spawn(pump_output(out_rx, writer));
         let (stop_tx, stop_rx) = watch::channel(None);
         let request = ExecRequest {
             task: job.spec.task.clone(),
@@ -205,41 +229,70 @@ impl Worker {
             grace: self.config.grace,
         };
 
+        // The log pump runs beside the attempt in this same future (not a spawned task), so
+        // a worker driven step by step (a simulation) owns every piece of its work.
+        let pump = pump_output(out_rx, writer);
         let execution = self.executor.execute(request, out_tx, stop_rx);
-        tokio::pin!(execution);
-        let beat_every = Dur::millis((self.config.lease.as_millis() / 3).max(1) as u64).to_chrono();
-        let deadline = started + job.spec.timeout.to_chrono();
-        let mut next_beat = started + beat_every;
-        let mut stop: Option<StopReason> = None;
-        let result: ExecResult = loop {
-            tokio::select! {
-                result = &mut execution => break result,
-                _ = clock.sleep_until(next_beat), if stop != Some(StopReason::LeaseLost) => {
-                    next_beat = clock.now() + beat_every;
-                    if let Some(reason) = self.heartbeat(delivery, &run, token).await
-                        && (stop.is_none() || reason == StopReason::LeaseLost)
-                    {
-                        stop = Some(reason);
+        let attempt_loop = async {
+            tokio::pin!(execution);
+            let beat_every = Dur::millis((self.config.lease.as_millis() / 3).max(1) as u64).to_chrono();
+            let deadline = started + job.spec.timeout.to_chrono();
+            let mut next_beat = started + beat_every;
+            // The lease as last granted by the store: once it has passed without a renewal
+            // the store may hand the run to another worker, so the payload must stop then —
+            // not only when a later heartbeat hears it was fenced.
+            let mut held_until = run
+                .lease
+                .as_ref()
+                .map_or(started + self.config.lease.to_chrono(), |l| l.expires_at);
+            let mut stop: Option<StopReason> = None;
+            let result: ExecResult = loop {
+                // `biased`: branches are tried in order, so the same inputs always take the
+                // same branch (replayable simulations); the payload's end wins any tie.
+                tokio::select! {
+                    biased;
+                    result = &mut execution => break result,
+                    _ = clock.sleep_until(next_beat), if stop != Some(StopReason::LeaseLost) => {
+                        next_beat = clock.now() + beat_every;
+                        match self.heartbeat(delivery, &run, token).await {
+                            Beat::Renewed { until, cancel } => {
+                                held_until = until;
+                                if cancel && stop.is_none() {
+                                    stop = Some(StopReason::Cancelled);
+                                    let _ = stop_tx.send(stop);
+                                }
+                            }
+                            Beat::Fenced => {
+                                stop = Some(StopReason::LeaseLost);
+                                let _ = stop_tx.send(stop);
+                            }
+                            Beat::Failed => {}
+                        }
+                    }
+                    _ = clock.sleep_until(held_until + chrono::Duration::milliseconds(1)), if stop != Some(StopReason::LeaseLost) => {
+                        tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "lease expired without renewal; stopping the payload");
+                        stop = Some(StopReason::LeaseLost);
+                        let _ = stop_tx.send(stop);
+                    }
+                    _ = clock.sleep_until(deadline), if stop.is_none() => {
+                        stop = Some(StopReason::Timeout);
+                        let _ = stop_tx.send(stop);
+                    }
+                    _ = shutdown.cancelled(), if stop.is_none() => {
+                        stop = Some(StopReason::Shutdown);
                         let _ = stop_tx.send(stop);
                     }
                 }
-                _ = clock.sleep_until(deadline), if stop.is_none() => {
-                    stop = Some(StopReason::Timeout);
-                    let _ = stop_tx.send(stop);
-                }
-                _ = shutdown.cancelled(), if stop.is_none() => {
-                    stop = Some(StopReason::Shutdown);
-                    let _ = stop_tx.send(stop);
-                }
-            }
+            };
+            (result, stop)
         };
-        let summary = match pump.await {
-            Ok(Ok(summary)) => summary,
-            Ok(Err(e)) => {
+        let ((result, stop), pumped) = tokio::join!(attempt_loop, pump);
+        let summary = match pumped {
+            Ok(summary) => summary,
+            Err(e) => {
                 tracing::warn!(run_id = %run.run_id, attempt, error = %e, "log could not be finished");
                 LogSummary::default()
             }
-            Err(_) => LogSummary::default(),
         };
         let stopped = result.stopped.or(stop.filter(|s| *s == StopReason::LeaseLost));
         let outcome = match stopped {
@@ -302,9 +355,8 @@ impl Worker {
         Ok(())
     }
 
-    /// Renews the store lease and the queue lease. Returns a reason to stop the payload:
-    /// the run was cancelled, or the lease is lost.
-    async fn heartbeat(&self, delivery: &Delivery, run: &Run, token: u64) -> Option<StopReason> {
+    /// Renews the store lease and the queue lease.
+    async fn heartbeat(&self, delivery: &Delivery, run: &Run, token: u64) -> Beat {
         let now = timestamp::trunc_ms(self.ports.clock.now());
         let until = now + self.config.lease.to_chrono();
         match self
@@ -317,12 +369,15 @@ impl Worker {
                 if let Err(e) = self.ports.queue.extend(&delivery.receipt, self.config.lease).await {
                     tracing::debug!(run_id = %run.run_id, error = %e, "queue lease not extended");
                 }
-                current.cancel_requested.then_some(StopReason::Cancelled)
+                Beat::Renewed {
+                    until,
+                    cancel: current.cancel_requested,
+                }
             }
-            Err(StoreError::Fenced) => Some(StopReason::LeaseLost),
+            Err(StoreError::Fenced) => Beat::Fenced,
             Err(e) => {
                 tracing::warn!(run_id = %run.run_id, error = %e, "heartbeat failed; will retry");
-                None
+                Beat::Failed
             }
         }
     }

@@ -155,7 +155,10 @@ impl Executor for FakeExecutor {
                     return failed(format!("fake executor: bad sleep {ms:?}"));
                 };
                 let deadline = self.clock.now() + chrono::Duration::milliseconds(ms);
+                // `biased`: a stop asked for at the instant the sleep ends wins, every time
+                // (simulations replay byte for byte).
                 tokio::select! {
+                    biased;
                     reason = stop_requested(&mut stop) => stopped(reason),
                     _ = self.clock.sleep_until(deadline) => exited(0),
                 }

@@ -199,6 +199,7 @@ impl DispatchQueue for MemQueue {
             }
             let wake = next_ready.map_or(deadline, |t| t.min(deadline));
             tokio::select! {
+                biased;
                 _ = notified => {}
                 _ = self.clock.sleep_until(wake) => {}
             }

@@ -1,0 +1,200 @@
+//! [`Faulty`] over a [`JobStore`]: throttling before a call takes effect, lost replies after
+//! a write took effect, conflicts on conditional writes, and interleavings.
+//!
+//! A firing (`fire`) is never answered with a lost reply: the sweeper reports the occurrences
+//! it skipped only once it knows its write took effect, and a simulation accounts for every
+//! occurrence through that report. Reads fail only before running.
+
+use super::{FaultKind, Faulty};
+use async_trait::async_trait;
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::job::Job;
+use sked_core::ports::{
+    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+};
+use sked_core::run::Run;
+use sked_core::timestamp::Timestamp;
+
+fn injected(what: &str) -> StoreError {
+    StoreError::Transient(format!("injected: {what}").into())
+}
+
+impl<P: JobStore + ?Sized> Faulty<P> {
+    /// Before any call: maybe interleave, maybe fail without effect.
+    async fn before(&self, op: &str) -> Result<(), StoreError> {
+        self.chaos.maybe_yield().await;
+        if self.cut_off() {
+            return Err(injected(&format!("{op}: store unreachable")));
+        }
+        if self.chaos.strike(FaultKind::StoreTransient, |p| p.store_transient) {
+            return Err(injected(&format!("{op} throttled")));
+        }
+        Ok(())
+    }
+
+    /// Before a conditional write: as [`Self::before`], or a conflict.
+    async fn before_conditional(&self, op: &str) -> Result<(), StoreError> {
+        self.before(op).await?;
+        if self.chaos.strike(FaultKind::StoreConflict, |p| p.store_conflict) {
+            return Err(StoreError::Conflict(format!("injected: {op} raced")));
+        }
+        Ok(())
+    }
+
+    /// After a write: maybe lose its reply.
+    fn after<T>(&self, op: &str, result: Result<T, StoreError>) -> Result<T, StoreError> {
+        if result.is_ok()
+            && self
+                .chaos
+                .strike(FaultKind::StoreTransientAfterCommit, |p| p.store_transient_after_commit)
+        {
+            return Err(injected(&format!("{op} reply lost")));
+        }
+        result
+    }
+}
+
+#[async_trait]
+impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
+    async fn create_jobs(&self, jobs: &[Job], idempotency: Option<(&str, &str)>) -> Result<(), StoreError> {
+        self.before("create_jobs").await?;
+        let r = self.inner.create_jobs(jobs, idempotency).await;
+        self.after("create_jobs", r)
+    }
+
+    async fn idempotency_lookup(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Result<Option<(String, Vec<JobId>)>, StoreError> {
+        self.before("idempotency_lookup").await?;
+        self.inner.idempotency_lookup(tenant, key).await
+    }
+
+    async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
+        self.before("get_job").await?;
+        self.inner.get_job(tenant, id).await
+    }
+
+    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError> {
+        self.before_conditional("update_job").await?;
+        let r = self.inner.update_job(job, expected_version).await;
+        self.after("update_job", r)
+    }
+
+    async fn list_jobs(
+        &self,
+        tenant: &TenantId,
+        filter: &JobFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Job>, StoreError> {
+        self.before("list_jobs").await?;
+        self.inner.list_jobs(tenant, filter, page).await
+    }
+
+    async fn due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError> {
+        self.before("due_jobs").await?;
+        self.inner.due_jobs(horizon, limit).await
+    }
+
+    async fn next_due_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        self.before("next_due_at").await?;
+        self.inner.next_due_at().await
+    }
+
+    async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
+        self.before_conditional("fire").await?;
+        self.inner.fire(firing).await
+    }
+
+    async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
+        self.before("insert_run").await?;
+        let r = self.inner.insert_run(run).await;
+        self.after("insert_run", r)
+    }
+
+    async fn get_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError> {
+        self.before("get_run").await?;
+        self.inner.get_run(tenant, run_id).await
+    }
+
+    async fn list_runs(
+        &self,
+        tenant: &TenantId,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Run>, StoreError> {
+        self.before("list_runs").await?;
+        self.inner.list_runs(tenant, filter, page).await
+    }
+
+    async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
+        self.before("active_runs").await?;
+        self.inner.active_runs(tenant, job_id).await
+    }
+
+    async fn claim(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<ClaimOutcome, StoreError> {
+        self.before("claim").await?;
+        let r = self.inner.claim(tenant, run_id, worker, now, lease_until).await;
+        self.after("claim", r)
+    }
+
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Run, StoreError> {
+        self.before("heartbeat").await?;
+        let r = self.inner.heartbeat(tenant, run_id, token, now, lease_until).await;
+        self.after("heartbeat", r)
+    }
+
+    async fn complete(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        only_if_expired_by: Option<Timestamp>,
+    ) -> Result<Run, StoreError> {
+        self.before("complete").await?;
+        let r = self
+            .inner
+            .complete(tenant, run_id, token, result, next, only_if_expired_by)
+            .await;
+        self.after("complete", r)
+    }
+
+    async fn cancel_run(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> Result<Run, StoreError> {
+        self.before("cancel_run").await?;
+        let r = self.inner.cancel_run(tenant, run_id, now, reason).await;
+        self.after("cancel_run", r)
+    }
+
+    async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        self.before("expired_leases").await?;
+        self.inner.expired_leases(now, limit).await
+    }
+
+    async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        self.before("stale_pending").await?;
+        self.inner.stale_pending(ready_before, limit).await
+    }
+}

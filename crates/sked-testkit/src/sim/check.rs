@@ -1,0 +1,355 @@
+//! The invariants, checked after every step ([`Checker::step`]) and at the end
+//! ([`Checker::finish`]). Each finding is a sentence naming the run or job and the time.
+//!
+//! - Leases: no two live leases on one run, no completion or renewal by a fenced-off token
+//!   (found by the audit, call by call); a RUNNING run holds a lease and one open attempt,
+//!   other states hold neither.
+//! - Attempts: never more than `max_retries + 1`; attempts of one run never overlap in time;
+//!   a retry after a failure or timeout starts no earlier than its backoff allows (jitter and
+//!   clock skew accounted for).
+//! - Payloads: two executions of one run never overlap in true time (beyond the clock skew),
+//!   unless the earlier one's worker was paused — a paused process cannot stop its payload;
+//!   the fencing token is what keeps its late writes out.
+//! - Occurrences: every occurrence a sweep passed over became a run or was skipped with a
+//!   reason, exactly once; `next_fire_at` only moves by a firing or by a user change of the
+//!   schedule; an ACTIVE job is never more than [`LAG_BOUND`] behind.
+//! - The end: once jobs stop and faults cease, every run ends.
+
+use super::audit::JobEvent;
+use super::payload::Execution;
+use crate::faults::{FaultCounts, FaultKind};
+use sked_core::duration::Dur;
+use sked_core::ids::JobId;
+use sked_core::job::{Job, JobState};
+use sked_core::run::{AttemptOutcome, Run, RunState};
+use sked_core::schedule::next_fire_after;
+use sked_core::service::sweeper::SkippedOccurrence;
+use sked_core::timestamp::{self, Timestamp};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Furthest an ACTIVE job's `next_fire_at` may fall behind the true time.
+pub const LAG_BOUND: Dur = Dur::secs(60);
+/// Most findings kept (the first ones matter).
+const MAX_FINDINGS: usize = 20;
+
+/// Collects findings.
+#[derive(Debug, Default)]
+pub struct Checker {
+    /// Largest clock offset of any process, in ms.
+    max_skew_ms: i64,
+    /// What broke, in order.
+    findings: Vec<String>,
+    /// Findings already reported (each is reported once).
+    seen: BTreeSet<String>,
+}
+
+impl Checker {
+    /// A checker tolerating clock offsets up to `max_skew_ms`.
+    pub fn new(max_skew_ms: u64) -> Self {
+        Checker {
+            max_skew_ms: max_skew_ms as i64,
+            ..Checker::default()
+        }
+    }
+
+    /// What broke so far.
+    pub fn violations(&self) -> &[String] {
+        &self.findings
+    }
+
+    fn report(&mut self, now: Timestamp, what: String) {
+        if self.findings.len() < MAX_FINDINGS && self.seen.insert(what.clone()) {
+            self.findings.push(format!("at {}: {what}", timestamp::format(&now)));
+        }
+    }
+
+    /// How far apart two processes' clocks may be, as a chrono duration (plus a millisecond
+    /// of truncation).
+    fn skew(&self) -> chrono::Duration {
+        chrono::Duration::milliseconds(2 * self.max_skew_ms + 1)
+    }
+
+    /// The checks of every step.
+    pub fn step(&mut self, now: Timestamp, runs: &[Run], jobs: &[Job], execs: &[Execution], audit: Vec<String>) {
+        for v in audit {
+            self.report(now, v);
+        }
+        for run in runs {
+            self.check_run(now, run, jobs);
+        }
+        self.check_executions(now, execs);
+        for job in jobs {
+            // Measured from the job's last change too: a job just resumed is due at once.
+            if job.state == JobState::Active
+                && let Some(next) = job.next_fire_at
+                && next.max(job.updated_at) < now - LAG_BOUND.to_chrono()
+            {
+                self.report(
+                    now,
+                    format!(
+                        "job {} is behind: next_fire_at {} is more than {LAG_BOUND} ago",
+                        job.id,
+                        timestamp::format(&next)
+                    ),
+                );
+            }
+        }
+    }
+
+    fn check_run(&mut self, now: Timestamp, run: &Run, jobs: &[Job]) {
+        let id = &run.run_id;
+        let n = run.attempts.len();
+        if n as u32 > run.max_attempts {
+            self.report(
+                now,
+                format!("{id} has {n} attempts; at most {} allowed", run.max_attempts),
+            );
+        }
+        let open = run.attempts.iter().filter(|a| a.finished_at.is_none()).count();
+        match run.state {
+            RunState::Running => {
+                if run.lease.is_none() || open != 1 || run.attempts.last().is_none_or(|a| a.finished_at.is_some()) {
+                    self.report(now, format!("{id} is RUNNING without exactly one open, leased attempt"));
+                }
+            }
+            _ => {
+                if run.lease.is_some() || open != 0 {
+                    self.report(
+                        now,
+                        format!("{id} is {} but holds a lease or an open attempt", run.state),
+                    );
+                }
+            }
+        }
+        let backoff = jobs.iter().find(|j| j.id == run.job_id).map(|j| j.spec.backoff);
+        for pair in run.attempts.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            let Some(ended) = a.finished_at else {
+                self.report(
+                    now,
+                    format!("{id}: attempt {} started while {} was open", b.attempt, a.attempt),
+                );
+                continue;
+            };
+            if b.started_at < ended {
+                self.report(
+                    now,
+                    format!(
+                        "{id}: attempt {} started at {} before attempt {} ended at {}",
+                        b.attempt,
+                        timestamp::format(&b.started_at),
+                        a.attempt,
+                        timestamp::format(&ended)
+                    ),
+                );
+            }
+            // Retries after a failure or a timeout wait their backoff; a lost worker's run is
+            // taken over as soon as its lease has expired.
+            if let (Some(AttemptOutcome::Failed | AttemptOutcome::TimedOut), Some(backoff)) = (a.outcome, backoff) {
+                let raw = backoff.initial.as_millis() as f64 * backoff.factor.max(1.0).powi(a.attempt as i32 - 1);
+                let least = raw.min(backoff.max.as_millis() as f64) * (1.0 - backoff.jitter.clamp(0.0, 1.0));
+                let earliest = ended + chrono::Duration::milliseconds(least as i64 - 1) - self.skew();
+                if b.started_at < earliest {
+                    self.report(
+                        now,
+                        format!(
+                            "{id}: attempt {} started {} ms after attempt {} ({}) ended; its backoff is at least {} ms",
+                            b.attempt,
+                            (b.started_at - ended).num_milliseconds(),
+                            a.attempt,
+                            a.error.as_deref().unwrap_or(""),
+                            least as i64
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    fn check_executions(&mut self, now: Timestamp, execs: &[Execution]) {
+        let mut by_run: BTreeMap<&str, Vec<&Execution>> = BTreeMap::new();
+        for e in execs {
+            by_run.entry(e.run_id.as_str()).or_default().push(e);
+        }
+        for (run, mut list) in by_run {
+            list.sort_by_key(|e| (e.started_at, e.token));
+            for pair in list.windows(2) {
+                let (a, b) = (pair[0], pair[1]);
+                if a.paused {
+                    continue;
+                }
+                let a_end = a.ended_at.unwrap_or(now);
+                if a_end > b.started_at + self.skew() {
+                    let until = a.ended_at.map_or("now".to_string(), |t| timestamp::format(&t));
+                    self.report(
+                        now,
+                        format!(
+                            "{run}: payload of token {} (w{}) still ran until {until} when token {} (w{}) started at {}",
+                            a.token,
+                            a.worker,
+                            b.token,
+                            b.worker,
+                            timestamp::format(&b.started_at)
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// The checks at the end: every run ended, every occurrence accounted for.
+    pub fn finish(
+        &mut self,
+        now: Timestamp,
+        runs: &[Run],
+        jobs: &[Job],
+        events: &BTreeMap<(sked_core::ids::TenantId, JobId), Vec<JobEvent>>,
+        skips: &[SkippedOccurrence],
+    ) {
+        for run in runs.iter().filter(|r| !r.state.is_terminal()) {
+            self.report(
+                now,
+                format!(
+                    "{} never ended: {} with {} attempts, not_before {}",
+                    run.run_id,
+                    run.state,
+                    run.attempts.len(),
+                    timestamp::format(&run.not_before)
+                ),
+            );
+        }
+        let _ = jobs;
+        // Every occurrence accounted for exactly once.
+        let mut skipped: BTreeMap<(&JobId, Timestamp), usize> = BTreeMap::new();
+        for s in skips {
+            *skipped.entry((&s.job_id, s.scheduled_for)).or_default() += 1;
+        }
+        let mut fired: BTreeMap<(&JobId, Timestamp), usize> = BTreeMap::new();
+        let mut passed: BTreeSet<(&JobId, Timestamp)> = BTreeSet::new();
+        for ((_, job_id), list) in events {
+            let mut cursor: Option<Timestamp> = None;
+            let mut spec = None;
+            for event in list {
+                match event {
+                    JobEvent::Created(job) => {
+                        cursor = job.next_fire_at;
+                        spec = Some(job.spec.clone());
+                    }
+                    JobEvent::Fired(f) => {
+                        if f.expected_next_fire_at != cursor {
+                            self.report(
+                                now,
+                                format!(
+                                    "{job_id}: a firing from {:?} was written while next_fire_at was {:?}",
+                                    f.expected_next_fire_at, cursor
+                                ),
+                            );
+                        }
+                        let Some(spec) = &spec else { continue };
+                        let mut due = Vec::new();
+                        let mut t = f.expected_next_fire_at;
+                        while let Some(at) = t {
+                            if f.next_fire_at.is_some_and(|n| at >= n) || due.len() > 10_000 {
+                                break;
+                            }
+                            due.push(at);
+                            t = next_fire_after(&spec.schedule, &spec.dst, &spec.window(), at);
+                        }
+                        let planned: BTreeSet<Timestamp> = f.runs.iter().map(|r| r.scheduled_for).collect();
+                        for at in &planned {
+                            *fired.entry((job_id, *at)).or_default() += 1;
+                            if !due.contains(at) {
+                                self.report(
+                                    now,
+                                    format!(
+                                        "{job_id}: a run for {} that is not a due occurrence",
+                                        timestamp::format(at)
+                                    ),
+                                );
+                            }
+                        }
+                        for at in due {
+                            passed.insert((job_id, at));
+                            if !planned.contains(&at) && !skipped.contains_key(&(job_id, at)) {
+                                self.report(
+                                    now,
+                                    format!(
+                                        "{job_id}: occurrence {} was lost: neither fired nor skipped",
+                                        timestamp::format(&at)
+                                    ),
+                                );
+                            }
+                        }
+                        cursor = f.next_fire_at;
+                    }
+                    JobEvent::Updated { before, after } => {
+                        let timing = before.spec.schedule != after.spec.schedule
+                            || before.spec.window() != after.spec.window()
+                            || before.spec.dst != after.spec.dst;
+                        if after.next_fire_at != before.next_fire_at && !timing && after.state != JobState::Deleted {
+                            self.report(
+                                now,
+                                format!(
+                                    "{job_id}: a user change ({} → {}) moved next_fire_at from {:?} to {:?} without changing the schedule",
+                                    before.state, after.state, before.next_fire_at, after.next_fire_at
+                                ),
+                            );
+                        }
+                        spec = Some(after.spec.clone());
+                        cursor = after.next_fire_at;
+                    }
+                }
+            }
+        }
+        for ((job_id, at), n) in &fired {
+            let total = n + skipped.get(&(*job_id, *at)).copied().unwrap_or(0);
+            if total > 1 {
+                self.report(
+                    now,
+                    format!("{job_id}: occurrence {} accounted {total} times", timestamp::format(at)),
+                );
+            }
+        }
+        for ((job_id, at), n) in &skipped {
+            if *n > 1 && !fired.contains_key(&(*job_id, *at)) {
+                self.report(
+                    now,
+                    format!("{job_id}: occurrence {} skipped {n} times", timestamp::format(at)),
+                );
+            }
+            if !passed.contains(&(*job_id, *at)) {
+                self.report(
+                    now,
+                    format!(
+                        "{job_id}: a skip of {} that no firing passed over",
+                        timestamp::format(at)
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Counts the payload faults the workload carried: executions that hung, failed, or ran
+/// past their job's timeout.
+pub fn count_payload_faults(execs: &[Execution], jobs: &[Job], counts: &mut FaultCounts) {
+    for e in execs {
+        let Some(job) = jobs.iter().find(|j| e.run_id.starts_with(&format!("{}@", j.id))) else {
+            continue;
+        };
+        let sked_core::task::Task::Command(c) = &job.spec.task else {
+            continue;
+        };
+        match c.argv.first().map(String::as_str) {
+            Some("hang") => counts.add(FaultKind::PayloadHang),
+            Some("fail") => counts.add(FaultKind::PayloadFail),
+            Some("sleep") => {
+                let ms: i64 = c.argv.get(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+                if ms > job.spec.timeout.as_millis() {
+                    counts.add(FaultKind::PayloadOverTimeout);
+                }
+            }
+            _ => {}
+        }
+    }
+}
