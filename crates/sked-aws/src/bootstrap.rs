@@ -1,0 +1,215 @@
+//! Creates sked's AWS resources: the table (keys, both indexes, on-demand billing, TTL) and the
+//! four queues (high, normal, low, each redriving to the DLQ after `max_receive_count`
+//! receives). Used by tests and by `make local-aws`; on AWS itself, `template.yaml` creates the
+//! same resources. Idempotent: what exists is left as it is.
+//!
+//! This module must not be needed at run time: the store and queue only use what exists.
+
+use crate::config::{AwsClients, AwsConfig, QueueUrls};
+use crate::dynamo::codec::{key, n};
+use crate::dynamo::keys::*;
+use crate::error::{CallError, classify};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+    ScalarAttributeType, TimeToLiveSpecification,
+};
+use aws_sdk_sqs::types::QueueAttributeName;
+use std::collections::HashMap;
+
+/// Attributes listings filter on without reading the full item (projected into `list`).
+pub const LIST_PROJECTED: &[&str] = &["state", "labels"];
+
+/// DLQ retention: the longest SQS allows (14 days), so failures can be inspected.
+const DLQ_RETENTION_SECS: u32 = 14 * 24 * 3600;
+
+/// A bootstrap failure.
+#[derive(Debug, thiserror::Error)]
+pub enum BootstrapError {
+    /// An AWS call failed.
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// A request could not be built (a bug here).
+    #[error("cannot build request: {0}")]
+    Build(#[from] aws_sdk_dynamodb::error::BuildError),
+    /// A queue URL that does not end in a queue name.
+    #[error("queue url {0:?} does not end in a queue name")]
+    QueueUrl(String),
+    /// An answer without a field it must have.
+    #[error("{0}")]
+    Missing(String),
+}
+
+/// Creates the table and the queues named in `config`; returns the queue URLs SQS answered
+/// (equal to the configured ones when the account and endpoint match).
+pub async fn create_resources(clients: &AwsClients, config: &AwsConfig) -> Result<QueueUrls, BootstrapError> {
+    create_table(&clients.dynamodb, config).await?;
+    create_queues(&clients.sqs, config).await
+}
+
+fn key_elem(name: &str, kind: KeyType) -> Result<KeySchemaElement, BootstrapError> {
+    Ok(KeySchemaElement::builder()
+        .attribute_name(name)
+        .key_type(kind)
+        .build()?)
+}
+
+fn string_attr(name: &str) -> Result<AttributeDefinition, BootstrapError> {
+    Ok(AttributeDefinition::builder()
+        .attribute_name(name)
+        .attribute_type(ScalarAttributeType::S)
+        .build()?)
+}
+
+/// Creates the table with its indexes and TTL, and the sweeper's watermark; waits until the
+/// table is ACTIVE.
+pub async fn create_table(client: &aws_sdk_dynamodb::Client, config: &AwsConfig) -> Result<(), BootstrapError> {
+    let sched = GlobalSecondaryIndex::builder()
+        .index_name(SCHED_INDEX)
+        .key_schema(key_elem(GSI1_PK, KeyType::Hash)?)
+        .key_schema(key_elem(GSI1_SK, KeyType::Range)?)
+        .projection(Projection::builder().projection_type(ProjectionType::All).build())
+        .build()?;
+    let mut list_projection = Projection::builder().projection_type(ProjectionType::Include);
+    for a in LIST_PROJECTED {
+        list_projection = list_projection.non_key_attributes(*a);
+    }
+    let list = GlobalSecondaryIndex::builder()
+        .index_name(LIST_INDEX)
+        .key_schema(key_elem(GSI2_PK, KeyType::Hash)?)
+        .key_schema(key_elem(GSI2_SK, KeyType::Range)?)
+        .projection(list_projection.build())
+        .build()?;
+    let mut req = client
+        .create_table()
+        .table_name(&config.table)
+        .billing_mode(BillingMode::PayPerRequest)
+        .key_schema(key_elem(PK, KeyType::Hash)?)
+        .key_schema(key_elem(SK, KeyType::Range)?)
+        .global_secondary_indexes(sched)
+        .global_secondary_indexes(list);
+    for a in [PK, SK, GSI1_PK, GSI1_SK, GSI2_PK, GSI2_SK] {
+        req = req.attribute_definitions(string_attr(a)?);
+    }
+    match req.send().await {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_resource_in_use_exception()) => {}
+        Err(e) => return Err(classify("dynamodb:CreateTable", e, |_| None).into_call().into()),
+    }
+    for _ in 0..600 {
+        let d = client
+            .describe_table()
+            .table_name(&config.table)
+            .send()
+            .await
+            .map_err(|e| classify("dynamodb:DescribeTable", e, |_| None).into_call())?;
+        let status = d.table().and_then(|t| t.table_status()).map(|s| s.as_str().to_string());
+        if status.as_deref() == Some("ACTIVE") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    let ttl = client
+        .update_time_to_live()
+        .table_name(&config.table)
+        .time_to_live_specification(
+            TimeToLiveSpecification::builder()
+                .enabled(true)
+                .attribute_name(TTL)
+                .build()?,
+        )
+        .send()
+        .await;
+    if let Err(e) = ttl {
+        // Enabling TTL twice is refused ("already enabled"); anything else is an error.
+        let already = e
+            .as_service_error()
+            .and_then(|s| aws_sdk_dynamodb::error::ProvideErrorMetadata::message(s))
+            .is_some_and(|m| m.contains("already enabled"));
+        if !already {
+            return Err(classify("dynamodb:UpdateTimeToLive", e, |_| None).into_call().into());
+        }
+    }
+    // The due watermark starts at the table's birth: nothing can be filed earlier.
+    let now_minute = epoch_minute(chrono::Utc::now().timestamp_millis());
+    let mut item = key(SWEEP_PK.into(), WATERMARK_SK.into());
+    item.insert("minute".into(), n(now_minute));
+    let put = client
+        .put_item()
+        .table_name(&config.table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(pk)")
+        .send()
+        .await;
+    match put {
+        Ok(_) => Ok(()),
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(classify("dynamodb:PutItem", e, |_| None).into_call().into()),
+    }
+}
+
+fn queue_name(url: &str) -> Result<&str, BootstrapError> {
+    url.rsplit('/')
+        .next()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| BootstrapError::QueueUrl(url.to_string()))
+}
+
+async fn create_queue(
+    client: &aws_sdk_sqs::Client,
+    url: &str,
+    attributes: HashMap<QueueAttributeName, String>,
+) -> Result<String, BootstrapError> {
+    let out = client
+        .create_queue()
+        .queue_name(queue_name(url)?)
+        .set_attributes(Some(attributes))
+        .send()
+        .await
+        .map_err(|e| classify("sqs:CreateQueue", e, |_| None).into_call())?;
+    out.queue_url
+        .ok_or_else(|| BootstrapError::Missing("CreateQueue answered no queue url".into()))
+}
+
+/// Creates the DLQ, then high, normal and low redriving to it.
+pub async fn create_queues(client: &aws_sdk_sqs::Client, config: &AwsConfig) -> Result<QueueUrls, BootstrapError> {
+    let q = &config.queues;
+    let dlq = create_queue(
+        client,
+        &q.dlq,
+        HashMap::from([(
+            QueueAttributeName::MessageRetentionPeriod,
+            DLQ_RETENTION_SECS.to_string(),
+        )]),
+    )
+    .await?;
+    let attrs = client
+        .get_queue_attributes()
+        .queue_url(&dlq)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .map_err(|e| classify("sqs:GetQueueAttributes", e, |_| None).into_call())?;
+    let arn = attrs
+        .attributes
+        .and_then(|mut a| a.remove(&QueueAttributeName::QueueArn))
+        .ok_or_else(|| BootstrapError::Missing("the DLQ has no ARN".into()))?;
+    let redrive = serde_json::json!({
+        "deadLetterTargetArn": arn,
+        "maxReceiveCount": config.max_receive_count.to_string(),
+    })
+    .to_string();
+    let mut urls = Vec::new();
+    for url in [&q.high, &q.normal, &q.low] {
+        let attributes = HashMap::from([(QueueAttributeName::RedrivePolicy, redrive.clone())]);
+        urls.push(create_queue(client, url, attributes).await?);
+    }
+    let [high, normal, low]: [String; 3] = urls
+        .try_into()
+        .map_err(|_| BootstrapError::Missing("queue urls".into()))?;
+    Ok(QueueUrls { high, normal, low, dlq })
+}

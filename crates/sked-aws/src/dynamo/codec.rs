@@ -1,0 +1,412 @@
+//! Jobs and runs to DynamoDB items and back, with the index keys each item carries in its
+//! current state (see the table layout in [`super`]).
+//!
+//! Index keys are derived here and only here, so an item never carries a key its state does
+//! not call for: a job is in the due index only while ACTIVE with a `next_fire_at`; a run is
+//! in the pending index only while PENDING and in the running index only while RUNNING.
+//! This module must not talk to DynamoDB.
+
+use super::keys::*;
+use aws_sdk_dynamodb::types::AttributeValue;
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::job::{Job, JobSpec, JobState};
+use sked_core::ports::StoreError;
+use sked_core::run::{Attempt, Lease, Run, RunState, Trigger};
+use sked_core::timestamp::{Timestamp, from_ms, trunc_ms};
+use std::collections::HashMap;
+use std::str::FromStr;
+
+/// One DynamoDB item.
+pub type Item = HashMap<String, AttributeValue>;
+
+/// An item that does not decode: written by something else, or a bug.
+#[derive(Debug, thiserror::Error)]
+#[error("malformed item {key}: {problem}")]
+pub struct CodecError {
+    /// The item's key.
+    pub key: String,
+    /// What is wrong.
+    pub problem: String,
+}
+
+impl From<CodecError> for StoreError {
+    fn from(e: CodecError) -> Self {
+        StoreError::Other(Box::new(e))
+    }
+}
+
+/// A string attribute.
+pub fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+/// A number attribute.
+pub fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// Milliseconds of an instant.
+pub fn ms(t: Timestamp) -> i64 {
+    t.timestamp_millis()
+}
+
+/// The primary key of an item.
+pub fn key(pk: String, sk: String) -> Item {
+    HashMap::from([(PK.to_string(), s(pk)), (SK.to_string(), s(sk))])
+}
+
+/// Reads attributes out of an item, naming the item in errors.
+pub struct Reader<'a> {
+    item: &'a Item,
+}
+
+impl<'a> Reader<'a> {
+    /// A reader over `item`.
+    pub fn new(item: &'a Item) -> Self {
+        Reader { item }
+    }
+
+    fn err(&self, problem: String) -> CodecError {
+        let part = |k: &str| {
+            self.item
+                .get(k)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .unwrap_or_default()
+        };
+        CodecError {
+            key: format!("{}/{}", part(PK), part(SK)),
+            problem,
+        }
+    }
+
+    /// An optional string.
+    pub fn opt_s(&self, name: &str) -> Result<Option<String>, CodecError> {
+        match self.item.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::S(v)) => Ok(Some(v.clone())),
+            Some(_) => Err(self.err(format!("{name} is not a string"))),
+        }
+    }
+
+    /// A required string.
+    pub fn s(&self, name: &str) -> Result<String, CodecError> {
+        self.opt_s(name)?.ok_or_else(|| self.err(format!("{name} missing")))
+    }
+
+    /// An optional number.
+    pub fn opt_n<T: FromStr>(&self, name: &str) -> Result<Option<T>, CodecError> {
+        match self.item.get(name) {
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(AttributeValue::N(v)) => v
+                .parse()
+                .map(Some)
+                .map_err(|_| self.err(format!("{name} is not a valid number"))),
+            Some(_) => Err(self.err(format!("{name} is not a number"))),
+        }
+    }
+
+    /// A required number.
+    pub fn n<T: FromStr>(&self, name: &str) -> Result<T, CodecError> {
+        self.opt_n(name)?.ok_or_else(|| self.err(format!("{name} missing")))
+    }
+
+    /// A required instant (milliseconds).
+    pub fn ts(&self, name: &str) -> Result<Timestamp, CodecError> {
+        self.n::<i64>(name).map(from_ms)
+    }
+
+    /// An optional instant (milliseconds).
+    pub fn opt_ts(&self, name: &str) -> Result<Option<Timestamp>, CodecError> {
+        Ok(self.opt_n::<i64>(name)?.map(from_ms))
+    }
+
+    /// A required wire enum.
+    pub fn parse<T: FromStr<Err = String>>(&self, name: &str) -> Result<T, CodecError> {
+        self.s(name)?.parse().map_err(|e: String| self.err(e))
+    }
+
+    /// A JSON string attribute.
+    pub fn json<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<T, CodecError> {
+        serde_json::from_str(&self.s(name)?).map_err(|e| self.err(format!("{name}: {e}")))
+    }
+
+    /// An optional boolean (absent is false).
+    pub fn flag(&self, name: &str) -> Result<bool, CodecError> {
+        match self.item.get(name) {
+            None => Ok(false),
+            Some(AttributeValue::Bool(b)) => Ok(*b),
+            Some(_) => Err(self.err(format!("{name} is not a boolean"))),
+        }
+    }
+
+    /// A list of strings.
+    pub fn string_list(&self, name: &str) -> Result<Vec<String>, CodecError> {
+        match self.item.get(name) {
+            Some(AttributeValue::L(items)) => items
+                .iter()
+                .map(|v| {
+                    v.as_s()
+                        .cloned()
+                        .map_err(|_| self.err(format!("{name} holds a non-string")))
+                })
+                .collect(),
+            _ => Err(self.err(format!("{name} is not a list"))),
+        }
+    }
+}
+
+fn json_error(what: &str, e: serde_json::Error) -> StoreError {
+    StoreError::Other(format!("cannot encode {what}: {e}").into())
+}
+
+/// Where a job is filed in the due index: the minute of its `next_fire_at`, or the minute it
+/// is written if that is later (an overdue job is filed under "now", so the sweeper's
+/// watermark never has to go back in time; its sort key keeps the real due time).
+pub fn due_minute(next_fire_ms: i64, now_ms: i64) -> i64 {
+    epoch_minute(next_fire_ms).max(epoch_minute(now_ms))
+}
+
+/// The `sched` index keys a job carries (only while it waits to fire).
+pub fn job_due_keys(
+    job_tenant: &str,
+    job_id: &str,
+    state: JobState,
+    next_fire_at: Option<Timestamp>,
+    now: Timestamp,
+    shards: u32,
+) -> Option<(String, String)> {
+    let nfa = next_fire_at.filter(|_| state == JobState::Active)?;
+    let shard = shard_of(&format!("{job_tenant}#{job_id}"), shards);
+    Some((
+        due_pk(due_minute(ms(nfa), ms(now)), shard),
+        due_sk(ms(nfa), job_tenant, job_id),
+    ))
+}
+
+/// A job's item, filed in the due index as of `now`.
+pub fn job_item(job: &Job, now: Timestamp, shards: u32) -> Result<Item, StoreError> {
+    let (t, id) = (job.tenant.as_str(), job.id.as_str());
+    let spec = serde_json::to_string(&job.spec).map_err(|e| json_error("job spec", e))?;
+    let labels = job.spec.labels.iter().map(|(k, v)| (k.clone(), s(v.clone()))).collect();
+    let mut item = key(job_pk(t, id), JOB_SK.into());
+    item.extend([
+        ("kind".to_string(), s("job")),
+        ("tenant".into(), s(t)),
+        ("job_id".into(), s(id)),
+        ("spec".into(), s(spec)),
+        ("state".into(), s(job.state.as_str())),
+        ("version".into(), n(job.version)),
+        ("created_at".into(), n(ms(job.created_at))),
+        ("updated_at".into(), n(ms(job.updated_at))),
+        ("labels".into(), AttributeValue::M(labels)),
+        (GSI2_PK.into(), s(jobs_list_pk(t))),
+        (GSI2_SK.into(), s(id)),
+    ]);
+    if let Some(nfa) = job.next_fire_at {
+        item.insert("next_fire_at".into(), n(ms(nfa)));
+    }
+    if let Some((pk, sk)) = job_due_keys(t, id, job.state, job.next_fire_at, now, shards) {
+        item.insert(GSI1_PK.into(), s(pk));
+        item.insert(GSI1_SK.into(), s(sk));
+    }
+    Ok(item)
+}
+
+/// A job from its item.
+pub fn job_from_item(item: &Item) -> Result<Job, StoreError> {
+    let r = Reader::new(item);
+    let spec: JobSpec = r.json("spec")?;
+    Ok(Job {
+        tenant: TenantId(r.s("tenant")?),
+        id: JobId(r.s("job_id")?),
+        spec,
+        state: r.parse("state")?,
+        next_fire_at: r.opt_ts("next_fire_at")?,
+        version: r.n("version")?,
+        created_at: r.ts("created_at")?,
+        updated_at: r.ts("updated_at")?,
+    })
+}
+
+/// A run as stored: the run, the highest fencing token ever handed out for it, and the
+/// item version every read-modify-write is conditional on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredRun {
+    /// The run.
+    pub run: Run,
+    /// Highest token handed out so far.
+    pub last_token: u64,
+    /// Item version (`rv`), bumped by every write.
+    pub rv: u64,
+}
+
+/// The primary key of a run, or `None` when the run id is not one sked derives.
+pub fn run_key(tenant: &TenantId, run_id: &RunId) -> Option<Item> {
+    let (job, at) = run_id.parts()?;
+    Some(key(job_pk(tenant.as_str(), job.as_str()), run_sk(ms(at))))
+}
+
+/// A run with every instant truncated to milliseconds (what a read gives back).
+pub fn truncated(run: &Run) -> Run {
+    let mut r = run.clone();
+    r.scheduled_for = trunc_ms(r.scheduled_for);
+    r.not_before = trunc_ms(r.not_before);
+    r.created_at = trunc_ms(r.created_at);
+    r.started_at = r.started_at.map(trunc_ms);
+    r.finished_at = r.finished_at.map(trunc_ms);
+    for a in &mut r.attempts {
+        a.started_at = trunc_ms(a.started_at);
+        a.finished_at = a.finished_at.map(trunc_ms);
+    }
+    if let Some(l) = &mut r.lease {
+        l.expires_at = trunc_ms(l.expires_at);
+    }
+    r
+}
+
+/// A run's item. Terminal runs get a TTL of `retention_secs` after they finished.
+pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<Item, StoreError> {
+    let run = &stored.run;
+    let (t, id) = (run.tenant.as_str(), run.run_id.as_str());
+    let attempts = serde_json::to_string(&run.attempts).map_err(|e| json_error("attempts", e))?;
+    let mut item = key(job_pk(t, run.job_id.as_str()), run_sk(ms(run.scheduled_for)));
+    item.extend([
+        ("kind".to_string(), s("run")),
+        ("tenant".into(), s(t)),
+        ("run_id".into(), s(id)),
+        ("job_id".into(), s(run.job_id.as_str())),
+        ("scheduled_for".into(), n(ms(run.scheduled_for))),
+        ("trigger".into(), s(run.trigger.as_str())),
+        ("state".into(), s(run.state.as_str())),
+        ("priority".into(), n(run.priority)),
+        ("not_before".into(), n(ms(run.not_before))),
+        ("max_attempts".into(), n(run.max_attempts)),
+        ("created_at".into(), n(ms(run.created_at))),
+        ("attempts".into(), s(attempts)),
+        ("cancel_requested".into(), AttributeValue::Bool(run.cancel_requested)),
+        ("last_token".into(), n(stored.last_token)),
+        ("rv".into(), n(stored.rv)),
+    ]);
+    let shard = shard_of(&format!("{t}#{id}"), shards);
+    item.insert(GSI2_PK.into(), s(runs_list_pk(t, shard)));
+    item.insert(GSI2_SK.into(), s(runs_list_sk(ms(run.scheduled_for), id)));
+    if let Some(v) = run.started_at {
+        item.insert("started_at".into(), n(ms(v)));
+    }
+    if let Some(v) = run.finished_at {
+        item.insert("finished_at".into(), n(ms(v)));
+    }
+    if let Some(v) = &run.reason {
+        item.insert("reason".into(), s(v.clone()));
+    }
+    if let Some(l) = &run.lease {
+        item.insert("lease_owner".into(), s(l.owner.as_str()));
+        item.insert("lease_token".into(), n(l.token));
+        item.insert("lease_expires".into(), n(ms(l.expires_at)));
+    }
+    match (run.state, &run.lease) {
+        (RunState::Pending, _) => {
+            item.insert(GSI1_PK.into(), s(pending_pk(shard)));
+            let sk = pending_sk(ms(run.not_before), ms(run.scheduled_for), t, id);
+            item.insert(GSI1_SK.into(), s(sk));
+        }
+        (RunState::Running, Some(l)) => {
+            item.insert(GSI1_PK.into(), s(running_pk(shard)));
+            item.insert(GSI1_SK.into(), s(running_sk(ms(l.expires_at), t, id)));
+        }
+        _ => {}
+    }
+    if run.state.is_terminal() {
+        let end = run.finished_at.unwrap_or(run.created_at);
+        item.insert(TTL.into(), n(end.timestamp() + retention_secs));
+    }
+    Ok(item)
+}
+
+/// A run from its item.
+pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
+    let r = Reader::new(item);
+    let attempts: Vec<Attempt> = r.json("attempts")?;
+    let lease = match r.opt_s("lease_owner")? {
+        Some(owner) => Some(Lease {
+            owner: WorkerId(owner),
+            token: r.n("lease_token")?,
+            expires_at: r.ts("lease_expires")?,
+        }),
+        None => None,
+    };
+    let trigger: Trigger = r.parse("trigger")?;
+    let run = Run {
+        tenant: TenantId(r.s("tenant")?),
+        run_id: RunId(r.s("run_id")?),
+        job_id: JobId(r.s("job_id")?),
+        scheduled_for: r.ts("scheduled_for")?,
+        trigger,
+        state: r.parse("state")?,
+        priority: r.n("priority")?,
+        not_before: r.ts("not_before")?,
+        max_attempts: r.n("max_attempts")?,
+        created_at: r.ts("created_at")?,
+        started_at: r.opt_ts("started_at")?,
+        finished_at: r.opt_ts("finished_at")?,
+        attempts,
+        lease,
+        cancel_requested: r.flag("cancel_requested")?,
+        reason: r.opt_s("reason")?,
+    };
+    Ok(StoredRun {
+        run,
+        last_token: r.n("last_token")?,
+        rv: r.n("rv")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sked_core::timestamp::parse;
+
+    fn at(s: &str) -> Timestamp {
+        parse(s).unwrap()
+    }
+
+    #[test]
+    fn overdue_jobs_are_filed_under_the_minute_they_are_written() {
+        let due = ms(at("2026-03-01T00:00:30Z"));
+        let now = ms(at("2026-03-01T00:05:10Z"));
+        assert_eq!(due_minute(due, now), epoch_minute(now));
+        assert_eq!(due_minute(now + 120_000, now), epoch_minute(now) + 2);
+    }
+
+    #[test]
+    fn runs_carry_only_the_index_keys_of_their_state() {
+        let mut run = Run::new_pending(
+            "t".into(),
+            "j".into(),
+            at("2026-03-01T00:00:00Z"),
+            Trigger::Schedule,
+            5,
+            at("2026-03-01T00:00:00Z"),
+            2,
+            at("2026-03-01T00:00:00Z"),
+        );
+        let stored = |run: &Run| StoredRun {
+            run: run.clone(),
+            last_token: 0,
+            rv: 1,
+        };
+        let item = run_item(&stored(&run), 4, 60).unwrap();
+        assert!(item[GSI1_PK].as_s().unwrap().starts_with("PENDING#"));
+        assert!(!item.contains_key(TTL));
+        assert_eq!(run_from_item(&item).unwrap(), stored(&run));
+        run.state = RunState::Succeeded;
+        run.finished_at = Some(at("2026-03-01T00:01:00Z"));
+        let item = run_item(&stored(&run), 4, 60).unwrap();
+        assert!(!item.contains_key(GSI1_PK));
+        assert_eq!(
+            item[TTL].as_n().unwrap(),
+            &(at("2026-03-01T00:02:00Z").timestamp()).to_string()
+        );
+    }
+}

@@ -1,0 +1,195 @@
+//! Key formats of the sked table (see the table layout in [`super`]): partition and sort keys
+//! of jobs, runs and idempotency keys, and the sparse index keys that make the sweeper's,
+//! reaper's and listing queries possible.
+//!
+//! Times in keys are milliseconds since the epoch, zero-padded to 15 digits, so that string
+//! order is time order. Tenants and job ids are `[A-Za-z0-9_.-]`, so `#` separates
+//! unambiguously. This module only formats strings: it must not talk to DynamoDB.
+
+use chrono::{TimeZone, Utc};
+
+/// Partition key attribute.
+pub const PK: &str = "pk";
+/// Sort key attribute.
+pub const SK: &str = "sk";
+/// Partition key of the `sched` index (due jobs, pending runs, running runs).
+pub const GSI1_PK: &str = "gsi1pk";
+/// Sort key of the `sched` index.
+pub const GSI1_SK: &str = "gsi1sk";
+/// Partition key of the `list` index (a tenant's jobs and runs).
+pub const GSI2_PK: &str = "gsi2pk";
+/// Sort key of the `list` index.
+pub const GSI2_SK: &str = "gsi2sk";
+/// The index the sweeper and reaper query.
+pub const SCHED_INDEX: &str = "sched";
+/// The index listings query.
+pub const LIST_INDEX: &str = "list";
+/// The TTL attribute (epoch seconds).
+pub const TTL: &str = "ttl";
+
+/// Sort key of a job item.
+pub const JOB_SK: &str = "JOB";
+/// Sort key of an idempotency-key item.
+pub const IDEM_SK: &str = "IDEM";
+/// Partition key of the sweeper's bookkeeping items.
+pub const SWEEP_PK: &str = "SWEEP";
+/// Sort key of the due-bucket watermark.
+pub const WATERMARK_SK: &str = "WATERMARK";
+
+/// Milliseconds, zero-padded to sort as text (negative instants clamp to 0).
+pub fn pad_ms(ms: i64) -> String {
+    format!("{:015}", ms.max(0))
+}
+
+/// The largest instant a padded key can hold.
+pub const MAX_PADDED_MS: i64 = 999_999_999_999_999;
+
+/// Partition key of a job and of all its runs.
+pub fn job_pk(tenant: &str, job: &str) -> String {
+    format!("T#{tenant}#J#{job}")
+}
+
+/// Sort key of the run of a job at `scheduled_ms`.
+pub fn run_sk(scheduled_ms: i64) -> String {
+    format!("RUN#{}", pad_ms(scheduled_ms))
+}
+
+/// Prefix shared by the sort keys of a job's runs.
+pub const RUN_SK_PREFIX: &str = "RUN#";
+
+/// Partition key of an idempotency key.
+pub fn idem_pk(tenant: &str, key: &str) -> String {
+    format!("T#{tenant}#IDEM#{key}")
+}
+
+/// A stable shard in `0..shards` for `key` (FNV-1a; never changes between releases).
+pub fn shard_of(key: &str, shards: u32) -> u32 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in key.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % u64::from(shards.max(1))) as u32
+}
+
+/// The epoch minute of an instant in milliseconds.
+pub fn epoch_minute(ms: i64) -> i64 {
+    ms.div_euclid(60_000)
+}
+
+/// `yyyyMMddHHmm` of an epoch minute.
+pub fn minute_label(minute: i64) -> String {
+    Utc.timestamp_opt(minute * 60, 0)
+        .single()
+        .map(|t| t.format("%Y%m%d%H%M").to_string())
+        .unwrap_or_else(|| "000000000000".into())
+}
+
+/// `sched` partition of due jobs filed under `minute`, shard `shard`.
+pub fn due_pk(minute: i64, shard: u32) -> String {
+    format!("DUE#{}#{shard}", minute_label(minute))
+}
+
+/// The epoch minute a due partition key names, if it is one.
+pub fn minute_of_due_pk(pk: &str) -> Option<i64> {
+    let label = pk.strip_prefix("DUE#")?.split('#').next()?;
+    let t = chrono::NaiveDateTime::parse_from_str(&format!("{label}00"), "%Y%m%d%H%M%S").ok()?;
+    Some(t.and_utc().timestamp().div_euclid(60))
+}
+
+/// `sched` sort key of a due job.
+pub fn due_sk(next_fire_ms: i64, tenant: &str, job: &str) -> String {
+    format!("{}#{tenant}#{job}", pad_ms(next_fire_ms))
+}
+
+/// `sched` partition of pending runs.
+pub fn pending_pk(shard: u32) -> String {
+    format!("PENDING#{shard}")
+}
+
+/// `sched` sort key of a pending run: oldest `not_before` first.
+pub fn pending_sk(not_before_ms: i64, scheduled_ms: i64, tenant: &str, run_id: &str) -> String {
+    format!("{}#{}#{tenant}#{run_id}", pad_ms(not_before_ms), pad_ms(scheduled_ms))
+}
+
+/// `sched` partition of running runs.
+pub fn running_pk(shard: u32) -> String {
+    format!("RUNNING#{shard}")
+}
+
+/// `sched` sort key of a running run: earliest lease expiry first.
+pub fn running_sk(lease_expires_ms: i64, tenant: &str, run_id: &str) -> String {
+    format!("{}#{tenant}#{run_id}", pad_ms(lease_expires_ms))
+}
+
+/// `list` partition of a tenant's jobs.
+pub fn jobs_list_pk(tenant: &str) -> String {
+    format!("T#{tenant}#JOBS")
+}
+
+/// `list` partition of a tenant's runs, shard `shard`.
+pub fn runs_list_pk(tenant: &str, shard: u32) -> String {
+    format!("T#{tenant}#RUNS#{shard}")
+}
+
+/// `list` sort key of a run: newest first when read backwards.
+pub fn runs_list_sk(scheduled_ms: i64, run_id: &str) -> String {
+    format!("{}#{run_id}", pad_ms(scheduled_ms))
+}
+
+/// Encodes a listing position as an opaque cursor (hex, so nobody parses it).
+pub fn encode_cursor(position: &str) -> String {
+    position.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Decodes [`encode_cursor`]; `None` if malformed.
+pub fn decode_cursor(cursor: &str) -> Option<String> {
+    if !cursor.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..cursor.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(cursor.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padded_times_sort_as_text() {
+        assert!(pad_ms(999) < pad_ms(1000));
+        assert_eq!(pad_ms(-5), "000000000000000");
+        assert_eq!(pad_ms(1_772_323_200_000).len(), 15);
+    }
+
+    #[test]
+    fn minutes_and_buckets() {
+        let ms = 1_772_323_260_123; // 2026-03-01T00:01:00.123Z
+        assert_eq!(minute_label(epoch_minute(ms)), "202603010001");
+        assert_eq!(due_pk(epoch_minute(ms), 3), "DUE#202603010001#3");
+        assert_eq!(minute_of_due_pk(&due_pk(epoch_minute(ms), 3)), Some(epoch_minute(ms)));
+        assert_eq!(minute_of_due_pk("PENDING#1"), None);
+        assert_eq!(epoch_minute(-1), -1);
+    }
+
+    #[test]
+    fn shards_are_stable_and_in_range() {
+        assert_eq!(shard_of("t1#a", 4), shard_of("t1#a", 4));
+        assert!((0..100).all(|i| shard_of(&format!("k{i}"), 4) < 4));
+        assert_eq!(shard_of("x", 0), 0);
+    }
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let c = encode_cursor("000000000001000|a@20260301T000000.000Z");
+        assert_eq!(
+            decode_cursor(&c).as_deref(),
+            Some("000000000001000|a@20260301T000000.000Z")
+        );
+        assert_eq!(decode_cursor("zz"), None);
+        assert_eq!(decode_cursor("abc"), None);
+    }
+}

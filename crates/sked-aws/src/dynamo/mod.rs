@@ -1,0 +1,84 @@
+//! The DynamoDB store: one table holds every tenant's jobs, runs and idempotency keys.
+//!
+//! # Table layout
+//!
+//! Primary key: `pk` (S, partition), `sk` (S, sort). Billing on demand. TTL attribute `ttl`
+//! (epoch seconds). Times are milliseconds since the epoch; in keys they are zero-padded to 15
+//! digits so text order is time order.
+//!
+//! | item | `pk` | `sk` | other attributes |
+//! |---|---|---|---|
+//! | job | `T#<tenant>#J#<job>` | `JOB` | `spec` (JSON), `state`, `next_fire_at`, `version`, `labels` (map), times |
+//! | run | `T#<tenant>#J#<job>` | `RUN#<scheduled_for>` | `state`, `not_before`, `priority`, `attempts` (JSON), `lease_owner`/`lease_token`/`lease_expires`, `cancel_requested`, `reason`, `last_token`, `rv`, `ttl` once terminal |
+//! | idempotency key | `T#<tenant>#IDEM#<key>` | `IDEM` | `fingerprint`, `job_ids` (list), `ttl` |
+//! | due watermark | `SWEEP` | `WATERMARK` | `minute`: due buckets before it are empty |
+//!
+//! A job and its runs share a partition: a job's history is one `Query` on `pk` with
+//! `begins_with(sk, "RUN#")`, newest first by reading backwards. A run's key follows from its
+//! id (`<job>@<nominal time>`), so a second sweep of the same occurrence names the same item.
+//!
+//! # Indexes (both sparse: an item carries an index's keys only while it belongs there)
+//!
+//! **`sched`** (`gsi1pk`, `gsi1sk`; projection ALL) — what the sweeper and reaper scan:
+//!
+//! | holds | `gsi1pk` | `gsi1sk` | while |
+//! |---|---|---|---|
+//! | due jobs | `DUE#<yyyyMMddHHmm>#<shard>` | `<next_fire_at>#<tenant>#<job>` | job ACTIVE with a `next_fire_at` |
+//! | pending runs | `PENDING#<shard>` | `<not_before>#<scheduled_for>#<tenant>#<run>` | run PENDING |
+//! | running runs | `RUNNING#<shard>` | `<lease_expires>#<tenant>#<run>` | run RUNNING |
+//!
+//! The due key is **time-bucketed and sharded**: one minute's due jobs spread over `shards`
+//! partitions (shard = FNV-1a of `tenant#job` mod shards), so a busy minute stays under a
+//! partition's write limit. A job is filed under the minute of its `next_fire_at`, or under
+//! the minute it is written if that is later (an overdue job — created in the past, resumed —
+//! is filed "now"); its sort key keeps the real due time. So no write lands in a minute older
+//! than its writer's clock, and the **watermark** can move forward safely: `due_jobs` queries
+//! every bucket from the watermark to `max(horizon, now)` (all shards in parallel; at most
+//! 24 hours past now), then
+//! moves the watermark to the first bucket still holding a due job, but never closer than 2
+//! minutes to now (clock skew between writers and the sweeper, and index propagation, must fit
+//! in that margin). `next_due_at` reads the same buckets and at most 15 minutes past now; a
+//! job due later is answered as `None` (callers sleep their maximum, 60 s, and look again).
+//!
+//! **`list`** (`gsi2pk`, `gsi2sk`; projection INCLUDE `state`, `labels`) — listings:
+//!
+//! | holds | `gsi2pk` | `gsi2sk` |
+//! |---|---|---|
+//! | a tenant's jobs | `T#<tenant>#JOBS` | `<job id>` |
+//! | a tenant's runs | `T#<tenant>#RUNS#<shard>` | `<scheduled_for>#<run id>` |
+//!
+//! Listings filter on the projected attributes in the index, then read the page's full items
+//! with a consistent `BatchGetItem`; heartbeats and other writes that change neither key nor
+//! projected attribute cost the index nothing. A run listing of one job reads the job's
+//! partition of the table instead (consistent). Runs of a tenant are sharded by run id and the
+//! shards merged, so one tenant's run inserts do not all hit one index partition.
+//!
+//! # Writes
+//!
+//! - Jobs: `create_jobs` is one `TransactWriteItems` (each put conditional on
+//!   `attribute_not_exists(pk) OR state = DELETED`, the idempotency key on
+//!   `attribute_not_exists`). A batch of more than 100 writes is split into transactions and
+//!   earlier ones are deleted again if a later one is refused — all-or-nothing for the caller,
+//!   but a reader may glimpse the first chunk meanwhile. `update_job` is a put conditional on
+//!   `version`.
+//! - `fire` is one `TransactWriteItems`: the job update conditional on `version` and
+//!   `next_fire_at` (it also moves the due keys), the cancelled runs' puts conditional on their
+//!   `rv`, and the new runs' puts conditional on `attribute_not_exists`. Existing runs are
+//!   left out beforehand (a consistent `BatchGetItem`); a run created meanwhile cancels the
+//!   transaction with `ConditionalCheckFailed` at its index, and the firing is retried without
+//!   it. A firing of more than 99 writes (`fire_all` catching up 100 occurrences) writes the
+//!   excess runs first in transactions that each check the job's condition, then the last one
+//!   with the job update.
+//! - Runs: read (consistent), changed by sked-core's lifecycle functions, put back on
+//!   condition `rv = <read rv>` (and `rv` + 1). Fencing tokens grow per run (`last_token`).
+//! - Terminal runs get `ttl` = finished + `run_retention`; idempotency keys `ttl` = created +
+//!   `idempotency_retention`.
+//!
+//! Cursors are opaque (hex) encodings of the last item's listing position (job id; or
+//! scheduled time and run id), from which each shard's query resumes.
+
+pub mod codec;
+pub mod keys;
+pub mod store;
+
+pub use store::DynamoStore;

@@ -1,0 +1,1136 @@
+//! [`DynamoStore`]: the [`JobStore`] port on one DynamoDB table (layout in [`super`]).
+//!
+//! - Runs are read (strongly consistent), changed with sked-core's lifecycle functions, and put
+//!   back on condition that their item version `rv` has not moved; a lost race re-reads and
+//!   decides again. So claims, heartbeats, completions and cancels follow exactly the rules the
+//!   SQLite store follows, one run at a time.
+//! - `fire` is one `TransactWriteItems`: the job's update (conditional on version and
+//!   `next_fire_at`), the cancelled runs' puts (conditional on `rv`) and the new runs' puts
+//!   (`attribute_not_exists`). Runs that exist are left out beforehand; one created meanwhile
+//!   cancels the transaction with a per-item reason, and it is retried without that run.
+//! - Cross-tenant scans and listings read index copies (eventually consistent); every write
+//!   that follows one is conditional, so a stale copy costs a conflict, never a wrong write.
+//!
+//! This module must not hold scheduling policy: that lives in sked-core.
+
+use super::codec::{
+    Item, Reader, StoredRun, job_due_keys, job_from_item, job_item, key, ms, n, run_from_item, run_item, run_key, s,
+    truncated,
+};
+use super::keys::*;
+use crate::config::AwsConfig;
+use crate::error::{Failure, build_error, classify};
+use async_trait::async_trait;
+use aws_sdk_dynamodb::Client;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, KeysAndAttributes, Put, TransactWriteItem, Update};
+use futures::stream::{self, StreamExt, TryStreamExt};
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::job::{Job, JobState};
+use sked_core::lifecycle::{ClaimStep, REPLACED};
+use sked_core::ports::Clock;
+use sked_core::ports::store::{
+    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+};
+use sked_core::run::{Run, RunState};
+use sked_core::timestamp::{Timestamp, trunc_ms};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Most items in one `TransactWriteItems`.
+const MAX_TRANSACTION: usize = 100;
+/// Most keys in one `BatchGetItem`.
+const MAX_BATCH_GET: usize = 100;
+/// Read-modify-write attempts before a run that keeps changing is reported as transient.
+const MAX_RMW_ATTEMPTS: usize = 16;
+/// Index queries in flight at once.
+const PARALLEL_QUERIES: usize = 16;
+/// The due watermark never passes a minute until this many minutes after it (clock skew
+/// between writers and the sweeper, and index propagation, must fit in it).
+const WATERMARK_MARGIN_MINUTES: i64 = 2;
+/// `due_jobs` reads buckets at most this far past now (a sweeper looks ahead ≤ 15 minutes).
+pub const MAX_DUE_AHEAD_MINUTES: i64 = 24 * 60;
+/// Without a stored watermark (a table not made by [`crate::bootstrap`]), due queries start
+/// this far back.
+const DEFAULT_LOOKBACK_MINUTES: i64 = 24 * 60;
+/// `next_due_at` looks this many minutes past now; beyond it, it answers `None` (callers
+/// sleep their maximum and look again).
+pub const NEXT_DUE_WINDOW_MINUTES: i64 = 15;
+
+/// Jobs and runs in one DynamoDB table.
+#[derive(Clone)]
+pub struct DynamoStore {
+    client: Client,
+    table: String,
+    shards: u32,
+    run_retention_secs: i64,
+    idempotency_retention_secs: i64,
+    clock: Arc<dyn Clock>,
+}
+
+impl std::fmt::Debug for DynamoStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamoStore")
+            .field("table", &self.table)
+            .field("shards", &self.shards)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A key condition and filter for one query, with their placeholders.
+#[derive(Debug, Clone, Default)]
+struct QuerySpec {
+    index: Option<&'static str>,
+    key_condition: String,
+    filter: Option<String>,
+    names: HashMap<String, String>,
+    values: HashMap<String, AttributeValue>,
+    forward: bool,
+    consistent: bool,
+}
+
+impl QuerySpec {
+    fn new(index: Option<&'static str>, key_condition: impl Into<String>) -> Self {
+        QuerySpec {
+            index,
+            key_condition: key_condition.into(),
+            forward: true,
+            ..QuerySpec::default()
+        }
+    }
+    fn name(mut self, placeholder: &str, attr: &str) -> Self {
+        self.names.insert(placeholder.into(), attr.into());
+        self
+    }
+    fn value(mut self, placeholder: &str, v: AttributeValue) -> Self {
+        self.values.insert(placeholder.into(), v);
+        self
+    }
+    fn and_filter(mut self, clause: String) -> Self {
+        self.filter = Some(match self.filter {
+            Some(f) => format!("{f} AND {clause}"),
+            None => clause,
+        });
+        self
+    }
+}
+
+fn conflict(msg: impl Into<String>) -> StoreError {
+    StoreError::Conflict(msg.into())
+}
+
+fn other(msg: impl Into<String>) -> StoreError {
+    StoreError::Other(msg.into().into())
+}
+
+/// Cancellation reason codes of a cancelled transaction.
+fn tx_reasons(e: &TransactWriteItemsError) -> Option<Vec<Option<String>>> {
+    match e {
+        TransactWriteItemsError::TransactionCanceledException(c) => Some(
+            c.cancellation_reasons()
+                .iter()
+                .map(|r| r.code().map(str::to_string))
+                .collect(),
+        ),
+        _ => None,
+    }
+}
+
+/// The range of `list` sort keys a run listing reads: `[lo, hi]`, and a key to drop (the
+/// cursor's own item).
+fn run_range(filter: &RunFilter, after: Option<&(i64, String)>) -> (Option<String>, Option<String>, Option<String>) {
+    let lo = filter.since.map(|t| pad_ms(ms(t)));
+    let mut hi = filter.until.map(|t| pad_ms(ms(t))); // items at `until` sort above it: excluded
+    let mut drop = None;
+    if let Some((at, id)) = after {
+        let c = runs_list_sk(*at, id);
+        if hi.as_ref().is_none_or(|h| c < *h) {
+            hi = Some(c.clone());
+        }
+        drop = Some(c);
+    }
+    (lo, hi, drop)
+}
+
+fn parse_run_cursor(c: &str) -> Result<(i64, String), StoreError> {
+    let raw = decode_cursor(c).ok_or_else(|| other("malformed run cursor"))?;
+    let (at, id) = raw.split_once('|').ok_or_else(|| other("malformed run cursor"))?;
+    Ok((at.parse().map_err(|_| other("malformed run cursor"))?, id.to_string()))
+}
+
+fn run_cursor(r: &Run) -> String {
+    encode_cursor(&format!("{}|{}", ms(r.scheduled_for), r.run_id))
+}
+
+/// The listing order of runs: newest nominal time first, then run id descending.
+fn newest_first(a: &Run, b: &Run) -> std::cmp::Ordering {
+    (b.scheduled_for, &b.run_id).cmp(&(a.scheduled_for, &a.run_id))
+}
+
+impl DynamoStore {
+    /// A store over `config.table`, reading time from `clock` (due-index filing and the
+    /// sweeper's watermark; never a run's or job's own times, which callers pass in).
+    pub fn new(client: Client, config: &AwsConfig, clock: Arc<dyn Clock>) -> Self {
+        DynamoStore {
+            client,
+            table: config.table.clone(),
+            shards: config.shards.max(1),
+            run_retention_secs: config.run_retention.as_secs() as i64,
+            idempotency_retention_secs: config.idempotency_retention.as_secs() as i64,
+            clock,
+        }
+    }
+
+    // ----- plumbing -----
+
+    async fn get_item(&self, key: Item) -> Result<Option<Item>, StoreError> {
+        self.client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map(|o| o.item)
+            .map_err(|e| classify("dynamodb:GetItem", e, |_| None).into_store(|| "unexpected condition".into()))
+    }
+
+    /// Items for `keys` (strongly consistent), in no particular order; missing ones absent.
+    async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(MAX_BATCH_GET) {
+            let mut pending = KeysAndAttributes::builder()
+                .set_keys(Some(chunk.to_vec()))
+                .consistent_read(true)
+                .build()
+                .map_err(build_error)?;
+            for _ in 0..10 {
+                let res = self
+                    .client
+                    .batch_get_item()
+                    .request_items(&self.table, pending.clone())
+                    .send()
+                    .await
+                    .map_err(|e| classify("dynamodb:BatchGetItem", e, |_| None).into_store(String::new))?;
+                if let Some(mut got) = res.responses {
+                    out.extend(got.remove(&self.table).unwrap_or_default());
+                }
+                match res.unprocessed_keys.and_then(|mut u| u.remove(&self.table)) {
+                    Some(rest) if !rest.keys().is_empty() => {
+                        pending = rest;
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs query pages until `want` items passed the filter (or the range is exhausted).
+    async fn query(&self, q: &QuerySpec, want: usize) -> Result<Vec<Item>, StoreError> {
+        let mut out = Vec::new();
+        let mut start: Option<Item> = None;
+        loop {
+            let mut req = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .set_index_name(q.index.map(str::to_string))
+                .key_condition_expression(&q.key_condition)
+                .set_filter_expression(q.filter.clone())
+                .set_expression_attribute_names((!q.names.is_empty()).then(|| q.names.clone()))
+                .set_expression_attribute_values((!q.values.is_empty()).then(|| q.values.clone()))
+                .scan_index_forward(q.forward)
+                .consistent_read(q.consistent)
+                .set_exclusive_start_key(start.take());
+            if q.filter.is_none() {
+                req = req.limit(want.saturating_sub(out.len()).clamp(1, 1000) as i32);
+            }
+            let page = req
+                .send()
+                .await
+                .map_err(|e| classify("dynamodb:Query", e, |_| None).into_store(String::new))?;
+            out.extend(page.items.unwrap_or_default());
+            match page.last_evaluated_key {
+                Some(k) if out.len() < want => start = Some(k),
+                _ => break,
+            }
+        }
+        out.truncate(want);
+        Ok(out)
+    }
+
+    /// Runs the same query on many partitions at once.
+    async fn query_many(&self, specs: Vec<QuerySpec>, want: usize) -> Result<Vec<Item>, StoreError> {
+        let pages: Vec<Vec<Item>> = stream::iter(specs.into_iter().map(|q| async move { self.query(&q, want).await }))
+            .buffered(PARALLEL_QUERIES)
+            .try_collect()
+            .await?;
+        Ok(pages.into_iter().flatten().collect())
+    }
+
+    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), Failure> {
+        self.client
+            .transact_write_items()
+            .set_transact_items(Some(items))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("dynamodb:TransactWriteItems", e, tx_reasons))
+    }
+
+    fn put(
+        &self,
+        item: Item,
+        condition: &str,
+        values: Vec<(&str, AttributeValue)>,
+    ) -> Result<TransactWriteItem, StoreError> {
+        let mut b = Put::builder()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition);
+        for (k, v) in values {
+            b = b.expression_attribute_values(k, v);
+        }
+        if condition.contains("#st") {
+            b = b.expression_attribute_names("#st", "state");
+        }
+        Ok(TransactWriteItem::builder()
+            .put(b.build().map_err(build_error)?)
+            .build())
+    }
+
+    fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    fn stored_run_item(&self, stored: &StoredRun) -> Result<Item, StoreError> {
+        run_item(stored, self.shards, self.run_retention_secs)
+    }
+
+    async fn load_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<StoredRun>, StoreError> {
+        let Some(k) = run_key(tenant, run_id) else {
+            return Ok(None);
+        };
+        match self.get_item(k).await? {
+            Some(item) => {
+                let stored = run_from_item(&item)?;
+                Ok((stored.run.tenant == *tenant && stored.run.run_id == *run_id).then_some(stored))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Puts `stored` with `rv + 1` if its item still has version `rv`. `Ok(false)` if it moved.
+    async fn save_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
+        let next = StoredRun {
+            rv: stored.rv + 1,
+            ..stored.clone()
+        };
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.stored_run_item(&next)?))
+            .condition_expression("rv = :rv")
+            .expression_attribute_values(":rv", n(stored.rv))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) => match classify("dynamodb:PutItem", e, |_| None) {
+                Failure::Condition { .. } => Ok(false),
+                f => Err(f.into_store(String::new)),
+            },
+        }
+    }
+
+    /// Read-modify-write of one run: `decide` changes a fresh copy and says whether it changed
+    /// and what to answer; a changed run is saved on condition of its item version, and a lost
+    /// race decides again on a fresh read.
+    async fn modify_run<T>(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        mut decide: impl FnMut(&mut StoredRun) -> Result<(bool, T), StoreError>,
+    ) -> Result<T, StoreError> {
+        for _ in 0..MAX_RMW_ATTEMPTS {
+            let mut stored = self.load_run(tenant, run_id).await?.ok_or(StoreError::NotFound)?;
+            let (changed, answer) = decide(&mut stored)?;
+            if !changed || self.save_run(&stored).await? {
+                return Ok(answer);
+            }
+        }
+        Err(StoreError::Transient(
+            format!("run {run_id} kept changing under {MAX_RMW_ATTEMPTS} read-modify-writes").into(),
+        ))
+    }
+
+    /// The due watermark: the stored minute (if any) and the minute scans start from.
+    async fn watermark(&self) -> Result<(Option<i64>, i64), StoreError> {
+        let item = self.get_item(key(SWEEP_PK.into(), WATERMARK_SK.into())).await?;
+        let stored = item.as_ref().map(|i| Reader::new(i).n::<i64>("minute")).transpose()?;
+        let now_min = epoch_minute(ms(self.now()));
+        Ok((stored, stored.unwrap_or(now_min - DEFAULT_LOOKBACK_MINUTES)))
+    }
+
+    /// Moves the watermark forward to `to` if it still reads `from` (a lost race is harmless:
+    /// the other writer moved it too, or lowered nothing — writers never lower it).
+    async fn advance_watermark(&self, from: Option<i64>, to: i64) -> Result<(), StoreError> {
+        if from.is_some_and(|f| f >= to) {
+            return Ok(());
+        }
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(SWEEP_PK.into(), WATERMARK_SK.into())))
+            .update_expression("SET #m = :to")
+            .expression_attribute_names("#m", "minute")
+            .expression_attribute_values(":to", n(to));
+        req = match from {
+            Some(f) => req
+                .condition_expression("#m = :from")
+                .expression_attribute_values(":from", n(f)),
+            None => req.condition_expression("attribute_not_exists(#m)"),
+        };
+        match req.send().await {
+            Ok(_) => Ok(()),
+            Err(e) => match classify("dynamodb:UpdateItem", e, |_| None) {
+                Failure::Condition { .. } => Ok(()),
+                f => Err(f.into_store(String::new)),
+            },
+        }
+    }
+
+    /// Due-index queries for `minutes` × every shard, sort keys below `below`.
+    fn due_queries(&self, minutes: impl Iterator<Item = i64>, below: &str, forward: bool) -> Vec<QuerySpec> {
+        let mut specs = Vec::new();
+        for m in minutes {
+            for shard in 0..self.shards {
+                let mut q = QuerySpec::new(Some(SCHED_INDEX), "#pk = :pk AND #sk < :below")
+                    .name("#pk", GSI1_PK)
+                    .name("#sk", GSI1_SK)
+                    .value(":pk", s(due_pk(m, shard)))
+                    .value(":below", s(below));
+                q.forward = forward;
+                specs.push(q);
+            }
+        }
+        specs
+    }
+
+    /// Items of `items` decoded as jobs, sorted by due time (then tenant, id).
+    fn due_order(items: &[Item]) -> Result<Vec<Job>, StoreError> {
+        let mut jobs: Vec<Job> = items.iter().map(job_from_item).collect::<Result<_, _>>()?;
+        jobs.retain(|j| j.state == JobState::Active && j.next_fire_at.is_some());
+        jobs.sort_by(|a, b| (a.next_fire_at, &a.tenant, &a.id).cmp(&(b.next_fire_at, &b.tenant, &b.id)));
+        Ok(jobs)
+    }
+
+    /// The job update of a firing: new state and due keys, on condition of version and
+    /// `next_fire_at`; or just that condition, when the job is left for a later transaction.
+    fn firing_job_write(&self, f: &Firing, check_only: bool) -> Result<TransactWriteItem, StoreError> {
+        let k = key(job_pk(f.tenant.as_str(), f.job_id.as_str()), JOB_SK.into());
+        let mut names = HashMap::from([
+            ("#v".to_string(), "version".to_string()),
+            ("#nfa".to_string(), "next_fire_at".to_string()),
+        ]);
+        let mut values = HashMap::from([(":v".to_string(), n(f.expected_version))]);
+        let condition = match f.expected_next_fire_at {
+            Some(t) => {
+                values.insert(":enfa".into(), n(ms(t)));
+                "#v = :v AND #nfa = :enfa"
+            }
+            None => "#v = :v AND attribute_not_exists(#nfa)",
+        };
+        if check_only {
+            let c = ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(k))
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values))
+                .build()
+                .map_err(build_error)?;
+            return Ok(TransactWriteItem::builder().condition_check(c).build());
+        }
+        names.insert("#st".into(), "state".into());
+        names.insert("#g1p".into(), GSI1_PK.into());
+        names.insert("#g1s".into(), GSI1_SK.into());
+        values.insert(":st".into(), s(f.state.as_str()));
+        let mut set = vec!["#st = :st"];
+        let mut remove = Vec::new();
+        match f.next_fire_at {
+            Some(t) => {
+                values.insert(":nfa".into(), n(ms(t)));
+                set.push("#nfa = :nfa");
+            }
+            None => remove.push("#nfa"),
+        }
+        match job_due_keys(
+            f.tenant.as_str(),
+            f.job_id.as_str(),
+            f.state,
+            f.next_fire_at,
+            self.now(),
+            self.shards,
+        ) {
+            Some((pk, sk)) => {
+                values.insert(":g1p".into(), s(pk));
+                values.insert(":g1s".into(), s(sk));
+                set.extend(["#g1p = :g1p", "#g1s = :g1s"]);
+            }
+            None => remove.extend(["#g1p", "#g1s"]),
+        }
+        let mut expr = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let u = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(k))
+            .update_expression(expr)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(u).build())
+    }
+
+    /// Whether the job named by a firing exists (to tell NotFound from Conflict).
+    async fn job_exists(&self, tenant: &TenantId, id: &JobId) -> Result<bool, StoreError> {
+        Ok(self
+            .get_item(key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into()))
+            .await?
+            .is_some())
+    }
+
+    /// Full items for index copies (listings read keys-only copies), in the given order.
+    async fn fetch_in_order(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+        let id = |i: &Item| {
+            let r = Reader::new(i);
+            (r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+        };
+        let order: Vec<(String, String)> = keys.iter().map(id).collect();
+        let mut by_key: HashMap<(String, String), Item> =
+            self.batch_get(keys).await?.into_iter().map(|i| (id(&i), i)).collect();
+        Ok(order.iter().filter_map(|k| by_key.remove(k)).collect())
+    }
+}
+
+#[async_trait]
+impl JobStore for DynamoStore {
+    async fn create_jobs(&self, jobs: &[Job], idempotency: Option<(&str, &str)>) -> Result<(), StoreError> {
+        let Some(first) = jobs.first() else {
+            return Ok(());
+        };
+        let now = self.now();
+        let mut writes = Vec::with_capacity(jobs.len() + 1);
+        for job in jobs {
+            let item = job_item(job, now, self.shards)?;
+            writes.push(self.put(
+                item,
+                "attribute_not_exists(pk) OR #st = :deleted",
+                vec![(":deleted", s(JobState::Deleted.as_str()))],
+            )?);
+        }
+        if let Some((k, fingerprint)) = idempotency {
+            let mut item = key(idem_pk(first.tenant.as_str(), k), IDEM_SK.into());
+            item.extend([
+                ("kind".to_string(), s("idempotency")),
+                ("fingerprint".into(), s(fingerprint)),
+                (
+                    "job_ids".into(),
+                    AttributeValue::L(jobs.iter().map(|j| s(j.id.as_str())).collect()),
+                ),
+                ("created_at".into(), n(ms(first.created_at))),
+                (
+                    TTL.into(),
+                    n(first.created_at.timestamp() + self.idempotency_retention_secs),
+                ),
+            ]);
+            writes.push(self.put(item, "attribute_not_exists(pk)", vec![])?);
+        }
+        let describe = |failed: &[usize]| match failed.first() {
+            Some(&i) if i < jobs.len() => format!("job {} exists", jobs[i].id),
+            Some(_) => format!(
+                "idempotency key {} already recorded",
+                idempotency.map(|(k, _)| k).unwrap_or_default()
+            ),
+            None => "conflict".into(),
+        };
+        if writes.len() <= MAX_TRANSACTION {
+            return match self.transact(writes).await {
+                Ok(()) => Ok(()),
+                Err(Failure::Condition { failed_items, .. }) => Err(conflict(describe(&failed_items))),
+                Err(f) => Err(f.into_store(String::new)),
+            };
+        }
+        // Larger than one transaction: write in chunks (the idempotency key last), and undo
+        // the chunks already written if a later one is refused. Not atomic against a reader
+        // that looks in between; documented in the module header.
+        let mut done = 0;
+        let chunks: Vec<Vec<TransactWriteItem>> = writes.chunks(MAX_TRANSACTION).map(<[_]>::to_vec).collect();
+        for chunk in chunks {
+            let len = chunk.len();
+            if let Err(f) = self.transact(chunk).await {
+                for job in &jobs[..done.min(jobs.len())] {
+                    let _ = self
+                        .client
+                        .delete_item()
+                        .table_name(&self.table)
+                        .set_key(Some(key(job_pk(job.tenant.as_str(), job.id.as_str()), JOB_SK.into())))
+                        .condition_expression("version = :v AND created_at = :c")
+                        .expression_attribute_values(":v", n(job.version))
+                        .expression_attribute_values(":c", n(ms(job.created_at)))
+                        .send()
+                        .await;
+                }
+                return Err(match f {
+                    Failure::Condition { failed_items, .. } => {
+                        conflict(describe(&failed_items.iter().map(|i| i + done).collect::<Vec<_>>()))
+                    }
+                    f => f.into_store(String::new),
+                });
+            }
+            done += len;
+        }
+        Ok(())
+    }
+
+    async fn idempotency_lookup(
+        &self,
+        tenant: &TenantId,
+        key_name: &str,
+    ) -> Result<Option<(String, Vec<JobId>)>, StoreError> {
+        let Some(item) = self
+            .get_item(key(idem_pk(tenant.as_str(), key_name), IDEM_SK.into()))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let r = Reader::new(&item);
+        let ids = r.string_list("job_ids")?.into_iter().map(JobId).collect();
+        Ok(Some((r.s("fingerprint")?, ids)))
+    }
+
+    async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
+        self.get_item(key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into()))
+            .await?
+            .map(|i| job_from_item(&i))
+            .transpose()
+    }
+
+    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError> {
+        let item = job_item(job, self.now(), self.shards)?;
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_exists(pk) AND version = :v")
+            .expression_attribute_values(":v", n(expected_version))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(()),
+            Err(e) => match classify("dynamodb:PutItem", e, |_| None) {
+                Failure::Condition { .. } => match self.get_job(&job.tenant, &job.id).await? {
+                    None => Err(StoreError::NotFound),
+                    Some(current) => Err(conflict(format!(
+                        "job {} is at version {}, not {expected_version}",
+                        job.id, current.version
+                    ))),
+                },
+                f => Err(f.into_store(String::new)),
+            },
+        }
+    }
+
+    async fn list_jobs(
+        &self,
+        tenant: &TenantId,
+        filter: &JobFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Job>, StoreError> {
+        let after = page
+            .cursor
+            .as_deref()
+            .map(|c| decode_cursor(c).ok_or_else(|| other("malformed job cursor")))
+            .transpose()?;
+        let cond = if after.is_some() {
+            "#pk = :pk AND #sk > :after"
+        } else {
+            "#pk = :pk"
+        };
+        let mut q = QuerySpec::new(Some(LIST_INDEX), cond)
+            .name("#pk", GSI2_PK)
+            .name("#st", "state")
+            .value(":pk", s(jobs_list_pk(tenant.as_str())));
+        if let Some(a) = &after {
+            q = q.name("#sk", GSI2_SK).value(":after", s(a.clone()));
+        }
+        q = match filter.state {
+            Some(st) => q.value(":st", s(st.as_str())).and_filter("#st = :st".into()),
+            None => q
+                .value(":st", s(JobState::Deleted.as_str()))
+                .and_filter("#st <> :st".into()),
+        };
+        if !filter.labels.is_empty() {
+            q = q.name("#lb", "labels");
+            for (i, (k, v)) in filter.labels.iter().enumerate() {
+                q = q
+                    .name(&format!("#l{i}"), k)
+                    .value(&format!(":l{i}"), s(v.clone()))
+                    .and_filter(format!("#lb.#l{i} = :l{i}"));
+            }
+        }
+        let want = page.limit.saturating_add(1);
+        let copies = self.query(&q, want).await?;
+        let keys = copies.iter().map(|c| {
+            let r = Reader::new(c);
+            key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+        });
+        let items = self.fetch_in_order(keys.collect()).await?;
+        let mut jobs: Vec<Job> = items.iter().map(job_from_item).collect::<Result<_, _>>()?;
+        // The full item is newer than the index copy: apply the filter again.
+        jobs.retain(|j| {
+            filter.state.map_or(j.state != JobState::Deleted, |st| j.state == st)
+                && filter.labels.iter().all(|(k, v)| j.spec.labels.get(k) == Some(v))
+        });
+        let more = copies.len() > page.limit;
+        jobs.truncate(page.limit);
+        let next_cursor = if more {
+            jobs.last().map(|j| encode_cursor(j.id.as_str()))
+        } else {
+            None
+        };
+        Ok(Page {
+            items: jobs,
+            next_cursor,
+        })
+    }
+
+    async fn due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let (stored, from) = self.watermark().await?;
+        let now_min = epoch_minute(ms(now));
+        let to = epoch_minute(ms(horizon)).clamp(now_min, now_min + MAX_DUE_AHEAD_MINUTES);
+        let below = pad_ms(ms(horizon) + 1);
+        let specs = self.due_queries(from..=to, &below, true);
+        let items = self.query_many(specs, limit).await?;
+        // The watermark may pass every minute found empty, up to the safety margin.
+        let first_busy = items
+            .iter()
+            .filter_map(|i| Reader::new(i).s(GSI1_PK).ok())
+            .filter_map(|pk| minute_of_due_pk(&pk))
+            .min();
+        let safe = epoch_minute(ms(now.min(horizon))) - WATERMARK_MARGIN_MINUTES;
+        let target = first_busy.map_or(safe, |b| b.min(safe)).max(from);
+        self.advance_watermark(stored, target).await?;
+        let mut jobs = Self::due_order(&items)?;
+        jobs.retain(|j| j.next_fire_at.is_some_and(|t| t <= horizon));
+        jobs.truncate(limit);
+        Ok(jobs)
+    }
+
+    async fn next_due_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        let now_min = epoch_minute(ms(self.now()));
+        let (_, from) = self.watermark().await?;
+        let below = "~".to_string(); // above every padded time
+        // Past and current minutes may hold overdue jobs filed late: read them all.
+        let items = self
+            .query_many(self.due_queries(from..=now_min, &below, true), 1)
+            .await?;
+        if let Some(first) = Self::due_order(&items)?.first() {
+            return Ok(first.next_fire_at);
+        }
+        // Later minutes hold only jobs due in them: the first busy minute has the answer.
+        for m in now_min + 1..=now_min + NEXT_DUE_WINDOW_MINUTES {
+            let items = self.query_many(self.due_queries(m..=m, &below, true), 1).await?;
+            if let Some(first) = Self::due_order(&items)?.first() {
+                return Ok(first.next_fire_at);
+            }
+        }
+        Ok(None)
+    }
+
+    async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
+        // Runs written by an earlier round of this call (chunks that committed before a later
+        // one was refused): inserted by this firing, and not to be written again.
+        let mut committed: Vec<Run> = Vec::new();
+        let mut skip: HashSet<RunId> = HashSet::new();
+        for _ in 0..MAX_RMW_ATTEMPTS {
+            // Runs that exist are left out up front.
+            let keys: Vec<Item> = firing
+                .runs
+                .iter()
+                .filter(|r| !skip.contains(&r.run_id))
+                .filter_map(|r| run_key(&r.tenant, &r.run_id))
+                .collect();
+            for item in self.batch_get(keys).await? {
+                skip.insert(RunId(Reader::new(&item).s("run_id")?));
+            }
+            let mut ops: Vec<TransactWriteItem> = Vec::new();
+            let mut op_runs: Vec<Option<Run>> = Vec::new(); // the new run each op inserts
+            for id in &firing.cancel {
+                if let Some(mut stored) = self.load_run(&firing.tenant, id).await?
+                    && stored.run.request_cancel(firing.at, REPLACED)
+                {
+                    let rv = stored.rv;
+                    stored.rv += 1;
+                    ops.push(self.put(self.stored_run_item(&stored)?, "rv = :rv", vec![(":rv", n(rv))])?);
+                    op_runs.push(None);
+                }
+            }
+            for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
+                let stored = StoredRun {
+                    run: truncated(run),
+                    last_token: 0,
+                    rv: 1,
+                };
+                ops.push(self.put(self.stored_run_item(&stored)?, "attribute_not_exists(pk)", vec![])?);
+                op_runs.push(Some(stored.run));
+            }
+            // Everything past one transaction goes first, each chunk conditional on the job.
+            let room = MAX_TRANSACTION - 1;
+            let split = ops.len().saturating_sub(room);
+            let mut early_ops: Vec<TransactWriteItem> = ops.drain(..split).collect();
+            let mut early_runs: Vec<Option<Run>> = op_runs.drain(..split).collect();
+            let mut failed: Option<(Failure, Vec<Option<Run>>)> = None;
+            while !early_ops.is_empty() {
+                let take = early_ops.len().min(room);
+                let mut chunk: Vec<TransactWriteItem> = early_ops.drain(..take).collect();
+                let chunk_runs: Vec<Option<Run>> = early_runs.drain(..take).collect();
+                chunk.insert(0, self.firing_job_write(firing, true)?);
+                match self.transact(chunk).await {
+                    Ok(()) => {
+                        for run in chunk_runs.into_iter().flatten() {
+                            skip.insert(run.run_id.clone());
+                            committed.push(run);
+                        }
+                    }
+                    Err(f) => {
+                        failed = Some((f, chunk_runs));
+                        break;
+                    }
+                }
+            }
+            if failed.is_none() {
+                let mut last = vec![self.firing_job_write(firing, false)?];
+                last.extend(ops);
+                match self.transact(last).await {
+                    Ok(()) => {
+                        committed.extend(op_runs.into_iter().flatten());
+                        return Ok(committed);
+                    }
+                    Err(f) => failed = Some((f, op_runs)),
+                }
+            }
+            match failed {
+                Some((Failure::Condition { failed_items, .. }, runs)) => {
+                    // Item 0 of every transaction is the job's update or condition check.
+                    if failed_items.contains(&0) {
+                        if !self.job_exists(&firing.tenant, &firing.job_id).await? {
+                            return Err(StoreError::NotFound);
+                        }
+                        return Err(conflict(format!("job {} moved on", firing.job_id)));
+                    }
+                    // A run was created (or a cancelled run changed) meanwhile: skip the
+                    // former, re-read the latter, and try again.
+                    for i in failed_items {
+                        if let Some(Some(run)) = runs.get(i - 1) {
+                            skip.insert(run.run_id.clone());
+                        }
+                    }
+                }
+                Some((f, _)) => return Err(f.into_store(String::new)),
+                None => {}
+            }
+        }
+        Err(StoreError::Transient(
+            format!("firing of job {} kept racing other writers", firing.job_id).into(),
+        ))
+    }
+
+    async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
+        let stored = StoredRun {
+            run: truncated(run),
+            last_token: 0,
+            rv: 1,
+        };
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.stored_run_item(&stored)?))
+            .condition_expression("attribute_not_exists(pk)")
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) => match classify("dynamodb:PutItem", e, |_| None) {
+                Failure::Condition { .. } => Ok(false),
+                f => Err(f.into_store(String::new)),
+            },
+        }
+    }
+
+    async fn get_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError> {
+        Ok(self.load_run(tenant, run_id).await?.map(|s| s.run))
+    }
+
+    async fn list_runs(
+        &self,
+        tenant: &TenantId,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Run>, StoreError> {
+        let after = page.cursor.as_deref().map(parse_run_cursor).transpose()?;
+        let want = page.limit.saturating_add(1);
+        let state_filter = |q: QuerySpec| match filter.state {
+            Some(st) => q
+                .name("#st", "state")
+                .value(":st", s(st.as_str()))
+                .and_filter("#st = :st".into()),
+            None => q,
+        };
+        let mut runs: Vec<Run> = if let Some(job) = &filter.job_id {
+            // One job: its partition of the table, strongly consistent, newest first.
+            let lo = filter.since.map_or(0, ms);
+            let mut hi = filter.until.map_or(MAX_PADDED_MS, |t| ms(t) - 1);
+            if let Some((at, _)) = &after {
+                hi = hi.min(at - 1);
+            }
+            if hi < lo {
+                return Ok(Page {
+                    items: vec![],
+                    next_cursor: None,
+                });
+            }
+            let mut q = QuerySpec::new(None, "#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                .name("#pk", PK)
+                .name("#sk", SK)
+                .value(":pk", s(job_pk(tenant.as_str(), job.as_str())))
+                .value(":lo", s(run_sk(lo)))
+                .value(":hi", s(run_sk(hi)));
+            q.forward = false;
+            q.consistent = true;
+            q = state_filter(q);
+            let items = self.query(&q, want).await?;
+            items
+                .iter()
+                .map(|i| run_from_item(i).map(|s| s.run))
+                .collect::<Result<_, _>>()?
+        } else {
+            // Every job: the tenant's sharded listing partitions, merged.
+            let (lo, hi, drop) = run_range(filter, after.as_ref());
+            let mut specs = Vec::new();
+            for shard in 0..self.shards {
+                let cond = match (&lo, &hi) {
+                    (Some(_), Some(_)) => "#pk = :pk AND #sk BETWEEN :lo AND :hi",
+                    (Some(_), None) => "#pk = :pk AND #sk >= :lo",
+                    (None, Some(_)) => "#pk = :pk AND #sk <= :hi",
+                    (None, None) => "#pk = :pk",
+                };
+                let mut q = QuerySpec::new(Some(LIST_INDEX), cond)
+                    .name("#pk", GSI2_PK)
+                    .value(":pk", s(runs_list_pk(tenant.as_str(), shard)));
+                if lo.is_some() || hi.is_some() {
+                    q = q.name("#sk", GSI2_SK);
+                }
+                if let Some(l) = &lo {
+                    q = q.value(":lo", s(l.clone()));
+                }
+                if let Some(h) = &hi {
+                    q = q.value(":hi", s(h.clone()));
+                }
+                q.forward = false;
+                specs.push(state_filter(q));
+            }
+            if lo.as_ref().zip(hi.as_ref()).is_some_and(|(l, h)| l > h) {
+                return Ok(Page {
+                    items: vec![],
+                    next_cursor: None,
+                });
+            }
+            let mut copies = self.query_many(specs, want.saturating_add(1)).await?;
+            copies.retain(|c| {
+                drop.as_ref()
+                    .is_none_or(|d| Reader::new(c).s(GSI2_SK).ok().as_ref() != Some(d))
+            });
+            copies.sort_by(|a, b| {
+                let sk = |i: &Item| Reader::new(i).s(GSI2_SK).unwrap_or_default();
+                sk(b).cmp(&sk(a))
+            });
+            copies.truncate(want);
+            let keys = copies.iter().map(|c| {
+                let r = Reader::new(c);
+                key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+            });
+            let items = self.fetch_in_order(keys.collect()).await?;
+            let mut runs: Vec<Run> = items
+                .iter()
+                .map(|i| run_from_item(i).map(|s| s.run))
+                .collect::<Result<_, _>>()?;
+            runs.retain(|r| filter.state.is_none_or(|st| r.state == st));
+            runs
+        };
+        runs.sort_by(newest_first);
+        let more = runs.len() > page.limit;
+        runs.truncate(page.limit);
+        let next_cursor = if more { runs.last().map(run_cursor) } else { None };
+        Ok(Page {
+            items: runs,
+            next_cursor,
+        })
+    }
+
+    async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
+        let mut q = QuerySpec::new(None, "#pk = :pk AND begins_with(#sk, :runs)")
+            .name("#pk", PK)
+            .name("#sk", SK)
+            .name("#st", "state")
+            .value(":pk", s(job_pk(tenant.as_str(), job_id.as_str())))
+            .value(":runs", s(RUN_SK_PREFIX))
+            .value(":p", s(RunState::Pending.as_str()))
+            .value(":r", s(RunState::Running.as_str()))
+            .and_filter("#st IN (:p, :r)".into());
+        q.consistent = true;
+        let items = self.query(&q, usize::MAX).await?;
+        let mut runs: Vec<Run> = items
+            .iter()
+            .map(|i| run_from_item(i).map(|s| s.run))
+            .collect::<Result<_, _>>()?;
+        runs.sort_by(|a, b| (a.scheduled_for, &a.run_id).cmp(&(b.scheduled_for, &b.run_id)));
+        Ok(runs)
+    }
+
+    async fn claim(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        self.modify_run(tenant, run_id, |stored| match stored.run.decide_claim(now) {
+            ClaimStep::Answer { outcome, changed } => Ok((changed, outcome)),
+            ClaimStep::Start => {
+                let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
+                stored.run.start_attempt(worker, now, lease_until, token);
+                stored.last_token = token;
+                Ok((
+                    true,
+                    ClaimOutcome::Claimed {
+                        run: stored.run.clone(),
+                        token,
+                    },
+                ))
+            }
+        })
+        .await
+    }
+
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Run, StoreError> {
+        let lease_until = trunc_ms(lease_until);
+        self.modify_run(tenant, run_id, |stored| {
+            stored.run.renew_lease(token, now, lease_until)?;
+            Ok((true, stored.run.clone()))
+        })
+        .await
+    }
+
+    async fn complete(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        only_if_expired_by: Option<Timestamp>,
+    ) -> Result<Run, StoreError> {
+        self.modify_run(tenant, run_id, |stored| {
+            stored.run.finish_attempt(token, result, next, only_if_expired_by)?;
+            Ok((true, stored.run.clone()))
+        })
+        .await
+    }
+
+    async fn cancel_run(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> Result<Run, StoreError> {
+        self.modify_run(tenant, run_id, |stored| {
+            let changed = stored.run.request_cancel(now, reason);
+            Ok((changed, stored.run.clone()))
+        })
+        .await
+    }
+
+    async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let below = pad_ms(ms(now));
+        let specs = (0..self.shards)
+            .map(|shard| {
+                QuerySpec::new(Some(SCHED_INDEX), "#pk = :pk AND #sk < :below")
+                    .name("#pk", GSI1_PK)
+                    .name("#sk", GSI1_SK)
+                    .value(":pk", s(running_pk(shard)))
+                    .value(":below", s(below.clone()))
+            })
+            .collect();
+        let items = self.query_many(specs, limit).await?;
+        let mut runs: Vec<Run> = items
+            .iter()
+            .map(|i| run_from_item(i).map(|s| s.run))
+            .collect::<Result<_, _>>()?;
+        runs.retain(|r| r.state == RunState::Running && r.lease_expired(now));
+        runs.sort_by(|a, b| {
+            let exp = |r: &Run| r.lease.as_ref().map(|l| l.expires_at);
+            (exp(a), &a.run_id).cmp(&(exp(b), &b.run_id))
+        });
+        runs.truncate(limit);
+        Ok(runs)
+    }
+
+    async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let below = pad_ms(ms(ready_before) + 1);
+        let specs = (0..self.shards)
+            .map(|shard| {
+                QuerySpec::new(Some(SCHED_INDEX), "#pk = :pk AND #sk < :below")
+                    .name("#pk", GSI1_PK)
+                    .name("#sk", GSI1_SK)
+                    .value(":pk", s(pending_pk(shard)))
+                    .value(":below", s(below.clone()))
+            })
+            .collect();
+        let items = self.query_many(specs, limit).await?;
+        let mut runs: Vec<Run> = items
+            .iter()
+            .map(|i| run_from_item(i).map(|s| s.run))
+            .collect::<Result<_, _>>()?;
+        runs.retain(|r| r.state == RunState::Pending && r.not_before <= ready_before);
+        runs.sort_by(|a, b| {
+            (a.not_before, a.scheduled_for, &a.run_id).cmp(&(b.not_before, b.scheduled_for, &b.run_id))
+        });
+        runs.truncate(limit);
+        Ok(runs)
+    }
+}

@@ -1,0 +1,375 @@
+//! [`SqsQueue`]: the [`DispatchQueue`] port on three SQS queues (high, normal, low) that share
+//! one dead-letter queue through their redrive policy.
+//!
+//! - **Routing**: priority 7–9 → high, 3–6 → normal, 0–2 → low.
+//! - **Delay**: a message is sent with `DelaySeconds` = whole seconds until its `not_before`
+//!   (rounded up). SQS allows at most 900 s, so a run due later than 15 minutes from now is
+//!   **not enqueued**: the sweeper's look-ahead is at most 15 minutes, and the reaper's repair
+//!   pass (`stale_pending`) enqueues a PENDING run once it is ready. Enqueuing early is never
+//!   needed.
+//! - **Body**: ids only — `{"tenant", "run_id", "priority", "not_before"}`; the run lives in
+//!   the store.
+//! - **Receive**: weighted with aging. Queues are tried high → normal → low, except every
+//!   [`SqsQueue::AGING_EVERY`]-th receive, which starts from low, so low priorities are served
+//!   however busy high is. A first pass does not wait; if it finds nothing and `wait` is not
+//!   zero, the queues are long-polled in turn for at most `poll_slice` each (1 s by default,
+//!   so a high message waits at most that long behind a poll of low), until `wait` has passed.
+//!   Messages received together are returned in [`dispatch_rank`] order.
+//! - **Receipt** = `<queue>|<receipt handle>`; `extend` is `ChangeMessageVisibility`, `ack` is
+//!   `DeleteMessage`; `receive_count` is SQS's `ApproximateReceiveCount`.
+//! - **Duplicates**: SQS keeps every message enqueued (no dedupe by run as the local queue
+//!   does); claiming in the store makes the second delivery harmless.
+//!
+//! This module must not read or write the store.
+
+use crate::config::AwsConfig;
+use crate::error::{classify, queue_error};
+use async_trait::async_trait;
+use aws_sdk_sqs::Client;
+use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
+use serde::{Deserialize, Serialize};
+use sked_core::duration::Dur;
+use sked_core::ids::{RunId, TenantId};
+use sked_core::ports::queue::dispatch_rank;
+use sked_core::ports::{Clock, Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
+use sked_core::timestamp::{self, Timestamp};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The longest `DelaySeconds` SQS accepts.
+pub const MAX_DELAY_SECS: i64 = 900;
+/// Most messages one SQS receive or batch send handles.
+const SQS_BATCH: usize = 10;
+/// Error codes that mean a receipt handle no longer names a live delivery.
+const STALE_CODES: &[&str] = &[
+    "ReceiptHandleIsInvalid",
+    "MessageNotInflight",
+    "AWS.SimpleQueueService.MessageNotInflight",
+    "InvalidParameterValue",
+];
+
+/// One of the three dispatch queues.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lane {
+    /// Priority 7–9.
+    High,
+    /// Priority 3–6.
+    Normal,
+    /// Priority 0–2.
+    Low,
+}
+
+impl Lane {
+    /// The queue a run of `priority` goes to.
+    pub fn for_priority(priority: u8) -> Lane {
+        match priority {
+            7.. => Lane::High,
+            3..=6 => Lane::Normal,
+            _ => Lane::Low,
+        }
+    }
+
+    /// Its name in receipts.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Lane::High => "high",
+            Lane::Normal => "normal",
+            Lane::Low => "low",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Lane> {
+        match s {
+            "high" => Some(Lane::High),
+            "normal" => Some(Lane::Normal),
+            "low" => Some(Lane::Low),
+            _ => None,
+        }
+    }
+}
+
+/// A message body: ids only.
+#[derive(Debug, Serialize, Deserialize)]
+struct Body {
+    tenant: String,
+    run_id: String,
+    priority: u8,
+    #[serde(with = "timestamp::serde_ms")]
+    not_before: Timestamp,
+}
+
+/// A message whose body is not a sked dispatch (someone else wrote to the queue).
+#[derive(Debug, thiserror::Error)]
+#[error("message {message_id} on the {lane} queue is not a sked dispatch: {problem}")]
+pub struct BadMessage {
+    /// SQS's message id.
+    pub message_id: String,
+    /// Which queue.
+    pub lane: &'static str,
+    /// What is wrong.
+    pub problem: String,
+}
+
+/// The dispatch queue on SQS.
+#[derive(Clone)]
+pub struct SqsQueue {
+    client: Client,
+    high: String,
+    normal: String,
+    low: String,
+    clock: Arc<dyn Clock>,
+    receives: Arc<AtomicU64>,
+    poll_slice: Duration,
+}
+
+impl std::fmt::Debug for SqsQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqsQueue")
+            .field("high", &self.high)
+            .field("normal", &self.normal)
+            .field("low", &self.low)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqsQueue {
+    /// Every this many receives, the low queue is tried first.
+    pub const AGING_EVERY: u64 = 4;
+
+    /// A queue over `config.queues`, timing delays by `clock`.
+    pub fn new(client: Client, config: &AwsConfig, clock: Arc<dyn Clock>) -> Self {
+        SqsQueue {
+            client,
+            high: config.queues.high.clone(),
+            normal: config.queues.normal.clone(),
+            low: config.queues.low.clone(),
+            clock,
+            receives: Arc::new(AtomicU64::new(0)),
+            poll_slice: Duration::from_secs(1),
+        }
+    }
+
+    /// Long-polls each queue for at most `slice` before trying the next (whole seconds, ≥ 1).
+    pub fn with_poll_slice(mut self, slice: Duration) -> Self {
+        self.poll_slice = slice.max(Duration::from_secs(1));
+        self
+    }
+
+    fn url(&self, lane: Lane) -> &str {
+        match lane {
+            Lane::High => &self.high,
+            Lane::Normal => &self.normal,
+            Lane::Low => &self.low,
+        }
+    }
+
+    /// The order to try the queues in for the next receive.
+    fn order(&self) -> [Lane; 3] {
+        let n = self.receives.fetch_add(1, Ordering::Relaxed);
+        if n % Self::AGING_EVERY == Self::AGING_EVERY - 1 {
+            [Lane::Low, Lane::Normal, Lane::High]
+        } else {
+            [Lane::High, Lane::Normal, Lane::Low]
+        }
+    }
+
+    async fn receive_from(
+        &self,
+        lane: Lane,
+        max: usize,
+        visibility: i32,
+        wait_secs: i32,
+    ) -> Result<Vec<Delivery>, QueueError> {
+        #[allow(deprecated)] // older servers (moto among them) know only `AttributeNames`
+        let req = self
+            .client
+            .receive_message()
+            .queue_url(self.url(lane))
+            .max_number_of_messages(max.clamp(1, SQS_BATCH) as i32)
+            .visibility_timeout(visibility)
+            .wait_time_seconds(wait_secs)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .attribute_names(aws_sdk_sqs::types::QueueAttributeName::All);
+        let out = req
+            .send()
+            .await
+            .map_err(|e| queue_error(classify("sqs:ReceiveMessage", e, |_| None), &[]))?;
+        let mut deliveries = Vec::new();
+        for m in out.messages.unwrap_or_default() {
+            let message_id = m.message_id().unwrap_or_default().to_string();
+            let bad = |problem: String| {
+                QueueError::Other(Box::new(BadMessage {
+                    message_id: message_id.clone(),
+                    lane: lane.as_str(),
+                    problem,
+                }))
+            };
+            let body: Body = serde_json::from_str(m.body().unwrap_or_default()).map_err(|e| bad(e.to_string()))?;
+            let handle = m.receipt_handle().ok_or_else(|| bad("no receipt handle".into()))?;
+            let receive_count = m
+                .attributes()
+                .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(1);
+            deliveries.push(Delivery {
+                dispatch: Dispatch {
+                    tenant: TenantId(body.tenant),
+                    run_id: RunId(body.run_id),
+                    priority: body.priority,
+                    not_before: body.not_before,
+                },
+                receipt: Receipt(format!("{}|{handle}", lane.as_str())),
+                receive_count,
+            });
+        }
+        Ok(deliveries)
+    }
+
+    fn parse_receipt<'a>(&'a self, receipt: &'a Receipt) -> Result<(&'a str, &'a str), QueueError> {
+        let (lane, handle) = receipt.0.split_once('|').ok_or(QueueError::StaleReceipt)?;
+        let lane = Lane::parse(lane).ok_or(QueueError::StaleReceipt)?;
+        Ok((self.url(lane), handle))
+    }
+}
+
+/// Whole seconds, rounded up, capped at SQS's limits for visibility timeouts.
+fn visibility_secs(d: Dur) -> i32 {
+    let ms = d.as_millis().max(0);
+    ((ms + 999) / 1000).clamp(0, 43_200) as i32
+}
+
+#[async_trait]
+impl DispatchQueue for SqsQueue {
+    async fn enqueue(&self, items: &[Dispatch]) -> Result<(), QueueError> {
+        let now = self.clock.now();
+        for lane in [Lane::High, Lane::Normal, Lane::Low] {
+            let mut entries = Vec::new();
+            for d in items.iter().filter(|d| Lane::for_priority(d.priority) == lane) {
+                let wait_ms = (d.not_before - now).num_milliseconds().max(0);
+                let delay = (wait_ms + 999) / 1000;
+                if delay > MAX_DELAY_SECS {
+                    tracing::debug!(run_id = %d.run_id, delay, "not enqueued yet: beyond SQS's 15-minute delay");
+                    continue;
+                }
+                let body = serde_json::to_string(&Body {
+                    tenant: d.tenant.0.clone(),
+                    run_id: d.run_id.0.clone(),
+                    priority: d.priority,
+                    not_before: d.not_before,
+                })
+                .map_err(|e| QueueError::Other(Box::new(e)))?;
+                let entry = SendMessageBatchRequestEntry::builder()
+                    .id(format!("m{}", entries.len()))
+                    .message_body(body)
+                    .delay_seconds(delay as i32)
+                    .build()
+                    .map_err(|e| QueueError::Other(Box::new(e)))?;
+                entries.push(entry);
+            }
+            for chunk in entries.chunks(SQS_BATCH) {
+                let out = self
+                    .client
+                    .send_message_batch()
+                    .queue_url(self.url(lane))
+                    .set_entries(Some(chunk.to_vec()))
+                    .send()
+                    .await
+                    .map_err(|e| queue_error(classify("sqs:SendMessageBatch", e, |_| None), &[]))?;
+                if let Some(f) = out.failed.first() {
+                    let msg = format!(
+                        "{} of {} messages not sent to the {} queue: {} {}",
+                        out.failed.len(),
+                        chunk.len(),
+                        lane.as_str(),
+                        f.code,
+                        f.message.as_deref().unwrap_or_default()
+                    );
+                    return Err(if f.sender_fault {
+                        QueueError::Other(msg.into())
+                    } else {
+                        QueueError::Transient(msg.into())
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn receive(&self, max: usize, visibility: Dur, wait: Dur) -> Result<Vec<Delivery>, QueueError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let max = max.min(SQS_BATCH);
+        let vis = visibility_secs(visibility);
+        let order = self.order();
+        let deadline = tokio::time::Instant::now() + Duration::from_millis(wait.as_millis().max(0) as u64);
+        let mut got = Vec::new();
+        for lane in order {
+            got.extend(self.receive_from(lane, max - got.len(), vis, 0).await?);
+            if got.len() >= max {
+                break;
+            }
+        }
+        'poll: while got.is_empty() {
+            for lane in order {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let secs = left.as_secs().min(self.poll_slice.as_secs()) as i32;
+                if secs == 0 {
+                    break 'poll;
+                }
+                got.extend(self.receive_from(lane, max, vis, secs).await?);
+                if !got.is_empty() {
+                    break 'poll;
+                }
+            }
+        }
+        got.sort_by_key(|d| dispatch_rank(d.dispatch.priority, d.dispatch.not_before));
+        Ok(got)
+    }
+
+    async fn extend(&self, receipt: &Receipt, visibility: Dur) -> Result<(), QueueError> {
+        let (url, handle) = self.parse_receipt(receipt)?;
+        self.client
+            .change_message_visibility()
+            .queue_url(url)
+            .receipt_handle(handle)
+            .visibility_timeout(visibility_secs(visibility))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| queue_error(classify("sqs:ChangeMessageVisibility", e, |_| None), STALE_CODES))
+    }
+
+    async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError> {
+        let (url, handle) = self.parse_receipt(receipt)?;
+        self.client
+            .delete_message()
+            .queue_url(url)
+            .receipt_handle(handle)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| queue_error(classify("sqs:DeleteMessage", e, |_| None), STALE_CODES))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn priorities_route_to_three_lanes() {
+        let lanes: Vec<Lane> = (0..=9).map(Lane::for_priority).collect();
+        assert_eq!(&lanes[..3], &[Lane::Low; 3]);
+        assert_eq!(&lanes[3..7], &[Lane::Normal; 4]);
+        assert_eq!(&lanes[7..], &[Lane::High; 3]);
+    }
+
+    #[test]
+    fn visibility_rounds_up_to_whole_seconds() {
+        assert_eq!(visibility_secs(Dur::millis(1)), 1);
+        assert_eq!(visibility_secs(Dur::secs(30)), 30);
+        assert_eq!(visibility_secs(Dur::ZERO), 0);
+    }
+}

@@ -1,0 +1,260 @@
+//! What the DynamoDB store does beyond the shared contract, against a real moto server:
+//! transactions larger than DynamoDB's 100-item limit, racing claims, TTL on finished runs,
+//! the due index's look-ahead, and error mapping with sources kept.
+
+mod common;
+
+use sked_aws::DynamoStore;
+use sked_aws::dynamo::codec::key;
+use sked_aws::dynamo::keys::{JOB_SK, job_pk, run_sk};
+use sked_core::ids::{JobId, TenantId, WorkerId};
+use sked_core::job::{Job, JobSpec, JobState};
+use sked_core::ports::store::{ClaimOutcome, Firing, JobStore, RunTransition, StoreError};
+use sked_core::ports::{Clock, SystemClock};
+use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
+use sked_core::timestamp::{Timestamp, trunc_ms};
+use sked_testkit::contract::fixtures;
+use std::sync::Arc;
+
+async fn store() -> (Arc<DynamoStore>, aws_sdk_dynamodb::Client, String) {
+    let (clients, config) = common::fresh_table().await;
+    let store = DynamoStore::new(clients.dynamodb.clone(), &config, Arc::new(SystemClock));
+    (Arc::new(store), clients.dynamodb, config.table)
+}
+
+fn now() -> Timestamp {
+    trunc_ms(SystemClock.now())
+}
+
+fn job_at(id: &str, next: Timestamp) -> Job {
+    let spec: JobSpec = serde_json::from_value(serde_json::json!({
+        "schedule": {"every": "1s", "anchor": "2026-03-01T00:00:00.000Z"},
+        "task": {"command": {"argv": ["ok"]}},
+        "overlap": "allow",
+    }))
+    .unwrap();
+    Job {
+        tenant: TenantId::from("t1"),
+        id: JobId::from(id),
+        spec,
+        state: JobState::Active,
+        next_fire_at: Some(next),
+        version: 1,
+        created_at: now(),
+        updated_at: now(),
+    }
+}
+
+fn run_at(job: &str, at: Timestamp) -> Run {
+    Run::new_pending(
+        TenantId::from("t1"),
+        JobId::from(job),
+        at,
+        Trigger::Schedule,
+        5,
+        at,
+        3,
+        at,
+    )
+}
+
+#[tokio::test]
+async fn a_firing_larger_than_one_transaction_inserts_every_run() {
+    let (store, _, _) = store().await;
+    let t0 = fixtures::t0();
+    let job = job_at("big", t0);
+    store.create_jobs(std::slice::from_ref(&job), None).await.unwrap();
+    let runs: Vec<Run> = (0..150)
+        .map(|i| run_at("big", t0 + chrono::Duration::seconds(i)))
+        .collect();
+    store.insert_run(&runs[10]).await.unwrap();
+    let firing = Firing {
+        tenant: job.tenant.clone(),
+        job_id: job.id.clone(),
+        expected_version: 1,
+        expected_next_fire_at: job.next_fire_at,
+        next_fire_at: Some(t0 + chrono::Duration::seconds(150)),
+        state: JobState::Active,
+        runs: runs.clone(),
+        cancel: vec![],
+        at: t0,
+    };
+    let inserted = store.fire(&firing).await.unwrap();
+    assert_eq!(inserted.len(), 149, "all but the one that existed");
+    let active = store.active_runs(&job.tenant, &job.id).await.unwrap();
+    assert_eq!(active.len(), 150);
+    let after = store.get_job(&job.tenant, &job.id).await.unwrap().unwrap();
+    assert_eq!(after.next_fire_at, firing.next_fire_at);
+    assert!(matches!(store.fire(&firing).await, Err(StoreError::Conflict(_))));
+}
+
+#[tokio::test]
+async fn a_create_larger_than_one_transaction_is_all_or_nothing() {
+    let (store, _, _) = store().await;
+    let t = fixtures::t0();
+    store.create_jobs(&[job_at("clash", t)], None).await.unwrap();
+    let jobs: Vec<Job> = (0..150).map(|i| job_at(&format!("j{i:03}"), t)).collect();
+    // The clash comes last, in the second transaction: the first must be undone.
+    let mut clashing = jobs.clone();
+    clashing.push(job_at("clash", t));
+    let res = store.create_jobs(&clashing, Some(("k", "fp"))).await;
+    assert!(matches!(res, Err(StoreError::Conflict(_))), "{res:?}");
+    assert_eq!(
+        store
+            .get_job(&TenantId::from("t1"), &JobId::from("j000"))
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        store.idempotency_lookup(&TenantId::from("t1"), "k").await.unwrap(),
+        None
+    );
+    store.create_jobs(&jobs, Some(("k", "fp"))).await.unwrap();
+    let (_, ids) = store
+        .idempotency_lookup(&TenantId::from("t1"), "k")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(ids.len(), 150);
+}
+
+#[tokio::test]
+async fn racing_claims_start_exactly_one_attempt() {
+    let (store, _, _) = store().await;
+    let at = now();
+    let run = run_at("race", at);
+    store.insert_run(&run).await.unwrap();
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let (store, run) = (store.clone(), run.clone());
+        tasks.push(tokio::spawn(async move {
+            let lease = at + chrono::Duration::seconds(60);
+            store
+                .claim(&run.tenant, &run.run_id, &WorkerId(format!("w{i}")), at, lease)
+                .await
+                .unwrap()
+        }));
+    }
+    let mut claimed = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            ClaimOutcome::Claimed { .. } => claimed += 1,
+            ClaimOutcome::Leased(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(claimed, 1);
+    let stored = store.get_run(&run.tenant, &run.run_id).await.unwrap().unwrap();
+    assert_eq!(stored.attempts.len(), 1);
+}
+
+#[tokio::test]
+async fn finished_runs_carry_a_ttl_and_live_ones_do_not() {
+    let (store, client, table) = store().await;
+    let at = fixtures::t0();
+    let run = run_at("ttl", at);
+    store.insert_run(&run).await.unwrap();
+    let ttl_of = async || {
+        let item = client
+            .get_item()
+            .table_name(&table)
+            .set_key(Some(key(job_pk("t1", "ttl"), run_sk(at.timestamp_millis()))))
+            .send()
+            .await
+            .unwrap()
+            .item
+            .unwrap();
+        item.get("ttl")
+            .and_then(|v| v.as_n().ok())
+            .map(|n| n.parse::<i64>().unwrap())
+    };
+    assert_eq!(ttl_of().await, None);
+    let ClaimOutcome::Claimed { token, .. } = store
+        .claim(
+            &run.tenant,
+            &run.run_id,
+            &WorkerId::from("w"),
+            at,
+            at + chrono::Duration::seconds(30),
+        )
+        .await
+        .unwrap()
+    else {
+        panic!("claim")
+    };
+    let done = at + chrono::Duration::seconds(5);
+    store
+        .complete(
+            &run.tenant,
+            &run.run_id,
+            token,
+            &fixtures::result(AttemptOutcome::Succeeded, done),
+            RunTransition::Finish(RunState::Succeeded),
+            None,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        ttl_of().await,
+        Some(done.timestamp() + 30 * 24 * 3600),
+        "default retention: 30 days"
+    );
+}
+
+#[tokio::test]
+async fn the_due_index_answers_near_jobs_and_leaves_far_ones_to_a_later_look() {
+    let (store, client, table) = store().await;
+    let soon = now() + chrono::Duration::minutes(3);
+    store.create_jobs(&[job_at("soon", soon)], None).await.unwrap();
+    assert!(store.due_jobs(now(), 10).await.unwrap().is_empty());
+    assert_eq!(store.next_due_at().await.unwrap(), Some(soon));
+    let due = store.due_jobs(soon, 10).await.unwrap();
+    assert_eq!(due.len(), 1);
+    // Filed under its own minute, one of the shards.
+    let item = client
+        .get_item()
+        .table_name(&table)
+        .set_key(Some(key(job_pk("t1", "soon"), JOB_SK.into())))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    let bucket = item["gsi1pk"].as_s().unwrap();
+    let minute = soon.format("%Y%m%d%H%M").to_string();
+    assert!(bucket.starts_with(&format!("DUE#{minute}#")), "{bucket}");
+
+    let mut far = job_at("soon", now() + chrono::Duration::hours(2));
+    far.version = 2;
+    store.update_job(&far, 1).await.unwrap();
+    assert_eq!(store.next_due_at().await.unwrap(), None, "beyond the 15-minute window");
+    let horizon = now() + chrono::Duration::hours(3);
+    assert_eq!(
+        store.due_jobs(horizon, 10).await.unwrap().len(),
+        1,
+        "a due query still finds it"
+    );
+}
+
+#[tokio::test]
+async fn aws_errors_keep_their_source_and_code() {
+    let (clients, mut config) = common::fresh_table().await;
+    config.table = "no-such-table".into();
+    let store = DynamoStore::new(clients.dynamodb, &config, Arc::new(SystemClock));
+    let err = store
+        .get_job(&TenantId::from("t1"), &JobId::from("a"))
+        .await
+        .unwrap_err();
+    let StoreError::Other(inner) = &err else {
+        panic!("expected Other, got {err:?}")
+    };
+    let call = inner.downcast_ref::<sked_aws::error::CallError>().expect("a CallError");
+    assert_eq!(call.code.as_deref(), Some("ResourceNotFoundException"));
+    assert!(std::error::Error::source(call).is_some(), "the SDK error is kept");
+    assert!(
+        sked_aws::error::is_transient_code("ProvisionedThroughputExceededException")
+            && sked_aws::error::is_transient_code("ThrottlingException")
+            && sked_aws::error::is_transient_code("InternalServerError")
+    );
+}
