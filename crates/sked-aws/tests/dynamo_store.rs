@@ -227,7 +227,7 @@ async fn the_due_index_answers_near_jobs_and_leaves_far_ones_to_a_later_look() {
 
     let mut far = job_at("soon", now() + chrono::Duration::hours(2));
     far.version = 2;
-    store.update_job(&far, 1).await.unwrap();
+    store.update_job(&far, 1, Some(soon)).await.unwrap();
     assert_eq!(store.next_due_at().await.unwrap(), None, "beyond the 15-minute window");
     let horizon = now() + chrono::Duration::hours(3);
     assert_eq!(

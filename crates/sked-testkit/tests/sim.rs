@@ -4,7 +4,7 @@
 //! - `cargo test -p sked-testkit --test sim` runs 500 seeds (the CI count).
 //! - `SKED_SIM_SEEDS=100000` runs more; `SKED_SIM_FIRST=<n>` starts elsewhere.
 //! - `SKED_SIM_SEED=<n>` replays one seed and prints its report.
-//! - `SKED_SIM_RACE_API=1` also lets user changes race sweeps (a known lost-update bug; see
+//! - `SKED_SIM_RACE_API=0` keeps user changes from racing sweeps (they race by default; see
 //!   `SimConfig::race_api_with_sweeps`).
 //!
 //! A failing seed prints its report: what broke, the last events, and the replay command.
@@ -19,7 +19,7 @@ const CI_SEEDS: u64 = 500;
 /// The configuration of `seed`, with the environment's switches.
 fn config(seed: u64) -> SimConfig {
     let mut c = SimConfig::new(seed);
-    c.race_api_with_sweeps = std::env::var("SKED_SIM_RACE_API").is_ok_and(|v| v == "1");
+    c.race_api_with_sweeps = std::env::var("SKED_SIM_RACE_API").map_or(true, |v| v != "0");
     c
 }
 

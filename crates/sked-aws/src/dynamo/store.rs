@@ -624,24 +624,36 @@ impl JobStore for DynamoStore {
             .transpose()
     }
 
-    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError> {
+    async fn update_job(
+        &self,
+        job: &Job,
+        expected_version: u64,
+        expected_next_fire_at: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
         let item = job_item(job, self.now(), self.shards)?;
-        let res = self
+        let req = self
             .client
             .put_item()
             .table_name(&self.table)
             .set_item(Some(item))
-            .condition_expression("attribute_exists(pk) AND version = :v")
-            .expression_attribute_values(":v", n(expected_version))
-            .send()
-            .await;
+            .expression_attribute_names("#nfa", "next_fire_at")
+            .expression_attribute_values(":v", n(expected_version));
+        // A sweep moves `next_fire_at` without bumping the version: a user change must not
+        // undo it.
+        let req = match expected_next_fire_at {
+            Some(t) => req
+                .condition_expression("attribute_exists(pk) AND version = :v AND #nfa = :nfa")
+                .expression_attribute_values(":nfa", n(ms(t))),
+            None => req.condition_expression("attribute_exists(pk) AND version = :v AND attribute_not_exists(#nfa)"),
+        };
+        let res = req.send().await;
         match res {
             Ok(_) => Ok(()),
             Err(e) => match classify("dynamodb:PutItem", e, |_| None) {
                 Failure::Condition { .. } => match self.get_job(&job.tenant, &job.id).await? {
                     None => Err(StoreError::NotFound),
                     Some(current) => Err(conflict(format!(
-                        "job {} is at version {}, not {expected_version}",
+                        "job {} is at version {} (expected {expected_version}) or was swept meanwhile",
                         job.id, current.version
                     ))),
                 },

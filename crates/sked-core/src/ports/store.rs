@@ -184,10 +184,17 @@ pub trait JobStore: Send + Sync + 'static {
     /// One job, in any state.
     async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError>;
 
-    /// Replaces a job if its stored version is `expected_version`; stores `job` as given
-    /// (the caller has bumped `job.version`). [`StoreError::Conflict`] otherwise,
-    /// [`StoreError::NotFound`] if it does not exist.
-    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError>;
+    /// Replaces a job if its stored version is `expected_version` and its stored
+    /// `next_fire_at` is still `expected_next_fire_at` (a sweep moves it without bumping the
+    /// version, and a user change must not undo that); stores `job` as given (the caller has
+    /// bumped `job.version`). [`StoreError::Conflict`] otherwise, [`StoreError::NotFound`] if
+    /// it does not exist.
+    async fn update_job(
+        &self,
+        job: &Job,
+        expected_version: u64,
+        expected_next_fire_at: Option<Timestamp>,
+    ) -> Result<(), StoreError>;
 
     /// A page of jobs, ordered by id.
     async fn list_jobs(

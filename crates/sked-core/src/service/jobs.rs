@@ -16,6 +16,9 @@ use sha2::{Digest, Sha256};
 /// Most jobs one batch may create.
 pub const MAX_BATCH: usize = 1_000;
 
+/// Reads and writes one user change may take when sweeps keep moving the job.
+const MAX_MODIFY_TRIES: usize = 5;
+
 /// A job as submitted: an optional caller-given id and the definition.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
@@ -197,32 +200,37 @@ impl Sked {
         if !problems.is_empty() {
             return Err(self.invalid_or_unsupported(problems));
         }
-        let job = self.live_job(tenant, id).await?;
         let spec = spec.normalised(now);
-        let timing_changed =
-            spec.schedule != job.spec.schedule || spec.window() != job.spec.window() || spec.dst != job.spec.dst;
-        let mut updated = job.clone();
-        if timing_changed {
-            updated.next_fire_at = first_fire(&spec.schedule, &spec.dst, &spec.window(), now);
-            updated.state = match (job.state, updated.next_fire_at) {
-                (JobState::Paused, _) => JobState::Paused,
-                (_, Some(_)) => JobState::Active,
-                (_, None) => JobState::Completed,
-            };
-        }
-        updated.spec = spec;
-        self.save(updated, &job, if_version, now).await
+        self.modify(tenant, id, if_version, |job, now| {
+            let timing_changed =
+                spec.schedule != job.spec.schedule || spec.window() != job.spec.window() || spec.dst != job.spec.dst;
+            let mut updated = job.clone();
+            if timing_changed {
+                updated.next_fire_at = first_fire(&spec.schedule, &spec.dst, &spec.window(), now);
+                updated.state = match (job.state, updated.next_fire_at) {
+                    (JobState::Paused, _) => JobState::Paused,
+                    (_, Some(_)) => JobState::Active,
+                    (_, None) => JobState::Completed,
+                };
+            }
+            updated.spec = spec.clone();
+            Ok(Some(updated))
+        })
+        .await
     }
 
     /// Deletes a job: no new runs, and its PENDING runs are cancelled; RUNNING attempts
     /// finish unless `cancel_running`.
     pub async fn delete_job(&self, tenant: &TenantId, id: &JobId, cancel_running: bool) -> Result<Job, CoreError> {
+        let deleted = self
+            .modify(tenant, id, None, |job, _| {
+                let mut deleted = job.clone();
+                deleted.state = JobState::Deleted;
+                deleted.next_fire_at = None;
+                Ok(Some(deleted))
+            })
+            .await?;
         let now = self.now();
-        let job = self.live_job(tenant, id).await?;
-        let mut deleted = job.clone();
-        deleted.state = JobState::Deleted;
-        deleted.next_fire_at = None;
-        let deleted = self.save(deleted, &job, None, now).await?;
         for run in self.ports.store.active_runs(tenant, id).await? {
             if run.state == RunState::Pending || cancel_running {
                 self.ports
@@ -358,47 +366,62 @@ impl Sked {
 
     /// Moves a job from `from` to `to` (no-op if already `to`).
     async fn set_state(&self, tenant: &TenantId, id: &JobId, from: JobState, to: JobState) -> Result<Job, CoreError> {
-        let job = self.live_job(tenant, id).await?;
-        if job.state == to {
-            return Ok(job);
-        }
-        if job.state != from {
-            return Err(CoreError::Conflict(format!("job {id} is {}, not {from}", job.state)));
-        }
-        let mut changed = job.clone();
-        changed.state = to;
-        self.save(changed, &job, None, self.now()).await
+        self.modify(tenant, id, None, |job, _| {
+            if job.state == to {
+                return Ok(None);
+            }
+            if job.state != from {
+                return Err(CoreError::Conflict(format!("job {id} is {}, not {from}", job.state)));
+            }
+            let mut changed = job.clone();
+            changed.state = to;
+            Ok(Some(changed))
+        })
+        .await
     }
 
-    /// Writes a user change with a version check, and wakes the sweeper.
-    async fn save(
+    /// Applies a user change to a live job: reads it, lets `change` derive the new job from
+    /// it (`None`: nothing to write), and writes that conditional on the version and
+    /// `next_fire_at` it read. A sweep moves `next_fire_at` without bumping the version, so a
+    /// lost race with one is retried on a fresh read; a change by another user is a
+    /// `Conflict` when `if_version` names the version the caller saw.
+    async fn modify(
         &self,
-        mut updated: Job,
-        current: &Job,
+        tenant: &TenantId,
+        id: &JobId,
         if_version: Option<u64>,
-        now: Timestamp,
+        change: impl Fn(&Job, Timestamp) -> Result<Option<Job>, CoreError>,
     ) -> Result<Job, CoreError> {
-        if let Some(v) = if_version.filter(|v| *v != current.version) {
-            return Err(CoreError::Conflict(format!(
-                "job {} is at version {}, not {v}",
-                current.id, current.version
-            )));
-        }
-        updated.version = current.version + 1;
-        updated.updated_at = now;
-        self.ports
-            .store
-            .update_job(&updated, current.version)
-            .await
-            .map_err(|e| match e {
-                StoreError::Conflict(_) => {
-                    CoreError::Conflict(format!("job {} changed meanwhile; read it again", current.id))
+        for _ in 0..MAX_MODIFY_TRIES {
+            let current = self.live_job(tenant, id).await?;
+            if let Some(v) = if_version.filter(|v| *v != current.version) {
+                let message = format!("job {id} is at version {}, not {v}", current.version);
+                return Err(CoreError::Conflict(message));
+            }
+            let now = self.now();
+            let Some(mut updated) = change(&current, now)? else {
+                return Ok(current);
+            };
+            updated.version = current.version + 1;
+            updated.updated_at = now;
+            match self
+                .ports
+                .store
+                .update_job(&updated, current.version, current.next_fire_at)
+                .await
+            {
+                Ok(()) => {
+                    self.sweep.wake();
+                    return Ok(updated);
                 }
-                StoreError::NotFound => CoreError::NotFound(format!("job {}", current.id)),
-                other => other.into(),
-            })?;
-        self.sweep.wake();
-        Ok(updated)
+                Err(StoreError::Conflict(_)) => continue,
+                Err(StoreError::NotFound) => return Err(CoreError::NotFound(format!("job {id}"))),
+                Err(other) => return Err(other.into()),
+            }
+        }
+        Err(CoreError::Conflict(format!(
+            "job {id} kept changing meanwhile; try again"
+        )))
     }
 }
 

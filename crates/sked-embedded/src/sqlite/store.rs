@@ -154,19 +154,27 @@ impl JobStore for SqliteStore {
         self.read(move |conn| load_job(conn, &tenant, &id)).await
     }
 
-    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError> {
+    async fn update_job(
+        &self,
+        job: &Job,
+        expected_version: u64,
+        expected_next_fire_at: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
         let job = job.clone();
         self.write(move |conn| {
-            let stored: Option<i64> = conn
-                .prepare_cached("SELECT version FROM jobs WHERE tenant = ?1 AND id = ?2")?
-                .query_row([job.tenant.as_str(), job.id.as_str()], |r| r.get(0))
+            let stored: Option<(i64, Option<i64>)> = conn
+                .prepare_cached("SELECT version, next_fire_at FROM jobs WHERE tenant = ?1 AND id = ?2")?
+                .query_row([job.tenant.as_str(), job.id.as_str()], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             match stored {
                 None => Err(TxError::Store(StoreError::NotFound)),
-                Some(v) if v as u64 != expected_version => Err(conflict(format!(
+                Some((v, _)) if v as u64 != expected_version => Err(conflict(format!(
                     "job {} is at version {v}, not {expected_version}",
                     job.id
                 ))),
+                Some((_, next)) if next != expected_next_fire_at.map(ms) => {
+                    Err(conflict(format!("job {} was swept meanwhile", job.id)))
+                }
                 Some(_) => put_job(conn, &job),
             }
         })

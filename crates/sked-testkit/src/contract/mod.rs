@@ -51,6 +51,7 @@ macro_rules! store_contract {
             get_job_is_tenant_scoped,
             update_job_compares_and_sets_version,
             update_job_unknown_is_not_found,
+            update_job_conflicts_when_a_sweep_moved_next_fire_at,
             list_jobs_pages_with_cursors,
             list_jobs_filters_by_state,
             list_jobs_filters_by_labels,

@@ -131,10 +131,10 @@ pub async fn create_jobs_conflicts_on_live_id(store: Store) {
     create(&store, std::slice::from_ref(&a)).await;
     for state in [JobState::Active, JobState::Paused, JobState::Completed] {
         let mut current = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
-        let expected = current.version;
+        let (expected, next) = (current.version, current.next_fire_at);
         current.state = state;
         current.version += 1;
-        store.update_job(&current, expected).await.unwrap();
+        store.update_job(&current, expected, next).await.unwrap();
         let mut again = job("t1", "a");
         again.spec = spec("other");
         let res = store.create_jobs(&[again], None).await;
@@ -151,7 +151,7 @@ pub async fn create_jobs_replaces_a_deleted_job(store: Store) {
     let mut deleted = a.clone();
     deleted.state = JobState::Deleted;
     deleted.version = 2;
-    store.update_job(&deleted, 1).await.unwrap();
+    store.update_job(&deleted, 1, a.next_fire_at).await.unwrap();
     let mut fresh = job("t1", "a");
     fresh.spec = spec("second life");
     fresh.created_at = at(100);
@@ -224,23 +224,43 @@ pub async fn update_job_compares_and_sets_version(store: Store) {
     v2.spec = spec("renamed");
     v2.next_fire_at = None;
     v2.updated_at = at(5);
-    store.update_job(&v2, 1).await.unwrap();
+    store.update_job(&v2, 1, a.next_fire_at).await.unwrap();
     assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap(), Some(v2.clone()));
 
     let mut stale = a.clone();
     stale.version = 2;
     stale.spec = spec("lost update");
-    let res = store.update_job(&stale, 1).await;
+    let res = store.update_job(&stale, 1, a.next_fire_at).await;
     assert!(is_conflict(&res), "expected Conflict, got {res:?}");
     assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap(), Some(v2));
+}
+
+/// A sweep moves `next_fire_at` without bumping the version; an update read before it must
+/// not undo the sweep: Conflict and no change.
+pub async fn update_job_conflicts_when_a_sweep_moved_next_fire_at(store: Store) {
+    let a = job("t1", "a");
+    create(&store, std::slice::from_ref(&a)).await;
+    let swept = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
+    store.fire(&swept).await.unwrap();
+    let mut paused = a.clone();
+    paused.version = 2;
+    paused.state = JobState::Paused;
+    let res = store.update_job(&paused, 1, a.next_fire_at).await;
+    assert!(is_conflict(&res), "expected Conflict, got {res:?}");
+    let stored = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!((stored.state, stored.next_fire_at), (JobState::Active, Some(at(120))));
+    paused.next_fire_at = stored.next_fire_at;
+    store.update_job(&paused, 1, stored.next_fire_at).await.unwrap();
 }
 
 /// Updating a job that does not exist (for this tenant) is NotFound.
 pub async fn update_job_unknown_is_not_found(store: Store) {
     create(&store, &[job("t1", "a")]).await;
-    let res = store.update_job(&job("t1", "zz"), 1).await;
+    let zz = job("t1", "zz");
+    let res = store.update_job(&zz, 1, zz.next_fire_at).await;
     assert!(is_not_found(&res), "expected NotFound, got {res:?}");
-    let res = store.update_job(&job("t2", "a"), 1).await;
+    let other = job("t2", "a");
+    let res = store.update_job(&other, 1, other.next_fire_at).await;
     assert!(is_not_found(&res), "other tenant's job: expected NotFound, got {res:?}");
     assert_eq!(store.get_job(&tenant("t2"), &"a".into()).await.unwrap(), None);
 }
@@ -431,7 +451,7 @@ pub async fn fire_conflicts_when_version_moved(store: Store) {
     let mut v2 = a.clone();
     v2.version = 2;
     v2.updated_at = at(1);
-    store.update_job(&v2, 1).await.unwrap();
+    store.update_job(&v2, 1, a.next_fire_at).await.unwrap();
     let mut f = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
     f.state = JobState::Completed;
     let res = store.fire(&f).await;

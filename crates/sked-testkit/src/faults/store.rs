@@ -76,9 +76,17 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.inner.get_job(tenant, id).await
     }
 
-    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError> {
+    async fn update_job(
+        &self,
+        job: &Job,
+        expected_version: u64,
+        expected_next_fire_at: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
         self.before_conditional("update_job").await?;
-        let r = self.inner.update_job(job, expected_version).await;
+        let r = self
+            .inner
+            .update_job(job, expected_version, expected_next_fire_at)
+            .await;
         self.after("update_job", r)
     }
 

@@ -146,7 +146,12 @@ impl JobStore for MemStore {
         Ok(self.lock().jobs.get(&(tenant.clone(), id.clone())).cloned())
     }
 
-    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError> {
+    async fn update_job(
+        &self,
+        job: &Job,
+        expected_version: u64,
+        expected_next_fire_at: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
         let mut st = self.lock();
         let stored = st
             .jobs
@@ -157,6 +162,9 @@ impl JobStore for MemStore {
                 "job {} is at version {}, not {expected_version}",
                 job.id, stored.version
             )));
+        }
+        if stored.next_fire_at != expected_next_fire_at.map(trunc_ms) {
+            return Err(conflict(format!("job {} was swept meanwhile", job.id)));
         }
         *stored = trunc_job(job);
         Ok(())

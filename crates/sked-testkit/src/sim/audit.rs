@@ -117,9 +117,17 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         self.inner.get_job(tenant, id).await
     }
 
-    async fn update_job(&self, job: &Job, expected_version: u64) -> Result<(), StoreError> {
+    async fn update_job(
+        &self,
+        job: &Job,
+        expected_version: u64,
+        expected_next_fire_at: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
         let before = self.peek_job(&job.tenant, &job.id);
-        let r = self.inner.update_job(job, expected_version).await;
+        let r = self
+            .inner
+            .update_job(job, expected_version, expected_next_fire_at)
+            .await;
         if r.is_ok()
             && let (Some(before), Some(after)) = (before, self.peek_job(&job.tenant, &job.id))
         {

@@ -36,10 +36,9 @@ pub struct SimConfig {
     pub settle_limit: Dur,
     /// Port faults.
     pub faults: FaultPlan,
-    /// Whether user changes may run concurrently with a sweep. Off by default until the
-    /// lost-update race it exposes is fixed (a user change written on a job read before a
-    /// concurrent sweep puts back the `next_fire_at` the sweep advanced: the store's
-    /// `update_job` checks the version only, and sweeps do not bump it).
+    /// Whether user changes may run concurrently with a sweep (on by default). It found a
+    /// lost update: a user change written on a job read before a concurrent sweep put back the
+    /// `next_fire_at` the sweep had advanced; `update_job` now also checks `next_fire_at`.
     pub race_api_with_sweeps: bool,
 }
 
@@ -52,7 +51,7 @@ impl SimConfig {
             active: Dur::secs(360),
             settle_limit: Dur::secs(1200),
             faults: FaultPlan::standard(),
-            race_api_with_sweeps: false,
+            race_api_with_sweeps: true,
         }
     }
 }
