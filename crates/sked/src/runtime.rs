@@ -21,11 +21,17 @@ use tracing_subscriber::EnvFilter;
 
 /// Installs the tracing subscriber: to stderr (colours only on a terminal), filtered by
 /// `SKED_LOG` (default `info`), as JSON lines with `--log-json`.
+///
+/// A log line that cannot be written (stderr on a full disk, a closed pipe) is dropped.
+/// tracing-subscriber's default would report it with `eprintln!`, which panics when stderr
+/// is what failed: the task that logged dies — the signal handler, so SIGTERM was lost;
+/// the main task, so the server exited 101 at its first log line.
 pub fn init_tracing(json: bool) {
     let filter = EnvFilter::try_from_env("SKED_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     // A second init (never expected in this binary) is harmless, so its error is ignored.
     let _ = if json {
         builder.json().try_init()

@@ -2,8 +2,8 @@
 //! internal error of one transaction (`TxError`), mapped onto the ports' error enums.
 //!
 //! Owns the classification of SQLite result codes: `SQLITE_BUSY`/`SQLITE_LOCKED` (another
-//! connection or process holds the lock past the busy timeout) are transient; the rest is
-//! not. Sources are always kept.
+//! connection or process holds the lock past the busy timeout) and `SQLITE_FULL`/`SQLITE_IOERR`
+//! (the disk is full or failing writes) are transient; the rest is not. Sources are always kept.
 
 use rusqlite::ErrorCode;
 use sked_core::ports::{QueueError, StoreError};
@@ -128,7 +128,7 @@ impl TxError {
     /// As the store port's error.
     pub(crate) fn into_store(self) -> StoreError {
         match self {
-            TxError::Sql(e) if is_busy(&e) => StoreError::Transient(Box::new(e)),
+            TxError::Sql(e) if is_transient(&e) => StoreError::Transient(Box::new(e)),
             TxError::Sql(e) => StoreError::Other(Box::new(e)),
             TxError::Json(e) => StoreError::Other(Box::new(e)),
             TxError::Bad(e) => StoreError::Other(Box::new(e)),
@@ -141,7 +141,7 @@ impl TxError {
     /// As the queue port's error.
     pub(crate) fn into_queue(self) -> QueueError {
         match self {
-            TxError::Sql(e) if is_busy(&e) => QueueError::Transient(Box::new(e)),
+            TxError::Sql(e) if is_transient(&e) => QueueError::Transient(Box::new(e)),
             TxError::Sql(e) => QueueError::Other(Box::new(e)),
             TxError::Json(e) => QueueError::Other(Box::new(e)),
             TxError::Bad(e) => QueueError::Other(Box::new(e)),
@@ -150,6 +150,17 @@ impl TxError {
             TxError::Join(e) => QueueError::Other(Box::new(e)),
         }
     }
+}
+
+/// Whether a failed statement is worth retrying later: the file is busy or locked by another
+/// connection, or the disk is full or failing writes (space may be freed; the API answers 503
+/// rather than 500, and nothing was written).
+pub(crate) fn is_transient(e: &rusqlite::Error) -> bool {
+    is_busy(e)
+        || matches!(
+            e.sqlite_error_code(),
+            Some(ErrorCode::DiskFull | ErrorCode::SystemIoFailure)
+        )
 }
 
 /// Whether SQLite answered "busy" or "locked": another connection holds the lock.

@@ -104,21 +104,33 @@ impl From<rusqlite::Error> for MigrateError {
     }
 }
 
-/// Brings the file to [`LATEST`], checking first that it is sked's (or empty).
-pub(crate) fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
-    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0))?;
-    let app_id: i64 = tx.pragma_query_value(None, "application_id", |r| r.get(0))?;
+/// Reads, without writing anything, whether the file is one sked may use: a sked database
+/// this build knows (answers its schema version), or an empty one (answers 0). Refuses
+/// another application's database and a newer sked's.
+pub(crate) fn check_ours(conn: &Connection) -> Result<i64, MigrateError> {
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0))?;
+    let app_id: i64 = conn.pragma_query_value(None, "application_id", |r| r.get(0))?;
     if version > LATEST {
         return Err(MigrateError::TooNew(version));
     }
     if app_id != APPLICATION_ID {
-        let objects: i64 = tx.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+        let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
         if version != 0 || objects != 0 {
             return Err(MigrateError::NotSked(format!(
                 "it is an SQLite database of another application (application_id {app_id:#x}, {objects} schema objects)"
             )));
         }
+    }
+    Ok(version)
+}
+
+/// Brings the file to [`LATEST`], checking first (again, now under the write lock) that it
+/// is sked's or empty.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), MigrateError> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let version = check_ours(&tx)?;
+    let app_id: i64 = tx.pragma_query_value(None, "application_id", |r| r.get(0))?;
+    if app_id != APPLICATION_ID {
         tx.pragma_update(None, "application_id", APPLICATION_ID)?;
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {

@@ -48,8 +48,14 @@ impl Sandbox {
 
     /// Starts `sked server` on a free port, with test lease and grace, plus `extra` flags.
     pub fn server(&self, extra: &[&str]) -> Proc {
+        self.server_after("", extra)
+    }
+
+    /// The arguments of `sked server` on this sandbox's data dir (free port, test lease and
+    /// grace) plus `extra`.
+    pub fn server_args(&self, extra: &[&str]) -> Vec<String> {
         let data = self.data_dir();
-        let mut args = vec![
+        let mut args: Vec<String> = [
             "server",
             "--data-dir",
             data.to_str().unwrap(),
@@ -59,12 +65,39 @@ impl Sandbox {
             LEASE,
             "--grace",
             GRACE,
-        ];
-        args.extend_from_slice(extra);
-        let mut proc = Proc::spawn("server", &args, &self.path().join("server.log"));
+        ]
+        .map(String::from)
+        .into();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    }
+
+    /// Starts `sked server` like [`Self::server`], after the shell commands `prelude` (e.g.
+    /// `ulimit -f 2048`): through `sh -c '<prelude>; exec sked server …'` when it is not
+    /// empty.
+    pub fn server_after(&self, prelude: &str, extra: &[&str]) -> Proc {
+        let args = self.server_args(extra);
+        let mut proc = Proc::spawn_command("server", through_shell(prelude, &args), &self.path().join("server.log"));
         let line = proc.wait_for_line("sked listening on ", Duration::from_secs(30));
         proc.url = Some(line.trim_start_matches("sked listening on ").trim().to_string());
         proc
+    }
+
+    /// Runs `sked server` (with `extra` flags) expecting it to refuse to start: waits for
+    /// its exit, at most `timeout`, and answers its exit code and stderr. Panics if it
+    /// started serving or did not exit in time.
+    pub fn server_refusing(&self, extra: &[&str], timeout: Duration) -> (i32, String) {
+        run_to_exit(self.server_args(extra), timeout)
+    }
+
+    /// Runs `sked worker` on the sandbox's data dir expecting it to refuse to start, like
+    /// [`Self::server_refusing`].
+    pub fn worker_refusing(&self, timeout: Duration) -> (i32, String) {
+        let data = self.data_dir();
+        let args = ["worker", "--data-dir", data.to_str().unwrap()]
+            .map(String::from)
+            .into();
+        run_to_exit(args, timeout)
     }
 
     /// Starts `sked worker` on the sandbox's data dir, plus `extra` flags.
@@ -98,13 +131,20 @@ pub struct Proc {
 
 impl Proc {
     fn spawn(name: &str, args: &[&str], log: &Path) -> Proc {
+        let mut command = Command::new(SKED);
+        command.args(args);
+        Proc::spawn_command(name, command, log)
+    }
+
+    /// Starts `command` (the sked binary, or a shell that execs it) with stdout piped and
+    /// stderr appended to `log`.
+    fn spawn_command(name: &str, mut command: Command, log: &Path) -> Proc {
         let log_file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
             .expect("child log file");
-        let mut child = Command::new(SKED)
-            .args(args)
+        let mut child = command
             .env("SKED_LOG", std::env::var("SKED_LOG").unwrap_or_else(|_| "info".into()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -151,6 +191,11 @@ impl Proc {
     /// The process id.
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Whether the process has exited (reaping it if so).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
     /// An API client for this server.
@@ -280,6 +325,24 @@ impl Api {
         }
     }
 
+    /// Every job matching `query` (e.g. `state=ACTIVE`), following cursors.
+    pub async fn all_jobs(&self, query: &str) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut path = format!("/v1/jobs?limit=1000&{query}");
+            if let Some(c) = &cursor {
+                path.push_str(&format!("&cursor={c}"));
+            }
+            let page = self.get_ok(&path).await;
+            out.extend(items(&page));
+            cursor = page["next_cursor"].as_str().map(str::to_string);
+            if cursor.is_none() {
+                return out;
+            }
+        }
+    }
+
     /// The text of every line of a run's log (`query` e.g. `attempt=2`).
     pub async fn log_lines(&self, run_id: &str, query: &str) -> Vec<String> {
         let body = self.get_ok(&format!("/v1/runs/{run_id}/logs?{query}")).await;
@@ -287,6 +350,58 @@ impl Api {
             .iter()
             .map(|l| l["line"].as_str().unwrap_or_default().to_string())
             .collect()
+    }
+}
+
+/// `sked` with `args`, or `sh -c '<prelude>; exec sked "$@"'` when `prelude` is not empty.
+fn through_shell(prelude: &str, args: &[String]) -> Command {
+    if prelude.is_empty() {
+        let mut command = Command::new(SKED);
+        command.args(args);
+        return command;
+    }
+    let mut command = Command::new("sh");
+    command
+        .arg("-c")
+        .arg(format!("{prelude}\nexec \"$0\" \"$@\""))
+        .arg(SKED)
+        .args(args);
+    command
+}
+
+/// Runs `sked args` until it exits (at most `timeout`; panics if it announces it is
+/// serving or outlives the timeout); answers its exit code and stderr.
+fn run_to_exit(args: Vec<String>, timeout: Duration) -> (i32, String) {
+    let mut child = Command::new(SKED)
+        .args(&args)
+        .env("SKED_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawning sked");
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(_status) = child.try_wait().expect("waiting for sked") {
+            let out = child.wait_with_output().expect("reading sked's output");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                !stdout.contains("sked listening on") && !stdout.contains("sked worker ready"),
+                "sked {args:?} started although it should have refused: {stdout}"
+            );
+            let code = out.status.code().unwrap_or(-1);
+            return (code, String::from_utf8_lossy(&out.stderr).into_owned());
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("reading sked's output");
+            panic!(
+                "sked {args:?} still running after {timeout:?}\nstdout: {}\nstderr: {}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
