@@ -14,7 +14,8 @@
 //!   syncs the file, and on a real disk that stalled every write for tens of milliseconds
 //!   (stream lag p99 went from ~110 ms to single digits; see BENCHMARKS.md). Only when the
 //!   WAL still holds more than [`WAL_LIMIT_FRAMES`] after a pass does the writer checkpoint
-//!   itself, between two groups, so the WAL stays bounded.
+//!   itself, between two groups, to bound the WAL (at 200k jobs it does; at 1M the file
+//!   still grew to ~2.3 GiB — open, see BENCHMARKS.md).
 //! - A small pool of read-only connections for plain reads; WAL lets them run beside the
 //!   writer. Reads run in `tokio::task::spawn_blocking`, never on the async threads.
 //!
@@ -417,8 +418,10 @@ fn writer_loop(
             let _ = conn.execute_batch("ROLLBACK");
         }
         if wal_frames.load(Ordering::Relaxed) > WAL_LIMIT_FRAMES {
-            // Nonstop bulk writing: checkpoint here, between groups, so it completes and the
-            // next transaction restarts the WAL from its beginning.
+            // Nonstop bulk writing: checkpoint here, between groups, so it can complete and
+            // the next transaction restart the WAL from its beginning. PASSIVE: never waits
+            // for readers (RESTART could hold every write of this process for the busy
+            // timeout, and measured no better at 1M jobs).
             if let Some(left) = checkpoint(&conn) {
                 wal_frames.store(left, Ordering::Relaxed);
             }

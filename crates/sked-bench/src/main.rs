@@ -1,0 +1,138 @@
+//! `sked-bench`: the benchmark suite of the local deployment (issue 4). `make bench` runs
+//! it in full, `make bench-quick` with reduced sizes.
+//!
+//! Each scenario starts its own engine — an SQLite file in a temporary directory, the core
+//! services, and an executor — or, for scale-out and api, the real `sked` binary, and prints
+//! one JSON line per case on stdout, then a readable table of all cases. Start lag is
+//! measured from sked's own run records: first attempt's start − nominal time.
+//!
+//! - [`engine`]: the in-process engine.
+//! - [`jobs`]: benchmark jobs and their batch creation.
+//! - [`scenario`]: burst, stream, backlog, schedules, scale-out, api.
+//! - [`stats`]: percentiles and the output records.
+
+mod engine;
+mod jobs;
+mod scenario;
+mod stats;
+
+use clap::Parser;
+use engine::{Exec, Slots};
+use scenario::Settings;
+use stats::Record;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+/// Benchmarks of sked's local deployment: start lag, throughput, scale.
+#[derive(Debug, Parser)]
+#[command(name = "sked-bench")]
+struct Args {
+    /// Reduced sizes (finishes in under two minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Scenarios to run, comma-separated: burst, stream, backlog, schedules, scale-out, api.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "burst,stream,backlog,schedules,scale-out,api"
+    )]
+    only: Vec<String>,
+    /// Executors for the in-process scenarios: noop, true.
+    #[arg(long, value_delimiter = ',', default_value = "noop,true")]
+    exec: Vec<String>,
+    /// Sizes instead of the scenario's defaults (jobs; seconds for stream; processes for
+    /// scale-out), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    sizes: Vec<usize>,
+    /// Worker tasks of the in-process engine.
+    #[arg(long, default_value_t = 5)]
+    workers: usize,
+    /// Attempts each worker task runs at once (workers × concurrency = the 50 slots).
+    #[arg(long, default_value_t = 10)]
+    concurrency: usize,
+    /// Runs of each case; the table shows the median one.
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Sweeper look-ahead in ms for burst, stream and backlog (the server uses 0): runs are
+    /// written and queued this far ahead of their time.
+    #[arg(long, default_value_t = 0)]
+    lookahead_ms: u64,
+    /// Run `command` payloads directly, not under the `sked` guard process (for comparison).
+    #[arg(long)]
+    no_guard: bool,
+    /// Directory for the data of every case (default: the system's temp dir); a temporary
+    /// folder inside it is removed when the run ends.
+    #[arg(long)]
+    tmp: Option<PathBuf>,
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let execs = args
+        .exec
+        .iter()
+        .map(|e| match e.as_str() {
+            "noop" => Ok(Exec::Noop),
+            "true" => Ok(Exec::Process),
+            other => Err(anyhow::anyhow!("unknown executor {other:?} (noop, true)")),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let root = match &args.tmp {
+        Some(dir) => tempfile::Builder::new().prefix("sked-bench-").tempdir_in(dir)?,
+        None => tempfile::Builder::new().prefix("sked-bench-").tempdir()?,
+    };
+    let settings = Settings {
+        quick: args.quick,
+        slots: Slots {
+            workers: args.workers.max(1),
+            concurrency: args.concurrency.max(1),
+        },
+        execs,
+        tmp: Some(root.path().to_path_buf()),
+        no_guard: args.no_guard,
+        sizes: args.sizes.clone(),
+        lookahead: sked_core::duration::Dur::millis(args.lookahead_ms),
+    };
+    let mut table: Vec<Record> = Vec::new();
+    for name in &args.only {
+        let mut runs: Vec<Vec<Record>> = Vec::new();
+        for _ in 0..args.repeat.max(1) {
+            let records = match name.as_str() {
+                "burst" => scenario::burst::run(&settings).await?,
+                "stream" => scenario::stream::run(&settings).await?,
+                "backlog" => scenario::backlog::run(&settings).await?,
+                "schedules" => scenario::schedules::run(&settings).await?,
+                "scale-out" => scenario::scaleout::run(&settings).await?,
+                "api" => scenario::api::run(&settings).await?,
+                other => anyhow::bail!("unknown scenario {other:?}"),
+            };
+            let mut out = std::io::stdout().lock();
+            for r in &records {
+                writeln!(out, "{}", r.json_line())?;
+            }
+            out.flush()?;
+            runs.push(records);
+        }
+        table.extend(medians(runs));
+    }
+    println!();
+    print!("{}", stats::table(&table));
+    Ok(())
+}
+
+/// Per case (same position in every repeat), the repeat whose key figure is the median.
+fn medians(mut runs: Vec<Vec<Record>>) -> Vec<Record> {
+    let cases = runs.iter().map(Vec::len).min().unwrap_or(0);
+    (0..cases)
+        .map(|i| {
+            let mut same: Vec<Record> = runs.iter_mut().map(|r| r[i].clone()).collect();
+            same.sort_by(|a, b| a.key.total_cmp(&b.key));
+            let mut m = same.swap_remove(same.len() / 2);
+            if runs.len() > 1 {
+                m.headline.push_str(&format!("  [median of {}]", runs.len()));
+            }
+            m
+        })
+        .collect()
+}

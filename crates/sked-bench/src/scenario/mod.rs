@@ -1,0 +1,75 @@
+//! The scenarios of issue 4. Each returns one [`Record`] per case it ran.
+//!
+//! - [`burst`]: N jobs due at the same whole second.
+//! - [`stream`]: jobs due at a steady rate, staggered.
+//! - [`backlog`]: draining runs already pending.
+//! - [`schedules`]: many stored cron jobs; sweep cost and memory.
+//! - [`scaleout`]: `sked worker` processes on one database.
+//! - [`api`]: HTTP requests against `sked server`.
+
+pub mod api;
+pub mod backlog;
+pub mod burst;
+pub mod scaleout;
+pub mod schedules;
+pub mod stream;
+
+use crate::engine::{Exec, Slots};
+use std::path::PathBuf;
+
+/// Settings every scenario reads.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Reduced sizes (`make bench-quick`).
+    pub quick: bool,
+    /// Worker layout of the in-process engine.
+    pub slots: Slots,
+    /// Executors to run each in-process scenario with.
+    pub execs: Vec<Exec>,
+    /// Where temporary data directories go (default: the system's temp dir).
+    pub tmp: Option<PathBuf>,
+    /// Sweeper look-ahead (0, the server's default, unless `--lookahead-ms`).
+    pub lookahead: sked_core::duration::Dur,
+    /// Run `command` payloads directly instead of under the `sked` guard process.
+    pub no_guard: bool,
+    /// Overrides of the sizes of the scenario being run (empty: its defaults).
+    pub sizes: Vec<usize>,
+}
+
+impl Settings {
+    /// `sizes` if given, else `quick` or `full`.
+    pub fn sizes_or(&self, quick: &[usize], full: &[usize]) -> Vec<usize> {
+        if !self.sizes.is_empty() {
+            self.sizes.clone()
+        } else if self.quick {
+            quick.to_vec()
+        } else {
+            full.to_vec()
+        }
+    }
+}
+
+/// Whether `exec` runs at size `n`: in quick mode the process executor runs only the
+/// smallest size (it is two orders of magnitude slower than the no-op one).
+pub(crate) fn runs_at(settings: &Settings, exec: Exec, n: usize, sizes: &[usize]) -> bool {
+    !(settings.quick && exec == Exec::Process && sizes.iter().any(|&s| s < n))
+}
+
+/// A fresh directory for a scenario's data (under the harness's root).
+pub(crate) fn data_dir(settings: &Settings) -> anyhow::Result<std::path::PathBuf> {
+    let root = settings.tmp.clone().unwrap_or_else(std::env::temp_dir);
+    crate::engine::fresh_dir(&root)
+}
+
+/// A fresh engine with the settings' sweeper.
+pub(crate) fn engine(settings: &Settings) -> anyhow::Result<crate::engine::Engine> {
+    let mut engine = crate::engine::Engine::fresh(settings.tmp.as_deref())?;
+    engine.sweeper.lookahead = settings.lookahead;
+    engine.guard = !settings.no_guard;
+    Ok(engine)
+}
+
+/// Seconds, for rates.
+pub(crate) fn secs(d: std::time::Duration) -> f64 {
+    d.as_secs_f64().max(1e-9)
+}
