@@ -1,11 +1,14 @@
 //! Creates sked's AWS resources: the table (keys, both indexes, on-demand billing, TTL) and the
 //! four queues (high, normal, low, each redriving to the DLQ after `max_receive_count`
-//! receives). Used by tests and by `make local-aws`; on AWS itself, `template.yaml` creates the
-//! same resources. Idempotent: what exists is left as it is.
+//! receives); and, when the config names them, the log bucket (with a lifecycle rule expiring
+//! `logs/` after the retention) and log group (with the same retention), and the ECS cluster
+//! and a Fargate task definition for `container` tasks. Used by tests and by `make
+//! local-aws`; on AWS itself, `template.yaml` creates the same resources. Idempotent: what
+//! exists is left as it is.
 //!
 //! This module must not be needed at run time: the store and queue only use what exists.
 
-use crate::config::{AwsClients, AwsConfig, QueueUrls};
+use crate::config::{AwsClients, AwsConfig, EcsConfig, LogsConfig, QueueUrls};
 use crate::dynamo::codec::{key, n};
 use crate::dynamo::keys::*;
 use crate::error::{CallError, classify};
@@ -39,11 +42,19 @@ pub enum BootstrapError {
     Missing(String),
 }
 
-/// Creates the table and the queues named in `config`; returns the queue URLs SQS answered
-/// (equal to the configured ones when the account and endpoint match).
+/// Creates the table and the queues named in `config`, and the log and ECS resources when
+/// `config.logs` / `config.ecs` are set; returns the queue URLs SQS answered (equal to the
+/// configured ones when the account and endpoint match).
 pub async fn create_resources(clients: &AwsClients, config: &AwsConfig) -> Result<QueueUrls, BootstrapError> {
     create_table(&clients.dynamodb, config).await?;
-    create_queues(&clients.sqs, config).await
+    let urls = create_queues(&clients.sqs, config).await?;
+    if let Some(logs) = &config.logs {
+        create_log_resources(clients, &config.region, logs).await?;
+    }
+    if let Some(ecs) = &config.ecs {
+        create_ecs_resources(&clients.ecs, &config.region, ecs, config.logs.as_ref()).await?;
+    }
+    Ok(urls)
 }
 
 fn key_elem(name: &str, kind: KeyType) -> Result<KeySchemaElement, BootstrapError> {
@@ -212,4 +223,155 @@ pub async fn create_queues(client: &aws_sdk_sqs::Client, config: &AwsConfig) -> 
         .try_into()
         .map_err(|_| BootstrapError::Missing("queue urls".into()))?;
     Ok(QueueUrls { high, normal, low, dlq })
+}
+
+/// The S3 lifecycle rule that expires attempt logs.
+pub const LOG_LIFECYCLE_RULE: &str = "sked-log-retention";
+
+/// Retention periods CloudWatch Logs accepts, in days.
+const CLOUDWATCH_RETENTION_DAYS: &[u32] = &[
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653,
+];
+
+/// The retention CloudWatch accepts for `days`: the next accepted value up (the longest for
+/// anything longer).
+pub fn cloudwatch_retention(days: u32) -> u32 {
+    CLOUDWATCH_RETENTION_DAYS
+        .iter()
+        .copied()
+        .find(|&d| d >= days)
+        .unwrap_or(3653)
+}
+
+/// Creates the log bucket with its lifecycle rule (objects under `logs/` expire after
+/// `retention_days`) and the log group with its retention policy.
+pub async fn create_log_resources(clients: &AwsClients, region: &str, logs: &LogsConfig) -> Result<(), BootstrapError> {
+    use aws_sdk_s3::types::{
+        BucketLifecycleConfiguration, BucketLocationConstraint, CreateBucketConfiguration, ExpirationStatus,
+        LifecycleExpiration, LifecycleRule, LifecycleRuleFilter,
+    };
+    let s3 = &clients.s3;
+    let mut create = s3.create_bucket().bucket(&logs.bucket);
+    if region != "us-east-1" {
+        // us-east-1 is the default location and refuses being named.
+        create = create.create_bucket_configuration(
+            CreateBucketConfiguration::builder()
+                .location_constraint(BucketLocationConstraint::from(region))
+                .build(),
+        );
+    }
+    match create.send().await {
+        Ok(_) => {}
+        Err(e) if e.as_service_error().is_some_and(|s| s.is_bucket_already_owned_by_you()) => {}
+        Err(e) => return Err(classify("s3:CreateBucket", e, |_| None).into_call().into()),
+    }
+    let rule = LifecycleRule::builder()
+        .id(LOG_LIFECYCLE_RULE)
+        .status(ExpirationStatus::Enabled)
+        .filter(LifecycleRuleFilter::builder().prefix(crate::logs::LOG_PREFIX).build())
+        .expiration(
+            LifecycleExpiration::builder()
+                .days(i32::try_from(logs.retention_days.max(1)).unwrap_or(i32::MAX))
+                .build(),
+        )
+        .build()
+        .map_err(|e| BootstrapError::Missing(format!("cannot build the lifecycle rule: {e}")))?;
+    let lifecycle = BucketLifecycleConfiguration::builder()
+        .rules(rule)
+        .build()
+        .map_err(|e| BootstrapError::Missing(format!("cannot build the lifecycle configuration: {e}")))?;
+    s3.put_bucket_lifecycle_configuration()
+        .bucket(&logs.bucket)
+        .lifecycle_configuration(lifecycle)
+        .send()
+        .await
+        .map_err(|e| classify("s3:PutBucketLifecycleConfiguration", e, |_| None).into_call())?;
+
+    let cw = &clients.logs;
+    match cw.create_log_group().log_group_name(&logs.log_group).send().await {
+        Ok(_) => {}
+        Err(e)
+            if e.as_service_error()
+                .is_some_and(|s| s.is_resource_already_exists_exception()) => {}
+        Err(e) => return Err(classify("logs:CreateLogGroup", e, |_| None).into_call().into()),
+    }
+    cw.put_retention_policy()
+        .log_group_name(&logs.log_group)
+        .retention_in_days(i32::try_from(cloudwatch_retention(logs.retention_days)).unwrap_or(3653))
+        .send()
+        .await
+        .map_err(|e| classify("logs:PutRetentionPolicy", e, |_| None).into_call())?;
+    Ok(())
+}
+
+/// Creates the ECS cluster and, unless a task definition of that family exists, registers
+/// one for Fargate: awsvpc, 0.25 vCPU / 512 MiB (the smallest tier; runs override it), one
+/// essential container named `container_name` running `bootstrap_image`, logging with
+/// `awslogs` to the log group (stream prefix `ecs`) when `logs` is given. No roles: enough
+/// for moto and LocalStack; `template.yaml` defines the real one with its execution role.
+pub async fn create_ecs_resources(
+    client: &aws_sdk_ecs::Client,
+    region: &str,
+    ecs: &EcsConfig,
+    logs: Option<&LogsConfig>,
+) -> Result<(), BootstrapError> {
+    use aws_sdk_ecs::types::{Compatibility, ContainerDefinition, LogConfiguration, LogDriver, NetworkMode};
+    // CreateCluster answers the existing cluster when there is one.
+    client
+        .create_cluster()
+        .cluster_name(&ecs.cluster)
+        .send()
+        .await
+        .map_err(|e| classify("ecs:CreateCluster", e, |_| None).into_call())?;
+    let exists = client
+        .describe_task_definition()
+        .task_definition(&ecs.task_definition)
+        .send()
+        .await
+        .is_ok_and(|d| d.task_definition.is_some());
+    if exists {
+        return Ok(());
+    }
+    let mut container = ContainerDefinition::builder()
+        .name(&ecs.container_name)
+        .image(&ecs.bootstrap_image)
+        .essential(true)
+        // Container-level sizes fit the smallest tier (moto also needs them set).
+        .cpu(256)
+        .memory(512);
+    if let Some(logs) = logs {
+        let config = LogConfiguration::builder()
+            .log_driver(LogDriver::Awslogs)
+            .options("awslogs-group", &logs.log_group)
+            .options("awslogs-region", region)
+            .options("awslogs-stream-prefix", "ecs")
+            .build()
+            .map_err(|e| BootstrapError::Missing(format!("cannot build the log configuration: {e}")))?;
+        container = container.log_configuration(config);
+    }
+    client
+        .register_task_definition()
+        .family(&ecs.task_definition)
+        .requires_compatibilities(Compatibility::Fargate)
+        .network_mode(NetworkMode::Awsvpc)
+        .cpu("256")
+        .memory("512")
+        .container_definitions(container.build())
+        .send()
+        .await
+        .map_err(|e| classify("ecs:RegisterTaskDefinition", e, |_| None).into_call())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retention_rounds_up_to_what_cloudwatch_accepts() {
+        assert_eq!(cloudwatch_retention(0), 1);
+        assert_eq!(cloudwatch_retention(30), 30);
+        assert_eq!(cloudwatch_retention(31), 60);
+        assert_eq!(cloudwatch_retention(100_000), 3653);
+    }
 }

@@ -5,8 +5,13 @@
 //! Nothing here reads environment variables: with [`AwsConfig::credentials`] set, the clients
 //! are built from the config alone (no profile, no instance metadata: what tests against moto
 //! need); without it, the SDK's default chain supplies credentials (real AWS).
+//!
+//! Logs ([`LogsConfig`]) and the ECS executor ([`EcsConfig`]) are optional parts: a caller
+//! that needs neither (the API or sweeper Lambda) leaves them `None`.
 
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use sked_core::job::Resources;
+use sked_core::ports::logs::DEFAULT_LOG_CAP_BYTES;
 use std::time::Duration;
 
 /// The three dispatch queues and their dead-letter queue, by URL.
@@ -53,6 +58,99 @@ pub struct AwsConfig {
     pub idempotency_retention: Duration,
     /// Receives of one message before SQS moves it to the DLQ (bootstrap only). Default: 5.
     pub max_receive_count: u32,
+    /// Where attempt logs go (CloudWatch Logs while running, S3 after); `None` if this
+    /// process reads and writes no logs. Default: `None`.
+    pub logs: Option<LogsConfig>,
+    /// Where `container` tasks run; `None` if this process runs none. Default: `None`.
+    pub ecs: Option<EcsConfig>,
+}
+
+/// Where attempt logs live: one CloudWatch Logs stream per attempt while it runs, one S3
+/// object per attempt once it ended (see [`crate::logs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogsConfig {
+    /// The S3 bucket holding one object per finished attempt under `logs/`.
+    pub bucket: String,
+    /// The CloudWatch Logs group holding one stream per attempt.
+    pub log_group: String,
+    /// Days objects and log events are kept (bootstrap: the bucket's lifecycle rule and the
+    /// group's retention policy). Default: 30. CloudWatch only accepts some values (1, 3, 5,
+    /// 7, 14, 30, 60, 90, …); the bootstrap rounds up to the next one it accepts.
+    pub retention_days: u32,
+    /// Bytes of line text kept per attempt. Default: [`DEFAULT_LOG_CAP_BYTES`] (10 MiB).
+    pub cap_bytes: u64,
+    /// Longest time a line waits before it is sent to CloudWatch. Default: 200 ms.
+    pub flush_interval: Duration,
+    /// Lines that are sent at once without waiting for `flush_interval`. Default: 500.
+    pub flush_lines: usize,
+}
+
+impl LogsConfig {
+    /// A logs config with the documented defaults.
+    pub fn new(bucket: impl Into<String>, log_group: impl Into<String>) -> Self {
+        LogsConfig {
+            bucket: bucket.into(),
+            log_group: log_group.into(),
+            retention_days: 30,
+            cap_bytes: DEFAULT_LOG_CAP_BYTES,
+            flush_interval: Duration::from_millis(200),
+            flush_lines: 500,
+        }
+    }
+}
+
+/// Where and how `container` tasks run on ECS Fargate (see [`crate::ecs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EcsConfig {
+    /// The cluster tasks run in (name or ARN).
+    pub cluster: String,
+    /// The task definition used as the template (family, `family:revision` or ARN). Its
+    /// container [`container_name`](Self::container_name) is the one sked overrides.
+    pub task_definition: String,
+    /// The container in the task definition that runs the job's command.
+    pub container_name: String,
+    /// Subnets of the tasks' network interfaces (awsvpc); at least one.
+    pub subnets: Vec<String>,
+    /// Security groups of the tasks' network interfaces.
+    pub security_groups: Vec<String>,
+    /// Whether tasks get a public IP (needed in public subnets without a NAT to pull
+    /// images). Default: false.
+    pub assign_public_ip: bool,
+    /// Time between two `DescribeTasks` of a running task. Default: 2 s.
+    pub poll_interval: Duration,
+    /// After `StopTask`, how long to wait for the task to reach STOPPED before giving up
+    /// waiting (the task's `stopTimeout` is at most 120 s on Fargate). Default: 150 s.
+    pub stop_wait: Duration,
+    /// The tier used when a request does not say (`SKED_RESOURCES` in its context).
+    /// Default: small.
+    pub default_resources: Resources,
+    /// The image of the task definition [`create_resources`](crate::create_resources)
+    /// registers (tests, `make local-aws`); not used at run time. Default: busybox.
+    pub bootstrap_image: String,
+}
+
+impl EcsConfig {
+    /// An ECS config with the documented defaults.
+    pub fn new(
+        cluster: impl Into<String>,
+        task_definition: impl Into<String>,
+        container_name: impl Into<String>,
+        subnets: Vec<String>,
+        security_groups: Vec<String>,
+    ) -> Self {
+        EcsConfig {
+            cluster: cluster.into(),
+            task_definition: task_definition.into(),
+            container_name: container_name.into(),
+            subnets,
+            security_groups,
+            assign_public_ip: false,
+            poll_interval: Duration::from_secs(2),
+            stop_wait: Duration::from_secs(150),
+            default_resources: Resources::Small,
+            bootstrap_image: "public.ecr.aws/docker/library/busybox:stable".into(),
+        }
+    }
 }
 
 impl AwsConfig {
@@ -68,6 +166,8 @@ impl AwsConfig {
             run_retention: Duration::from_secs(30 * 24 * 3600),
             idempotency_retention: Duration::from_secs(24 * 3600),
             max_receive_count: 5,
+            logs: None,
+            ecs: None,
         }
     }
 
@@ -97,12 +197,19 @@ pub struct AwsClients {
     pub dynamodb: aws_sdk_dynamodb::Client,
     /// SQS.
     pub sqs: aws_sdk_sqs::Client,
+    /// S3 (path-style addressing when an endpoint is configured).
+    pub s3: aws_sdk_s3::Client,
+    /// CloudWatch Logs.
+    pub logs: aws_sdk_cloudwatchlogs::Client,
+    /// ECS.
+    pub ecs: aws_sdk_ecs::Client,
 }
 
 /// Builds the clients for `config`. With static credentials nothing outside `config` is read
 /// (no environment, profile or instance metadata); otherwise the SDK's default chain is
 /// used for credentials and the region and endpoint from `config` override it.
-/// (`force_path_style` matters only to S3, which this crate does not use yet.)
+/// With an endpoint set, S3 uses path-style addressing (`<endpoint>/<bucket>/<key>`), which
+/// moto and LocalStack need.
 pub async fn connect(config: &AwsConfig) -> AwsClients {
     let region = Region::new(config.region.clone());
     match &config.credentials {
@@ -120,15 +227,33 @@ pub async fn connect(config: &AwsConfig) -> AwsClients {
                 .credentials_provider(creds.clone());
             let mut sqs = aws_sdk_sqs::Config::builder()
                 .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
+                .region(region.clone())
+                .credentials_provider(creds.clone());
+            let mut s3 = aws_sdk_s3::Config::builder()
+                .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+                .region(region.clone())
+                .credentials_provider(creds.clone());
+            let mut logs = aws_sdk_cloudwatchlogs::Config::builder()
+                .behavior_version(aws_sdk_cloudwatchlogs::config::BehaviorVersion::latest())
+                .region(region.clone())
+                .credentials_provider(creds.clone());
+            let mut ecs = aws_sdk_ecs::Config::builder()
+                .behavior_version(aws_sdk_ecs::config::BehaviorVersion::latest())
                 .region(region)
                 .credentials_provider(creds);
             if let Some(url) = &config.endpoint_url {
                 ddb = ddb.endpoint_url(url);
                 sqs = sqs.endpoint_url(url);
+                s3 = s3.endpoint_url(url).force_path_style(true);
+                logs = logs.endpoint_url(url);
+                ecs = ecs.endpoint_url(url);
             }
             AwsClients {
                 dynamodb: aws_sdk_dynamodb::Client::from_conf(ddb.build()),
                 sqs: aws_sdk_sqs::Client::from_conf(sqs.build()),
+                s3: aws_sdk_s3::Client::from_conf(s3.build()),
+                logs: aws_sdk_cloudwatchlogs::Client::from_conf(logs.build()),
+                ecs: aws_sdk_ecs::Client::from_conf(ecs.build()),
             }
         }
         None => {
@@ -137,9 +262,15 @@ pub async fn connect(config: &AwsConfig) -> AwsClients {
                 loader = loader.endpoint_url(url);
             }
             let shared = loader.load().await;
+            let s3 = aws_sdk_s3::config::Builder::from(&shared)
+                .force_path_style(config.endpoint_url.is_some())
+                .build();
             AwsClients {
                 dynamodb: aws_sdk_dynamodb::Client::new(&shared),
                 sqs: aws_sdk_sqs::Client::new(&shared),
+                s3: aws_sdk_s3::Client::from_conf(s3),
+                logs: aws_sdk_cloudwatchlogs::Client::new(&shared),
+                ecs: aws_sdk_ecs::Client::new(&shared),
             }
         }
     }

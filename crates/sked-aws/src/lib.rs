@@ -4,7 +4,17 @@
 //!   SDK clients — with `endpoint_url` set, the same code talks to moto or LocalStack.
 //! - [`dynamo`]: [`DynamoStore`], the `JobStore` on one DynamoDB table (layout in its docs).
 //! - [`sqs`]: [`SqsQueue`], the `DispatchQueue` on three SQS queues and a DLQ.
-//! - [`bootstrap`]: [`create_resources`] makes the table and queues (tests, `make local-aws`).
+//! - [`env`]: [`Settings::from_env`] — every environment variable the Lambda functions and
+//!   `sked worker --backend aws` read, named in one place.
+//! - [`dynamo::sweep_lease`]: [`SweepLease`], so overlapping sweeper invocations do not
+//!   double the work.
+//! - [`wiring`]: [`ports`] — sked-core's ports on AWS from a config, for every AWS main.
+//! - `testing` (feature `testing`): the moto server fixture for tests.
+//! - [`logs`]: [`CloudWatchLogStore`], the `LogStore`: a CloudWatch Logs stream per running
+//!   attempt, an S3 object per finished one.
+//! - [`ecs`]: [`EcsExecutor`], the `Executor` of `container` tasks on ECS Fargate.
+//! - [`bootstrap`]: [`create_resources`] makes the table and queues, and the log bucket and
+//!   group and the ECS cluster and task definition when configured (tests, `make local-aws`).
 //! - [`error`]: what each SDK error means to sked (conflict, transient, other), sources kept.
 //!
 //! Only this crate depends on the AWS SDK; sked-core and the local deployment never see it.
@@ -12,10 +22,21 @@
 pub mod bootstrap;
 pub mod config;
 pub mod dynamo;
+pub mod ecs;
+pub mod env;
 pub mod error;
+pub mod logs;
 pub mod sqs;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod wiring;
 
 pub use bootstrap::create_resources;
-pub use config::{AwsClients, AwsConfig, QueueUrls, StaticCredentials, connect};
+pub use config::{AwsClients, AwsConfig, EcsConfig, LogsConfig, QueueUrls, StaticCredentials, connect};
 pub use dynamo::DynamoStore;
+pub use dynamo::sweep_lease::SweepLease;
+pub use ecs::EcsExecutor;
+pub use env::Settings;
+pub use logs::CloudWatchLogStore;
 pub use sqs::SqsQueue;
+pub use wiring::ports;

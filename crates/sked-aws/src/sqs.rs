@@ -8,7 +8,7 @@
 //!   pass (`stale_pending`) enqueues a PENDING run once it is ready. Enqueuing early is never
 //!   needed.
 //! - **Body**: ids only — `{"tenant", "run_id", "priority", "not_before"}`; the run lives in
-//!   the store.
+//!   the store. [`decode_body`] reads one back (the DLQ handler's decoder).
 //! - **Receive**: weighted with aging. Queues are tried high → normal → low, except every
 //!   [`SqsQueue::AGING_EVERY`]-th receive, which starts from low, so low priorities are served
 //!   however busy high is. A first pass does not wait; if it finds nothing and `wait` is not
@@ -97,6 +97,18 @@ struct Body {
     priority: u8,
     #[serde(with = "timestamp::serde_ms")]
     not_before: Timestamp,
+}
+
+/// Decodes a message body written by [`SqsQueue`] (ids only) back into its [`Dispatch`]. The
+/// DLQ handler reads dead-lettered messages with it.
+pub fn decode_body(body: &str) -> Result<Dispatch, serde_json::Error> {
+    let body: Body = serde_json::from_str(body)?;
+    Ok(Dispatch {
+        tenant: TenantId(body.tenant),
+        run_id: RunId(body.run_id),
+        priority: body.priority,
+        not_before: body.not_before,
+    })
 }
 
 /// A message whose body is not a sked dispatch (someone else wrote to the queue).
@@ -205,7 +217,7 @@ impl SqsQueue {
                     problem,
                 }))
             };
-            let body: Body = serde_json::from_str(m.body().unwrap_or_default()).map_err(|e| bad(e.to_string()))?;
+            let dispatch = decode_body(m.body().unwrap_or_default()).map_err(|e| bad(e.to_string()))?;
             let handle = m.receipt_handle().ok_or_else(|| bad("no receipt handle".into()))?;
             let receive_count = m
                 .attributes()
@@ -213,12 +225,7 @@ impl SqsQueue {
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(1);
             deliveries.push(Delivery {
-                dispatch: Dispatch {
-                    tenant: TenantId(body.tenant),
-                    run_id: RunId(body.run_id),
-                    priority: body.priority,
-                    not_before: body.not_before,
-                },
+                dispatch,
                 receipt: Receipt(format!("{}|{handle}", lane.as_str())),
                 receive_count,
             });

@@ -88,9 +88,24 @@ pub struct ServerArgs {
     pub listen: SocketAddr,
 }
 
+/// Where `sked worker` takes its work from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Backend {
+    /// The SQLite file of a running `sked server` (`--data-dir`).
+    #[default]
+    Local,
+    /// sked's AWS deployment (DynamoDB, SQS, CloudWatch Logs and S3, ECS), configured by the
+    /// environment: `SKED_TABLE`, `SKED_QUEUE_HIGH`/`_NORMAL`/`_LOW`, `SKED_LOG_BUCKET`,
+    /// `SKED_LOG_GROUP`, `SKED_ECS_*`, `AWS_ENDPOINT_URL`. Needs a build with `--features aws`.
+    Aws,
+}
+
 /// `sked worker`.
 #[derive(Debug, Args)]
 pub struct WorkerArgs {
+    /// Where the work comes from.
+    #[arg(long, value_enum, env = "SKED_BACKEND", default_value_t = Backend::Local)]
+    pub backend: Backend,
     /// Storage, workers and logging.
     #[command(flatten)]
     pub runtime: RuntimeArgs,

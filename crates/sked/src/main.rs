@@ -3,6 +3,7 @@
 //! - [`cli`]: the clap definitions (flags, defaults, help).
 //! - [`server`]: `sked server` — API, sweeper, reaper and workers in one process.
 //! - [`worker`]: `sked worker` — workers (and a reaper) on a server's SQLite file.
+//! - `aws` (build feature `aws`): `sked worker --backend aws` — workers of the AWS deployment.
 //! - [`runtime`]: what both share — opening the data dir, logging, shutdown signals.
 //! - [`client`]: the HTTP client and the `jobs`, `runs` and `logs` commands.
 //! - [`output`]: human tables and `--json`.
@@ -10,6 +11,8 @@
 //! Exit codes: 0 on success; 2 when the API refused the request (a 4xx); 1 on any other
 //! error, and for `sked runs get` when the run ended other than SUCCEEDED.
 
+#[cfg(feature = "aws")]
+mod aws;
 mod cli;
 mod client;
 mod output;

@@ -87,14 +87,14 @@ pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
 
 /// Process and HTTP executors; payloads run under this binary's guard so that nothing of
 /// theirs outlives a worker killed with SIGKILL.
-fn payload_executor(clock: Arc<dyn Clock>) -> anyhow::Result<TaskExecutor> {
+pub fn payload_executor(clock: Arc<dyn Clock>) -> anyhow::Result<TaskExecutor> {
     let sked = std::env::current_exe().context("locating the sked binary for the payload guard")?;
     let process = ProcessExecutor::new(clock.clone()).with_guard(sked);
     Ok(TaskExecutor::from_parts(process, HttpExecutor::new(clock)))
 }
 
 /// This host's name, for worker ids.
-fn hostname() -> String {
+pub fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|s| s.trim().to_string())

@@ -4,8 +4,11 @@
 //!
 //! Prints `sked worker ready` on stdout once its workers are started; on SIGINT or SIGTERM
 //! it stops taking work, stops its payloads (their runs are retried elsewhere) and exits 0.
+//!
+//! With `--backend aws` (build feature `aws`) the workers serve sked's AWS deployment instead:
+//! see [`crate::aws`].
 
-use crate::cli::WorkerArgs;
+use crate::cli::{Backend, WorkerArgs};
 use crate::runtime;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -13,6 +16,9 @@ use tokio::task::JoinSet;
 
 /// Runs workers until a shutdown signal.
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    if args.backend == Backend::Aws {
+        return run_aws(args).await;
+    }
     runtime::init_tracing(args.runtime.log_json);
     let shutdown = runtime::shutdown_on_signals()?;
     let local = runtime::open(&args.runtime)?;
@@ -26,4 +32,16 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     runtime::drain(tasks, Duration::from_secs(args.runtime.grace + 5)).await;
     tracing::info!("sked worker stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(feature = "aws")]
+async fn run_aws(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    crate::aws::run(args).await
+}
+
+#[cfg(not(feature = "aws"))]
+async fn run_aws(_args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    anyhow::bail!(
+        "this sked was built without AWS support: build it with `cargo build --release -p sked --features aws`"
+    )
 }

@@ -12,6 +12,7 @@
 //! | run | `T#<tenant>#J#<job>` | `RUN#<scheduled_for>` | `state`, `not_before`, `priority`, `attempts` (JSON), `lease_owner`/`lease_token`/`lease_expires`, `cancel_requested`, `reason`, `last_token`, `rv`, `ttl` once terminal |
 //! | idempotency key | `T#<tenant>#IDEM#<key>` | `IDEM` | `fingerprint`, `job_ids` (list), `ttl` |
 //! | due watermark | `SWEEP` | `WATERMARK` | `minute`: due buckets before it are empty |
+//! | sweeper lease | `SWEEP` | `LEASE#<n>` | `owner`, `expires_at`, `ttl` ([`sweep_lease`]) |
 //!
 //! A job and its runs share a partition: a job's history is one `Query` on `pk` with
 //! `begins_with(sk, "RUN#")`, newest first by reading backwards. A run's key follows from its
@@ -80,5 +81,6 @@
 pub mod codec;
 pub mod keys;
 pub mod store;
+pub mod sweep_lease;
 
 pub use store::DynamoStore;

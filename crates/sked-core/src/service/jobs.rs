@@ -93,6 +93,7 @@ impl Sked {
             Err(e) => return Err(e.into()),
         }
         self.sweep.wake();
+        let job = self.fire_if_due(vec![job]).await.remove(0);
         Ok(Created { job, created: true })
     }
 
@@ -157,7 +158,7 @@ impl Sked {
                 other => other.into(),
             })?;
         self.sweep.wake();
-        Ok(jobs)
+        Ok(self.fire_if_due(jobs).await)
     }
 
     /// One job (DELETED jobs included, so history stays reachable).
@@ -201,22 +202,25 @@ impl Sked {
             return Err(self.invalid_or_unsupported(problems));
         }
         let spec = spec.normalised(now);
-        self.modify(tenant, id, if_version, |job, now| {
-            let timing_changed =
-                spec.schedule != job.spec.schedule || spec.window() != job.spec.window() || spec.dst != job.spec.dst;
-            let mut updated = job.clone();
-            if timing_changed {
-                updated.next_fire_at = first_fire(&spec.schedule, &spec.dst, &spec.window(), now);
-                updated.state = match (job.state, updated.next_fire_at) {
-                    (JobState::Paused, _) => JobState::Paused,
-                    (_, Some(_)) => JobState::Active,
-                    (_, None) => JobState::Completed,
-                };
-            }
-            updated.spec = spec.clone();
-            Ok(Some(updated))
-        })
-        .await
+        let job = self
+            .modify(tenant, id, if_version, |job, now| {
+                let timing_changed = spec.schedule != job.spec.schedule
+                    || spec.window() != job.spec.window()
+                    || spec.dst != job.spec.dst;
+                let mut updated = job.clone();
+                if timing_changed {
+                    updated.next_fire_at = first_fire(&spec.schedule, &spec.dst, &spec.window(), now);
+                    updated.state = match (job.state, updated.next_fire_at) {
+                        (JobState::Paused, _) => JobState::Paused,
+                        (_, Some(_)) => JobState::Active,
+                        (_, None) => JobState::Completed,
+                    };
+                }
+                updated.spec = spec.clone();
+                Ok(Some(updated))
+            })
+            .await?;
+        Ok(self.fire_if_due(vec![job]).await.remove(0))
     }
 
     /// Deletes a job: no new runs, and its PENDING runs are cancelled; RUNNING attempts
@@ -249,7 +253,8 @@ impl Sked {
 
     /// Resumes a paused job; occurrences missed meanwhile follow its misfire policy.
     pub async fn resume_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
-        self.set_state(tenant, id, JobState::Paused, JobState::Active).await
+        let job = self.set_state(tenant, id, JobState::Paused, JobState::Active).await?;
+        Ok(self.fire_if_due(vec![job]).await.remove(0))
     }
 
     /// Runs a job once now, outside its schedule.
@@ -272,6 +277,47 @@ impl Sked {
             next = next_fire_after(&spec.schedule, &spec.dst, &spec.window(), t);
         }
         Ok(out)
+    }
+
+    /// With [`SkedConfig::fire_within`](super::SkedConfig) set, fires each of `jobs` whose
+    /// next occurrence is within it (the sweeper's path, [`super::fire::fire_job`]) and
+    /// enqueues the runs; returns the jobs as they are after that (next fire time and state
+    /// moved on; the version does not change, as with any sweep). The user's change is
+    /// already stored, so a failure here is only logged: the sweeper fires the job at its
+    /// next tick (a conflict means it, or another call, already did).
+    async fn fire_if_due(&self, mut jobs: Vec<Job>) -> Vec<Job> {
+        let within = self.config.fire_within;
+        if within.is_zero() {
+            return jobs;
+        }
+        let now = self.now();
+        let horizon = now + within.to_chrono();
+        let mut dispatches = Vec::new();
+        for job in jobs.iter_mut() {
+            if job.state != JobState::Active || job.next_fire_at.is_none_or(|t| t > horizon) {
+                continue;
+            }
+            match super::fire::fire_job(&self.ports, job, now, within, None).await {
+                Ok(fired) => {
+                    if let Some((next_fire_at, state)) = fired.job_after {
+                        job.next_fire_at = next_fire_at;
+                        job.state = state;
+                    }
+                    dispatches.extend(fired.dispatches);
+                }
+                Err(CoreError::Store(StoreError::Conflict(_))) => {}
+                Err(e) => {
+                    tracing::warn!(tenant = %job.tenant, job_id = %job.id, error = %e, "direct firing failed; the sweeper will fire the job");
+                }
+            }
+        }
+        if !dispatches.is_empty()
+            && let Err(e) = self.ports.queue.enqueue(&dispatches).await
+        {
+            // The runs are written PENDING: the reaper's repair pass enqueues them.
+            tracing::warn!(error = %e, runs = dispatches.len(), "runs fired directly were not enqueued; the repair pass will");
+        }
+        jobs
     }
 
     /// The clock's now, at store precision.

@@ -3,9 +3,14 @@
 //! - [`Sked`] (in [`jobs`] and [`runs`]): what the API calls — submit, update, pause,
 //!   trigger, cancel, read runs and logs.
 //! - [`sweeper::Sweeper`]: turns due jobs into runs and hands them to the queue.
+//! - [`fire`]: firing one due job (plan, conditional write, dispatches) — shared by the
+//!   sweeper and by [`Sked`]'s direct firing ([`SkedConfig::fire_within`]).
+//! - [`dead_letter`]: what the DLQ handler does with a run whose message was dead-lettered.
 //! - [`worker::Worker`]: receives runs, claims, executes, heartbeats, completes.
 //! - [`reaper::Reaper`]: closes attempts whose worker vanished; re-enqueues lost runs.
 
+pub mod dead_letter;
+pub mod fire;
 pub mod jobs;
 pub mod reaper;
 pub mod runs;
@@ -53,6 +58,14 @@ impl SweepSignal {
 pub struct SkedConfig {
     /// What this deployment can run.
     pub capabilities: Capabilities,
+    /// Fire a job at once, from the API call itself, when a create, replace or resume leaves
+    /// its next occurrence at most this far from now; its runs go to the queue with their
+    /// `not_before` (SQS `DelaySeconds` on AWS). Zero (the default) disables it: the local
+    /// deployment's sweeper is woken on every change and needs no help, while on AWS the
+    /// sweeper only runs on a tick, so the API handler sets this to the sweeper's look-ahead
+    /// and a job due before the next tick is not late. Firing here is the sweeper's own path
+    /// ([`fire::fire_job`]), conditional like it, so the two never fire one occurrence twice.
+    pub fire_within: crate::duration::Dur,
 }
 
 /// The API-facing service: every user action goes through here.

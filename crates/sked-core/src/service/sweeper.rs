@@ -1,14 +1,15 @@
 //! The sweeper: turns due jobs into runs (one conditional write per job) and enqueues them.
 //! It sleeps until the earliest `next_fire_at` or until a job change wakes it — no fixed
-//! polling interval.
+//! polling interval. Each due job is fired by [`super::fire::fire_job`] (shared with the API's
+//! direct firing); the runs of one sweep are enqueued together.
 
+use super::fire::fire_job;
 use super::{Ports, SweepSignal};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::firing::{SkipReason, plan};
+use crate::firing::SkipReason;
 use crate::ids::{JobId, TenantId};
-use crate::job::{Job, Overlap};
-use crate::ports::{Dispatch, StoreError};
+use crate::ports::StoreError;
 use crate::timestamp::Timestamp;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -143,11 +144,11 @@ impl Sweeper {
         let mut dispatches = Vec::new();
         let mut failed = None;
         for job in &due {
-            match self.fire_job(job, now).await {
-                Ok((fired, skipped)) => {
-                    report.fired += fired.len();
-                    report.skipped += skipped;
-                    dispatches.extend(fired);
+            match fire_job(&self.ports, job, now, self.config.lookahead, self.skips.as_ref()).await {
+                Ok(fired) => {
+                    report.fired += fired.dispatches.len();
+                    report.skipped += fired.skipped;
+                    dispatches.extend(fired.dispatches);
                 }
                 // Someone changed the job meanwhile (a user, another sweeper): the next
                 // sweep sees its new state.
@@ -167,46 +168,5 @@ impl Sweeper {
             Some(e) => Err(e),
             None => Ok(report),
         }
-    }
-
-    /// Plans and writes one job's firing; returns the dispatches of the runs it created and
-    /// how many occurrences it skipped.
-    async fn fire_job(&self, job: &Job, now: Timestamp) -> Result<(Vec<Dispatch>, usize), CoreError> {
-        let active = if job.spec.overlap_policy() == Overlap::Allow {
-            Vec::new()
-        } else {
-            self.ports.store.active_runs(&job.tenant, &job.id).await?
-        };
-        let Some(plan) = plan(job, &active, now, self.config.lookahead) else {
-            return Ok((Vec::new(), 0));
-        };
-        let created = self.ports.store.fire(&plan.firing).await?;
-        for (at, reason) in &plan.skipped {
-            let reason = match reason {
-                SkipReason::Misfire => "misfire",
-                SkipReason::Overlap => "overlap",
-            };
-            tracing::info!(tenant = %job.tenant, job_id = %job.id, scheduled_for = %crate::timestamp::format(at), reason, "occurrence skipped");
-        }
-        if let Some(sink) = &self.skips {
-            for (at, reason) in &plan.skipped {
-                sink(&SkippedOccurrence {
-                    tenant: job.tenant.clone(),
-                    job_id: job.id.clone(),
-                    scheduled_for: *at,
-                    reason: *reason,
-                });
-            }
-        }
-        let dispatches = created
-            .into_iter()
-            .map(|run| Dispatch {
-                tenant: run.tenant,
-                run_id: run.run_id,
-                priority: run.priority,
-                not_before: run.not_before,
-            })
-            .collect();
-        Ok((dispatches, plan.skipped.len()))
     }
 }

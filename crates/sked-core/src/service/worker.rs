@@ -225,7 +225,7 @@ impl Worker {
         let (stop_tx, stop_rx) = watch::channel(None);
         let request = ExecRequest {
             task: job.spec.task.clone(),
-            context: context_env(&run, token),
+            context: context_env(&run, job, token),
             grace: self.config.grace,
         };
 
@@ -429,8 +429,9 @@ fn ignore_stale(result: Result<(), QueueError>) -> Result<(), CoreError> {
     }
 }
 
-/// The SKED_* variables every payload gets.
-fn context_env(run: &Run, token: u64) -> Vec<(String, String)> {
+/// The SKED_* variables every payload gets (`SKED_RESOURCES` tells a container executor the
+/// job's resource tier).
+fn context_env(run: &Run, job: &Job, token: u64) -> Vec<(String, String)> {
     vec![
         ("SKED_TENANT".into(), run.tenant.to_string()),
         ("SKED_JOB_ID".into(), run.job_id.to_string()),
@@ -438,6 +439,7 @@ fn context_env(run: &Run, token: u64) -> Vec<(String, String)> {
         ("SKED_ATTEMPT".into(), run.attempt_count().to_string()),
         ("SKED_SCHEDULED_FOR".into(), timestamp::format(&run.scheduled_for)),
         ("SKED_FENCING_TOKEN".into(), token.to_string()),
+        ("SKED_RESOURCES".into(), job.spec.resources.to_string()),
     ]
 }
 

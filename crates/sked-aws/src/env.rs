@@ -1,0 +1,332 @@
+//! The environment of sked's AWS processes — the Lambda functions and `sked worker --backend
+//! aws` — in one place: every variable's name (set by `template.yaml` and by `make
+//! local-aws`), its default, and [`Settings::from_env`], which a main calls once. Nothing
+//! below a main reads the environment: the settings are passed in.
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `AWS_REGION` | region (Lambda and ECS set it) | `us-east-1` |
+//! | `AWS_ENDPOINT_URL` | one endpoint for every service (moto, LocalStack) | AWS itself |
+//! | `SKED_TABLE` | the DynamoDB table | required |
+//! | `SKED_QUEUE_HIGH`, `SKED_QUEUE_NORMAL`, `SKED_QUEUE_LOW` | dispatch queue URLs | required |
+//! | `SKED_QUEUE_DLQ` | dead-letter queue URL | required by the worker and DLQ function; else empty |
+//! | `SKED_SHARDS` | shards of the sharded index keys (fixed for a table's life) | 4 |
+//! | `SKED_RUN_RETENTION` | how long ended runs are kept (TTL), e.g. `30d` | `30d` |
+//! | `SKED_IDEMPOTENCY_RETENTION` | how long idempotency keys are kept | `24h` |
+//! | `SKED_MAX_RECEIVE_COUNT` | receives before SQS dead-letters a message (the redrive policy's) | 5 |
+//! | `SKED_LOOKAHEAD` | how far ahead the sweeper fires, and the API fires directly (≤ `15m`) | `10m` |
+//! | `SKED_LOG_BUCKET`, `SKED_LOG_GROUP` | S3 bucket and CloudWatch Logs group of attempt logs ([`LogsConfig`]); both or neither | none: no logs |
+//! | `SKED_LOG_RETENTION_DAYS` | days logs are kept (bootstrap only) | 30 |
+//! | `SKED_ECS_CLUSTER` | ECS cluster for `container` tasks ([`EcsConfig`]) | none: container tasks unsupported |
+//! | `SKED_ECS_TASK_DEFINITION` | task definition used as the template | required with a cluster |
+//! | `SKED_ECS_CONTAINER` | its container that runs the job's command | `payload` |
+//! | `SKED_ECS_SUBNETS`, `SKED_ECS_SECURITY_GROUPS` | comma-separated awsvpc network of container tasks | subnets required with a cluster |
+//! | `SKED_ECS_ASSIGN_PUBLIC_IP` | `true` to give tasks a public IP | `false` |
+//!
+//! Credentials are not read here: the SDK's default chain finds them (the function's or
+//! task's role on AWS; `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` against moto).
+
+use crate::config::{AwsConfig, EcsConfig, LogsConfig, QueueUrls};
+use sked_core::duration::Dur;
+use std::time::Duration;
+
+/// `AWS_REGION`.
+pub const REGION: &str = "AWS_REGION";
+/// `AWS_ENDPOINT_URL`.
+pub const ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
+/// `SKED_TABLE`.
+pub const TABLE: &str = "SKED_TABLE";
+/// `SKED_QUEUE_HIGH`.
+pub const QUEUE_HIGH: &str = "SKED_QUEUE_HIGH";
+/// `SKED_QUEUE_NORMAL`.
+pub const QUEUE_NORMAL: &str = "SKED_QUEUE_NORMAL";
+/// `SKED_QUEUE_LOW`.
+pub const QUEUE_LOW: &str = "SKED_QUEUE_LOW";
+/// `SKED_QUEUE_DLQ`.
+pub const QUEUE_DLQ: &str = "SKED_QUEUE_DLQ";
+/// `SKED_SHARDS`.
+pub const SHARDS: &str = "SKED_SHARDS";
+/// `SKED_RUN_RETENTION`.
+pub const RUN_RETENTION: &str = "SKED_RUN_RETENTION";
+/// `SKED_IDEMPOTENCY_RETENTION`.
+pub const IDEMPOTENCY_RETENTION: &str = "SKED_IDEMPOTENCY_RETENTION";
+/// `SKED_MAX_RECEIVE_COUNT`.
+pub const MAX_RECEIVE_COUNT: &str = "SKED_MAX_RECEIVE_COUNT";
+/// `SKED_LOOKAHEAD`.
+pub const LOOKAHEAD: &str = "SKED_LOOKAHEAD";
+/// `SKED_LOG_BUCKET`.
+pub const LOG_BUCKET: &str = "SKED_LOG_BUCKET";
+/// `SKED_LOG_GROUP`.
+pub const LOG_GROUP: &str = "SKED_LOG_GROUP";
+/// `SKED_LOG_RETENTION_DAYS`.
+pub const LOG_RETENTION_DAYS: &str = "SKED_LOG_RETENTION_DAYS";
+/// `SKED_ECS_CLUSTER`.
+pub const ECS_CLUSTER: &str = "SKED_ECS_CLUSTER";
+/// `SKED_ECS_TASK_DEFINITION`.
+pub const ECS_TASK_DEFINITION: &str = "SKED_ECS_TASK_DEFINITION";
+/// `SKED_ECS_CONTAINER`.
+pub const ECS_CONTAINER: &str = "SKED_ECS_CONTAINER";
+/// `SKED_ECS_ASSIGN_PUBLIC_IP`.
+pub const ECS_ASSIGN_PUBLIC_IP: &str = "SKED_ECS_ASSIGN_PUBLIC_IP";
+/// The default of `SKED_ECS_CONTAINER`.
+pub const DEFAULT_ECS_CONTAINER: &str = "payload";
+/// `SKED_ECS_SUBNETS`.
+pub const ECS_SUBNETS: &str = "SKED_ECS_SUBNETS";
+/// `SKED_ECS_SECURITY_GROUPS`.
+pub const ECS_SECURITY_GROUPS: &str = "SKED_ECS_SECURITY_GROUPS";
+
+/// The default look-ahead: 10 minutes, well inside SQS's 15-minute `DelaySeconds` limit and
+/// long enough that a sweeper ticking every minute finds every job several ticks early.
+pub const DEFAULT_LOOKAHEAD: Dur = Dur::secs(600);
+/// The longest look-ahead: SQS delays a message at most 15 minutes.
+pub const MAX_LOOKAHEAD: Dur = Dur::secs(900);
+
+/// A variable that is missing or malformed.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvError {
+    /// A required variable is not set (or empty).
+    #[error("{0} is not set")]
+    Missing(&'static str),
+    /// A variable's value does not parse.
+    #[error("{name}={value:?}: {problem}")]
+    Invalid {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+/// Everything sked's AWS processes read from the environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Region, endpoint, table, queues, logs and ECS.
+    pub aws: AwsConfig,
+    /// How far ahead the sweeper fires jobs (and the API fires directly).
+    pub lookahead: Dur,
+}
+
+impl Settings {
+    /// Reads the process environment (once, in a main).
+    pub fn from_env() -> Result<Settings, EnvError> {
+        Settings::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the settings through `var` (the environment, or a map in tests). Empty values
+    /// count as unset.
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Result<Settings, EnvError> {
+        let get = |name: &str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let required = |name: &'static str| get(name).ok_or(EnvError::Missing(name));
+        let queues = QueueUrls {
+            high: required(QUEUE_HIGH)?,
+            normal: required(QUEUE_NORMAL)?,
+            low: required(QUEUE_LOW)?,
+            dlq: get(QUEUE_DLQ).unwrap_or_default(),
+        };
+        let region = get(REGION).unwrap_or_else(|| "us-east-1".into());
+        let mut aws = AwsConfig::new(region, required(TABLE)?, queues);
+        aws.endpoint_url = get(ENDPOINT_URL);
+        if let Some(v) = get(SHARDS) {
+            aws.shards = parse_number(SHARDS, &v).and_then(|n| positive(SHARDS, &v, n))?;
+        }
+        if let Some(v) = get(MAX_RECEIVE_COUNT) {
+            aws.max_receive_count =
+                parse_number(MAX_RECEIVE_COUNT, &v).and_then(|n| positive(MAX_RECEIVE_COUNT, &v, n))?;
+        }
+        if let Some(v) = get(RUN_RETENTION) {
+            aws.run_retention = parse_dur(RUN_RETENTION, &v)?.0;
+        }
+        if let Some(v) = get(IDEMPOTENCY_RETENTION) {
+            aws.idempotency_retention = parse_dur(IDEMPOTENCY_RETENTION, &v)?.0;
+        }
+        let lookahead = match get(LOOKAHEAD) {
+            Some(v) => {
+                let d = parse_dur(LOOKAHEAD, &v)?;
+                if d > MAX_LOOKAHEAD {
+                    return Err(invalid(
+                        LOOKAHEAD,
+                        &v,
+                        "at most 15m: SQS delays a message at most 15 minutes",
+                    ));
+                }
+                d
+            }
+            None => DEFAULT_LOOKAHEAD,
+        };
+        let list = |name| -> Vec<String> {
+            get(name)
+                .map(|v| {
+                    v.split(',')
+                        .map(str::trim)
+                        .filter(|s| !s.is_empty())
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        aws.logs = match (get(LOG_BUCKET), get(LOG_GROUP)) {
+            (Some(bucket), Some(group)) => {
+                let mut logs = LogsConfig::new(bucket, group);
+                if let Some(v) = get(LOG_RETENTION_DAYS) {
+                    logs.retention_days = parse_number(LOG_RETENTION_DAYS, &v)?;
+                }
+                Some(logs)
+            }
+            (None, None) => None,
+            (Some(_), None) => return Err(EnvError::Missing(LOG_GROUP)),
+            (None, Some(_)) => return Err(EnvError::Missing(LOG_BUCKET)),
+        };
+        aws.ecs = match get(ECS_CLUSTER) {
+            Some(cluster) => {
+                let subnets = list(ECS_SUBNETS);
+                if subnets.is_empty() {
+                    return Err(EnvError::Missing(ECS_SUBNETS));
+                }
+                let mut ecs = EcsConfig::new(
+                    cluster,
+                    required(ECS_TASK_DEFINITION)?,
+                    get(ECS_CONTAINER).unwrap_or_else(|| DEFAULT_ECS_CONTAINER.into()),
+                    subnets,
+                    list(ECS_SECURITY_GROUPS),
+                );
+                if let Some(v) = get(ECS_ASSIGN_PUBLIC_IP) {
+                    ecs.assign_public_ip = match v.to_ascii_lowercase().as_str() {
+                        "true" | "1" | "yes" | "enabled" => true,
+                        "false" | "0" | "no" | "disabled" => false,
+                        _ => return Err(invalid(ECS_ASSIGN_PUBLIC_IP, &v, "expected true or false")),
+                    };
+                }
+                Some(ecs)
+            }
+            None => None,
+        };
+        Ok(Settings { aws, lookahead })
+    }
+
+    /// The look-ahead as a std duration.
+    pub fn lookahead_std(&self) -> Duration {
+        self.lookahead.0
+    }
+}
+
+impl AwsConfig {
+    /// The [`AwsConfig`] part of [`Settings::from_env`].
+    pub fn from_env() -> Result<AwsConfig, EnvError> {
+        Settings::from_env().map(|s| s.aws)
+    }
+}
+
+fn invalid(name: &'static str, value: &str, problem: impl Into<String>) -> EnvError {
+    EnvError::Invalid {
+        name,
+        value: value.to_string(),
+        problem: problem.into(),
+    }
+}
+
+fn parse_number(name: &'static str, value: &str) -> Result<u32, EnvError> {
+    value
+        .parse()
+        .map_err(|e: std::num::ParseIntError| invalid(name, value, e.to_string()))
+}
+
+fn positive(name: &'static str, value: &str, n: u32) -> Result<u32, EnvError> {
+    if n == 0 {
+        Err(invalid(name, value, "must be at least 1"))
+    } else {
+        Ok(n)
+    }
+}
+
+fn parse_dur(name: &'static str, value: &str) -> Result<Dur, EnvError> {
+    value.parse::<Dur>().map_err(|e| invalid(name, value, e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn settings(vars: &[(&str, &str)]) -> Result<Settings, EnvError> {
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Settings::from_lookup(|k| map.get(k).cloned())
+    }
+
+    const BASE: &[(&str, &str)] = &[
+        (TABLE, "sked"),
+        (QUEUE_HIGH, "http://q/high"),
+        (QUEUE_NORMAL, "http://q/normal"),
+        (QUEUE_LOW, "http://q/low"),
+    ];
+
+    #[test]
+    fn the_minimum_is_a_table_and_three_queues_with_documented_defaults() {
+        let s = settings(BASE).unwrap();
+        assert_eq!(s.aws.table, "sked");
+        assert_eq!(s.aws.queues.high, "http://q/high");
+        assert_eq!(s.aws.region, "us-east-1");
+        assert_eq!(s.aws.endpoint_url, None);
+        assert_eq!(s.aws.credentials, None);
+        assert_eq!(s.aws.shards, 4);
+        assert_eq!(s.lookahead, DEFAULT_LOOKAHEAD);
+        assert_eq!((s.aws.logs, s.aws.ecs), (None, None));
+    }
+
+    #[test]
+    fn every_variable_is_read() {
+        let mut vars = BASE.to_vec();
+        vars.extend([
+            (REGION, "eu-west-1"),
+            (ENDPOINT_URL, "http://127.0.0.1:5000"),
+            (QUEUE_DLQ, "http://q/dlq"),
+            (SHARDS, "8"),
+            (RUN_RETENTION, "7d"),
+            (MAX_RECEIVE_COUNT, "3"),
+            (LOOKAHEAD, "5m"),
+            (LOG_BUCKET, "logs"),
+            (LOG_GROUP, "/sked/runs"),
+            (ECS_CLUSTER, "sked"),
+            (ECS_TASK_DEFINITION, "sked-payload"),
+            (ECS_SUBNETS, "subnet-1, subnet-2"),
+            (ECS_ASSIGN_PUBLIC_IP, "true"),
+        ]);
+        let s = settings(&vars).unwrap();
+        assert_eq!(s.aws.region, "eu-west-1");
+        assert_eq!(s.aws.endpoint_url.as_deref(), Some("http://127.0.0.1:5000"));
+        assert_eq!(s.aws.queues.dlq, "http://q/dlq");
+        assert_eq!(s.aws.shards, 8);
+        assert_eq!(s.aws.run_retention, Duration::from_secs(7 * 86_400));
+        assert_eq!(s.aws.max_receive_count, 3);
+        assert_eq!(s.lookahead, Dur::secs(300));
+        let logs = s.aws.logs.unwrap();
+        assert_eq!((logs.bucket.as_str(), logs.log_group.as_str()), ("logs", "/sked/runs"));
+        let ecs = s.aws.ecs.unwrap();
+        assert_eq!(ecs.cluster, "sked");
+        assert_eq!(ecs.task_definition, "sked-payload");
+        assert_eq!(ecs.container_name, DEFAULT_ECS_CONTAINER);
+        assert_eq!(ecs.subnets, vec!["subnet-1", "subnet-2"]);
+        assert!(ecs.security_groups.is_empty());
+        assert!(ecs.assign_public_ip);
+    }
+
+    #[test]
+    fn missing_and_malformed_values_name_the_variable() {
+        let err = settings(&BASE[1..]).unwrap_err().to_string();
+        assert!(err.contains(TABLE), "{err}");
+        let mut vars = BASE.to_vec();
+        vars.push((LOOKAHEAD, "20m"));
+        let err = settings(&vars).unwrap_err().to_string();
+        assert!(err.contains(LOOKAHEAD) && err.contains("15m"), "{err}");
+        vars.pop();
+        vars.push((SHARDS, "0"));
+        assert!(settings(&vars).unwrap_err().to_string().contains(SHARDS));
+        vars.pop();
+        vars.push((LOG_BUCKET, "logs"));
+        assert!(settings(&vars).unwrap_err().to_string().contains(LOG_GROUP));
+        vars.pop();
+        vars.push((ECS_CLUSTER, "sked"));
+        assert!(settings(&vars).unwrap_err().to_string().contains(ECS_SUBNETS));
+    }
+}

@@ -1,0 +1,560 @@
+//! [`CloudWatchLogStore`]: the writer that batches lines to an attempt's CloudWatch stream
+//! and writes its S3 object at the end, and reads from whichever of the two holds the log.
+//!
+//! Writing: [`LogWriter::append`] applies the cap (the line that would pass it becomes one
+//! marker line, later lines are dropped), keeps the record for the S3 object, and hands it
+//! to a task that sends `PutLogEvents` batches: as soon as [`LogsConfig::flush_lines`] lines
+//! are waiting, else [`LogsConfig::flush_interval`] after the first waiting line. Events
+//! carry the instant they are sent (never going backwards), not the line's own `ts` (that
+//! is in the message): CloudWatch refuses events too far in the past or future and orders a
+//! stream by timestamp, and the stream must hold the lines in the order they were appended
+//! so that a line's index means the same in the stream and in the object. A line too long
+//! for one CloudWatch event is cut in the stream (the object keeps it whole).
+//!
+//! A CloudWatch failure does not fail the attempt's log: it is logged, the batch is
+//! dropped from the stream (followers miss it), and the S3 object still gets every line.
+//! `finish` fails only if the object cannot be written. The object is built in memory, so
+//! a writer holds up to the cap (plus JSON framing) until `finish`.
+//!
+//! Reading: the S3 object when it exists, else the stream from its start; `NotFound` when
+//! neither does. A cursor is a line index (the number of records before it, marker
+//! included), the same in the stream and the object, so a follower that started on the
+//! stream continues on the object without a gap or a repeat.
+
+use super::record;
+use crate::config::LogsConfig;
+use crate::error::classify;
+use async_trait::async_trait;
+use aws_sdk_cloudwatchlogs::types::InputLogEvent;
+use aws_sdk_s3::primitives::ByteStream;
+use sked_core::ports::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogSummary, LogWriter};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// Where the objects live in the bucket (the lifecycle rule filters on it).
+pub const LOG_PREFIX: &str = "logs/";
+
+/// Largest message of one CloudWatch event (256 KiB less the 26 bytes counted per event,
+/// less some room).
+const MAX_EVENT_BYTES: usize = 256 * 1024 - 64;
+
+/// Largest `PutLogEvents` batch: 1 MiB counting 26 bytes per event; kept below it.
+const MAX_BATCH_BYTES: usize = 1_000_000;
+
+/// Most events in one `PutLogEvents`.
+const MAX_BATCH_EVENTS: usize = 10_000;
+
+/// Bytes counted per event on top of its message.
+const EVENT_OVERHEAD: usize = 26;
+
+/// Records a writer may have queued before `append` waits for CloudWatch.
+const QUEUE: usize = 4096;
+
+/// Tries of one `PutLogEvents` batch whose failure is transient.
+const PUT_TRIES: u32 = 4;
+
+/// Most `GetLogEvents` pages read for one request (10 000 events each: far beyond the cap).
+const MAX_PAGES: usize = 1000;
+
+/// The CloudWatch stream of `key`'s log: `<tenant>/<run_id>/<attempt>`.
+pub fn stream_name(key: &LogKey) -> String {
+    format!("{}/{}/{}", key.tenant, key.run_id, key.attempt)
+}
+
+/// The S3 key of `key`'s log: `logs/<tenant>/<run_id>/<attempt>.jsonl`.
+pub fn object_key(key: &LogKey) -> String {
+    format!("{LOG_PREFIX}{}/{}/{}.jsonl", key.tenant, key.run_id, key.attempt)
+}
+
+/// Whether `key` names a log safely: tenant and run id single, harmless path components
+/// (as in the file store), so no two keys share a stream or an object and no stream name
+/// holds the `:` or `*` CloudWatch refuses.
+fn key_ok(key: &LogKey) -> bool {
+    let part = |s: &str, extra: &[u8]| {
+        (1..=255).contains(&s.len())
+            && s != "."
+            && s != ".."
+            && s.bytes().all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+    };
+    part(key.tenant.as_str(), b"_.-") && part(key.run_id.as_str(), b"_.-@")
+}
+
+/// Attempt logs in CloudWatch Logs (while running) and S3 (once finished).
+#[derive(Debug, Clone)]
+pub struct CloudWatchLogStore {
+    /// CloudWatch Logs.
+    logs: aws_sdk_cloudwatchlogs::Client,
+    /// S3.
+    s3: aws_sdk_s3::Client,
+    /// Bucket, group, cap and batching.
+    config: LogsConfig,
+}
+
+impl CloudWatchLogStore {
+    /// A store on the bucket and group of `config` (both must exist: see the bootstrap).
+    pub fn new(logs: aws_sdk_cloudwatchlogs::Client, s3: aws_sdk_s3::Client, config: LogsConfig) -> Self {
+        CloudWatchLogStore { logs, s3, config }
+    }
+
+    /// The store's configuration.
+    pub fn config(&self) -> &LogsConfig {
+        &self.config
+    }
+
+    /// The S3 object's body, or `None` when there is no object.
+    async fn object(&self, key: &LogKey) -> Result<Option<Vec<u8>>, LogError> {
+        let got = self
+            .s3
+            .get_object()
+            .bucket(&self.config.bucket)
+            .key(object_key(key))
+            .send()
+            .await;
+        let out = match got {
+            Ok(out) => out,
+            Err(e) if e.as_service_error().is_some_and(|s| s.is_no_such_key()) => return Ok(None),
+            Err(e) => return Err(call_error(classify("s3:GetObject", e, |_| None))),
+        };
+        let body = out.body.collect().await.map_err(|e| LogError::Io(Box::new(e)))?;
+        Ok(Some(body.into_bytes().to_vec()))
+    }
+
+    /// Every message of the stream from its start, or `None` when there is no stream.
+    async fn stream(&self, key: &LogKey) -> Result<Option<Vec<String>>, LogError> {
+        let mut messages = Vec::new();
+        let mut token: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let got = self
+                .logs
+                .get_log_events()
+                .log_group_name(&self.config.log_group)
+                .log_stream_name(stream_name(key))
+                .start_from_head(true)
+                .set_next_token(token.clone())
+                .send()
+                .await;
+            let out = match got {
+                Ok(out) => out,
+                Err(e)
+                    if e.as_service_error()
+                        .is_some_and(|s| s.is_resource_not_found_exception()) =>
+                {
+                    return Ok(None);
+                }
+                Err(e) => return Err(call_error(classify("logs:GetLogEvents", e, |_| None))),
+            };
+            messages.extend(out.events.unwrap_or_default().into_iter().filter_map(|e| e.message));
+            // The end of the stream is where the forward token stops changing.
+            let next = out.next_forward_token;
+            if next.is_none() || next == token {
+                break;
+            }
+            token = next;
+        }
+        Ok(Some(messages))
+    }
+}
+
+#[async_trait]
+impl LogStore for CloudWatchLogStore {
+    async fn writer(&self, key: &LogKey) -> Result<Box<dyn LogWriter>, LogError> {
+        if !key_ok(key) {
+            return Err(LogError::Io("tenant or run id cannot name a log".into()));
+        }
+        let stream = stream_name(key);
+        let created = self
+            .logs
+            .create_log_stream()
+            .log_group_name(&self.config.log_group)
+            .log_stream_name(&stream)
+            .send()
+            .await;
+        match created {
+            Ok(_) => {}
+            // Opened again (a retried open): keep appending to it.
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_already_exists_exception()) => {}
+            Err(e) => return Err(call_error(classify("logs:CreateLogStream", e, |_| None))),
+        }
+        let (records, queue) = mpsc::channel(QUEUE);
+        let sender = Sender {
+            logs: self.logs.clone(),
+            group: self.config.log_group.clone(),
+            stream,
+            last_ms: 0,
+        };
+        let batching = Batching {
+            interval: self.config.flush_interval,
+            lines: self.config.flush_lines.clamp(1, MAX_BATCH_EVENTS),
+        };
+        Ok(Box::new(CloudWatchLogWriter {
+            records,
+            task: tokio::spawn(send_batches(sender, batching, queue)),
+            s3: self.s3.clone(),
+            bucket: self.config.bucket.clone(),
+            object_key: object_key(key),
+            body: Vec::new(),
+            count: 0,
+            cap: self.config.cap_bytes,
+            bytes: 0,
+            truncated: false,
+        }))
+    }
+
+    async fn read(&self, key: &LogKey, query: &LogQuery) -> Result<LogPage, LogError> {
+        if !key_ok(key) {
+            return Err(LogError::NotFound);
+        }
+        if let Some(body) = self.object(key).await? {
+            let records = body
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .map(record::decode)
+                .collect();
+            return Ok(select(records, query));
+        }
+        match self.stream(key).await? {
+            Some(messages) => Ok(select(
+                messages.iter().map(|m| record::decode(m.as_bytes())).collect(),
+                query,
+            )),
+            None => Err(LogError::NotFound),
+        }
+    }
+}
+
+/// The page `query` asks for out of a whole log's records (`None`: a record that could not
+/// be decoded; it counts for the cursor but is never returned).
+fn select(records: Vec<Option<(LogLine, bool)>>, query: &LogQuery) -> LogPage {
+    let total = records.len() as u64;
+    // The marker, when there is one, is the last record: nothing is written after it.
+    let truncated = matches!(records.last(), Some(Some((_, true))));
+    let matches = |line: &LogLine| query.stream.is_none_or(|s| s == line.stream);
+    let lines = records.into_iter().map(|r| r.map(|(line, _)| line));
+    let lines: Vec<LogLine> = match (query.after, query.tail) {
+        (Some(after), _) => lines
+            .skip(usize::try_from(after).unwrap_or(usize::MAX))
+            .flatten()
+            .filter(|l| matches(l))
+            .collect(),
+        (None, Some(n)) => {
+            let all: Vec<LogLine> = lines.flatten().filter(|l| matches(l)).collect();
+            let from = all.len().saturating_sub(n);
+            all[from..].to_vec()
+        }
+        (None, None) => lines.flatten().filter(|l| matches(l)).collect(),
+    };
+    LogPage {
+        lines,
+        truncated,
+        cursor: query.after.map_or(total, |a| a.max(total)),
+    }
+}
+
+/// Appends to one attempt's stream through its sending task, and keeps the object's body.
+struct CloudWatchLogWriter {
+    /// Records for the sending task.
+    records: mpsc::Sender<String>,
+    /// The sending task.
+    task: JoinHandle<()>,
+    /// S3, for the object at `finish`.
+    s3: aws_sdk_s3::Client,
+    /// The bucket.
+    bucket: String,
+    /// The object's key.
+    object_key: String,
+    /// The object's body so far: one record per line.
+    body: Vec<u8>,
+    /// Records in `body`.
+    count: u64,
+    /// Bytes of line text kept at most.
+    cap: u64,
+    /// Bytes of line text kept so far.
+    bytes: u64,
+    /// Whether the marker was written (and lines are dropped).
+    truncated: bool,
+}
+
+impl CloudWatchLogWriter {
+    /// Adds one record to the body and to the stream (the stream's copy cut to fit).
+    async fn push(&mut self, full: String, for_stream: String) {
+        self.body.extend_from_slice(full.as_bytes());
+        self.body.push(b'\n');
+        self.count += 1;
+        // A stopped sending task only means the stream misses lines (it logged why).
+        let _ = self.records.send(for_stream).await;
+    }
+}
+
+#[async_trait]
+impl LogWriter for CloudWatchLogWriter {
+    async fn append(&mut self, line: LogLine) -> Result<(), LogError> {
+        if self.truncated {
+            return Ok(());
+        }
+        let len = line.line.len() as u64;
+        if self.bytes + len > self.cap {
+            self.truncated = true;
+            let marker = record::encode_marker(line.ts, self.cap);
+            self.push(marker.clone(), marker).await;
+            return Ok(());
+        }
+        self.bytes += len;
+        let full = record::encode(&line);
+        let for_stream = if full.len() <= MAX_EVENT_BYTES {
+            full.clone()
+        } else {
+            record::encode_within(&line, MAX_EVENT_BYTES)
+        };
+        self.push(full, for_stream).await;
+        Ok(())
+    }
+
+    async fn finish(self: Box<Self>) -> Result<LogSummary, LogError> {
+        let CloudWatchLogWriter {
+            records,
+            task,
+            s3,
+            bucket,
+            object_key,
+            body,
+            count,
+            bytes,
+            truncated,
+            ..
+        } = *self;
+        drop(records); // the task sends what is queued, then ends
+        let _ = task.await;
+        s3.put_object()
+            .bucket(&bucket)
+            .key(&object_key)
+            .content_type("application/x-ndjson")
+            .metadata("sked-truncated", truncated.to_string())
+            .metadata("sked-bytes", bytes.to_string())
+            .metadata("sked-lines", count.to_string())
+            .body(ByteStream::from(body))
+            .send()
+            .await
+            .map_err(|e| call_error(classify("s3:PutObject", e, |_| None)))?;
+        Ok(LogSummary { bytes, truncated })
+    }
+}
+
+/// When the sending task sends.
+#[derive(Debug, Clone, Copy)]
+struct Batching {
+    /// Longest wait of a queued record.
+    interval: Duration,
+    /// Records that are sent without waiting.
+    lines: usize,
+}
+
+/// Sends batches to one stream.
+struct Sender {
+    /// CloudWatch Logs.
+    logs: aws_sdk_cloudwatchlogs::Client,
+    /// The group.
+    group: String,
+    /// The stream.
+    stream: String,
+    /// The timestamp of the last event sent (events never go backwards).
+    last_ms: i64,
+}
+
+impl Sender {
+    /// Sends `batch` as events stamped now; transient failures are retried a few times,
+    /// then the batch is dropped from the stream with a warning.
+    async fn send(&mut self, batch: Vec<String>) {
+        if batch.is_empty() {
+            return;
+        }
+        let ms = chrono::Utc::now().timestamp_millis().max(self.last_ms);
+        self.last_ms = ms;
+        let events: Vec<InputLogEvent> = batch
+            .into_iter()
+            .filter_map(|message| InputLogEvent::builder().timestamp(ms).message(message).build().ok())
+            .collect();
+        let mut backoff = Duration::from_millis(100);
+        for attempt in 1..=PUT_TRIES {
+            let put = self
+                .logs
+                .put_log_events()
+                .log_group_name(&self.group)
+                .log_stream_name(&self.stream)
+                .set_log_events(Some(events.clone()))
+                .send()
+                .await;
+            let failure = match put {
+                Ok(out) => {
+                    if let Some(rejected) = out.rejected_log_events_info {
+                        tracing::warn!(stream = %self.stream, ?rejected, "CloudWatch rejected log events");
+                    }
+                    return;
+                }
+                Err(e) => classify("logs:PutLogEvents", e, |_| None),
+            };
+            let transient = matches!(failure, crate::error::Failure::Transient(_));
+            if !transient || attempt == PUT_TRIES {
+                let error = failure.into_call();
+                tracing::warn!(stream = %self.stream, lines = events.len(), %error, "log lines not sent to CloudWatch (the S3 object keeps them)");
+                return;
+            }
+            tokio::time::sleep(backoff).await;
+            backoff *= 2;
+        }
+    }
+}
+
+/// Sends queued records until the writer is gone: a batch goes out when `lines` records or
+/// ~1 MB are waiting, or `interval` after its first record was queued.
+async fn send_batches(mut sender: Sender, batching: Batching, mut queue: mpsc::Receiver<String>) {
+    let mut open = true;
+    while open {
+        let Some(first) = queue.recv().await else { break };
+        let deadline = Instant::now() + batching.interval;
+        let mut size = first.len() + EVENT_OVERHEAD;
+        let mut batch = vec![first];
+        while batch.len() < batching.lines {
+            match tokio::time::timeout_at(deadline, queue.recv()).await {
+                Ok(Some(record)) => {
+                    let add = record.len() + EVENT_OVERHEAD;
+                    if size + add > MAX_BATCH_BYTES {
+                        sender.send(std::mem::take(&mut batch)).await;
+                        size = 0;
+                    }
+                    size += add;
+                    batch.push(record);
+                }
+                Ok(None) => {
+                    open = false;
+                    break;
+                }
+                Err(_) => break, // the interval is up
+            }
+        }
+        sender.send(batch).await;
+    }
+}
+
+/// A failed call as a log error, keeping the call (and the SDK error) as its source.
+fn call_error(f: crate::error::Failure) -> LogError {
+    LogError::Io(Box::new(f.into_call()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sked_core::ports::LogStream;
+    use sked_core::timestamp;
+
+    fn line(i: i64, stream: LogStream) -> LogLine {
+        LogLine {
+            ts: timestamp::from_ms(1_800_000_000_000 + i),
+            stream,
+            line: format!("line {i}"),
+        }
+    }
+
+    /// Records `0..n`, even on stdout, odd on stderr; the last one a marker if `marker`.
+    fn records(n: i64, marker: bool) -> Vec<Option<(LogLine, bool)>> {
+        (0..n)
+            .map(|i| {
+                let stream = if i % 2 == 0 {
+                    LogStream::Stdout
+                } else {
+                    LogStream::Stderr
+                };
+                Some((line(i, stream), marker && i == n - 1))
+            })
+            .collect()
+    }
+
+    fn texts(page: &LogPage) -> Vec<&str> {
+        page.lines.iter().map(|l| l.line.as_str()).collect()
+    }
+
+    #[test]
+    fn names_are_tenant_run_attempt() {
+        let key = LogKey {
+            tenant: "acme".into(),
+            run_id: "backup.nightly@20261201T090000.250Z".into(),
+            attempt: 2,
+        };
+        assert_eq!(stream_name(&key), "acme/backup.nightly@20261201T090000.250Z/2");
+        assert_eq!(
+            object_key(&key),
+            "logs/acme/backup.nightly@20261201T090000.250Z/2.jsonl"
+        );
+        assert!(key_ok(&key));
+        for (tenant, run) in [
+            ("..", "r"),
+            ("a/b", "r"),
+            ("t", "a:b"),
+            ("t", "*"),
+            ("", "r"),
+            ("t@x", "r"),
+        ] {
+            let key = LogKey {
+                tenant: tenant.into(),
+                run_id: run.into(),
+                attempt: 1,
+            };
+            assert!(!key_ok(&key), "{tenant:?} {run:?}");
+        }
+    }
+
+    #[test]
+    fn given_a_log_when_selecting_then_tail_filter_and_cursor_are_line_indexes() {
+        let all = select(records(6, false), &LogQuery::default());
+        assert_eq!(all.lines.len(), 6);
+        assert_eq!(all.cursor, 6);
+        assert!(!all.truncated);
+
+        let tail = LogQuery {
+            tail: Some(2),
+            stream: Some(LogStream::Stdout),
+            ..Default::default()
+        };
+        let page = select(records(6, false), &tail);
+        assert_eq!(texts(&page), ["line 2", "line 4"]);
+        assert_eq!(page.cursor, 6);
+
+        // `after` counts every record (both streams); `tail` is then ignored.
+        let after = LogQuery {
+            after: Some(3),
+            tail: Some(1),
+            stream: Some(LogStream::Stderr),
+        };
+        assert_eq!(texts(&select(records(6, false), &after)), ["line 3", "line 5"]);
+        let beyond = select(
+            records(6, false),
+            &LogQuery {
+                after: Some(9),
+                ..Default::default()
+            },
+        );
+        assert!(beyond.lines.is_empty());
+        assert_eq!(beyond.cursor, 9);
+    }
+
+    #[test]
+    fn undecodable_records_count_for_the_cursor_only_and_the_marker_is_seen_last() {
+        let mut recs = records(3, true);
+        recs.insert(1, None);
+        let page = select(recs, &LogQuery::default());
+        assert_eq!(texts(&page), ["line 0", "line 1", "line 2"]);
+        assert_eq!(page.cursor, 4);
+        assert!(page.truncated);
+        let page = select(
+            records(3, true),
+            &LogQuery {
+                after: Some(3),
+                ..Default::default()
+            },
+        );
+        assert!(page.truncated && page.lines.is_empty());
+    }
+}

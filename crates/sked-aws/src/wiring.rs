@@ -1,0 +1,53 @@
+//! sked-core's [`Ports`] on AWS, from a config and its clients: what every AWS main (the
+//! Lambda functions, `sked worker --backend aws`) hands to core. Wiring only.
+//!
+//! Logs are [`CloudWatchLogStore`] when the config names a bucket and group; otherwise
+//! [`NoLogs`], for processes that neither read nor write logs (the sweeper and DLQ
+//! functions): reads find nothing, and a writer is refused.
+
+use crate::config::{AwsClients, AwsConfig};
+use crate::dynamo::DynamoStore;
+use crate::logs::CloudWatchLogStore;
+use crate::sqs::SqsQueue;
+use async_trait::async_trait;
+use sked_core::ports::{Clock, LogError, LogKey, LogPage, LogQuery, LogStore, LogWriter};
+use sked_core::service::Ports;
+use std::sync::Arc;
+
+/// Store on DynamoDB, queue on SQS, logs on CloudWatch Logs and S3 (or [`NoLogs`]).
+pub fn ports(clients: &AwsClients, config: &AwsConfig, clock: Arc<dyn Clock>) -> Ports {
+    let logs: Arc<dyn LogStore> = match &config.logs {
+        Some(logs) => Arc::new(CloudWatchLogStore::new(
+            clients.logs.clone(),
+            clients.s3.clone(),
+            logs.clone(),
+        )),
+        None => Arc::new(NoLogs),
+    };
+    Ports {
+        store: Arc::new(DynamoStore::new(clients.dynamodb.clone(), config, clock.clone())),
+        queue: Arc::new(SqsQueue::new(clients.sqs.clone(), config, clock.clone())),
+        logs,
+        clock,
+    }
+}
+
+/// The log store of a process configured without logs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoLogs;
+
+/// Why [`NoLogs`] refuses a writer.
+#[derive(Debug, thiserror::Error)]
+#[error("this process has no log store: set SKED_LOG_BUCKET and SKED_LOG_GROUP")]
+pub struct NoLogStore;
+
+#[async_trait]
+impl LogStore for NoLogs {
+    async fn writer(&self, _key: &LogKey) -> Result<Box<dyn LogWriter>, LogError> {
+        Err(LogError::Io(Box::new(NoLogStore)))
+    }
+
+    async fn read(&self, _key: &LogKey, _query: &LogQuery) -> Result<LogPage, LogError> {
+        Err(LogError::NotFound)
+    }
+}

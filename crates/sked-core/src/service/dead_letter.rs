@@ -1,0 +1,97 @@
+//! Dead letters: what to do with a run whose queue message was given up on (on AWS, SQS moved
+//! it to the DLQ after `maxReceiveCount` receives). The DLQ handler calls [`dead_letter`] for
+//! each message; it is the last backstop, so it ends the run FAILED unless something else
+//! still owns it.
+//!
+//! It uses the worker's own ports and rules — no special store operation:
+//!
+//! - the run is **claimed** as worker [`DLQ_WORKER`] (so an expired attempt is closed as
+//!   worker lost first, a cancel request ends it CANCELLED, a run with no attempt left ends
+//!   FAILED — all by the store's usual claim rules), and
+//! - the new attempt is at once **completed** FAILED with the reason as its error, and the run
+//!   finished FAILED. The run's history thus shows one last zero-length attempt by `sked-dlq`
+//!   whose error says why (`dead-lettered after N receives`); `attempts ≤ max_attempts` holds
+//!   because claim never starts an attempt past the limit.
+//!
+//! A run that is not abandoned is left alone, and the message counts as handled: one RUNNING
+//! under a live lease (a duplicate message was dead-lettered while its worker is fine), and a
+//! PENDING one waiting out a backoff (its retry is dispatched by its own message, or by the
+//! reaper's repair pass). A message for a run that no longer exists is dropped.
+
+use super::Ports;
+use crate::error::CoreError;
+use crate::ids::{RunId, TenantId, WorkerId};
+use crate::ports::{AttemptResult, ClaimOutcome, RunTransition, StoreError};
+use crate::run::{AttemptOutcome, Run, RunState};
+use crate::timestamp::{Timestamp, trunc_ms};
+
+/// The worker id the dead-letter attempt is recorded under.
+pub const DLQ_WORKER: &str = "sked-dlq";
+
+/// How long the dead-letter attempt's lease lasts (it is completed at once).
+const DLQ_LEASE: chrono::Duration = chrono::Duration::seconds(30);
+
+/// The reason recorded for a run dead-lettered after `receives` receives.
+pub fn dead_letter_reason(receives: u32) -> String {
+    format!("dead-lettered after {receives} receives")
+}
+
+/// What [`dead_letter`] did.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a return value, moved once
+pub enum DeadLetterOutcome {
+    /// The run ended FAILED now, with the reason on its last attempt.
+    Failed(Run),
+    /// The run had already ended (or claim rules ended it now: cancelled, no attempt left).
+    AlreadyEnded(Run),
+    /// A worker holds a live lease on it until this instant: left to that worker.
+    StillRunning(Timestamp),
+    /// It waits for a retry not before this instant: left to its own dispatch.
+    Waiting(Timestamp),
+    /// No such run (deleted, expired by TTL, or a message for another deployment).
+    Gone,
+}
+
+/// Ends the run of a dead-lettered message FAILED with `reason` unless something else still
+/// owns it (see the module docs). Store errors are returned: the message should then stay in
+/// the DLQ for another try.
+pub async fn dead_letter(
+    ports: &Ports,
+    tenant: &TenantId,
+    run_id: &RunId,
+    reason: &str,
+) -> Result<DeadLetterOutcome, CoreError> {
+    let now = trunc_ms(ports.clock.now());
+    let worker = WorkerId(DLQ_WORKER.to_string());
+    let claimed = ports.store.claim(tenant, run_id, &worker, now, now + DLQ_LEASE).await;
+    let (run, token) = match claimed {
+        Ok(ClaimOutcome::Claimed { run, token }) => (run, token),
+        Ok(ClaimOutcome::Terminal(run)) => return Ok(DeadLetterOutcome::AlreadyEnded(run)),
+        Ok(ClaimOutcome::Leased(until)) => return Ok(DeadLetterOutcome::StillRunning(until)),
+        Ok(ClaimOutcome::NotYet(at)) => return Ok(DeadLetterOutcome::Waiting(at)),
+        Err(StoreError::NotFound) => return Ok(DeadLetterOutcome::Gone),
+        Err(e) => return Err(e.into()),
+    };
+    let result = AttemptResult {
+        finished_at: now,
+        outcome: AttemptOutcome::Failed,
+        exit_code: None,
+        http_status: None,
+        error: Some(reason.to_string()),
+        log_bytes: 0,
+        log_truncated: false,
+    };
+    let failed = ports
+        .store
+        .complete(
+            tenant,
+            &run.run_id,
+            token,
+            &result,
+            RunTransition::Finish(RunState::Failed),
+            None,
+        )
+        .await?;
+    tracing::warn!(%tenant, %run_id, reason, "run failed: its message was dead-lettered");
+    Ok(DeadLetterOutcome::Failed(failed))
+}

@@ -1,0 +1,84 @@
+//! Firing one due job: plan its occurrences, write the runs and the job's next fire time in
+//! one conditional store write, and say what to enqueue. The sweeper does this for every due
+//! job it finds; [`Sked`](super::Sked) does it for a job just created, replaced or resumed
+//! whose next occurrence falls within [`SkedConfig::fire_within`](super::SkedConfig) — the AWS
+//! API handler's "enqueue runs due within the look-ahead directly". One code path, so a run
+//! fired either way is the same run (same id, same `not_before`), and a second firing of the
+//! same occurrence is a no-op (the write is conditional on the job's version and
+//! `next_fire_at`; run ids are derived from the occurrence).
+//!
+//! This module decides nothing itself: the plan is [`crate::firing::plan`].
+
+use super::Ports;
+use super::sweeper::{SkipSink, SkippedOccurrence};
+use crate::duration::Dur;
+use crate::error::CoreError;
+use crate::firing::{SkipReason, plan};
+use crate::job::{Job, JobState, Overlap};
+use crate::ports::Dispatch;
+use crate::timestamp::Timestamp;
+
+/// What firing one job wrote.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Fired {
+    /// The queue messages of the runs it created (not enqueued yet: the caller batches them).
+    pub dispatches: Vec<Dispatch>,
+    /// Occurrences skipped by policy.
+    pub skipped: usize,
+    /// The job's `next_fire_at` and state after the write; `None` when nothing was due (no
+    /// write was made).
+    pub job_after: Option<(Option<Timestamp>, JobState)>,
+}
+
+/// Plans and writes the firing of `job` at `now`, for occurrences up to `now + lookahead`.
+/// Skipped occurrences are logged and, with `skips`, reported to it. A job that moved on
+/// meanwhile is a [`crate::ports::StoreError::Conflict`] (nothing written).
+pub async fn fire_job(
+    ports: &Ports,
+    job: &Job,
+    now: Timestamp,
+    lookahead: Dur,
+    skips: Option<&SkipSink>,
+) -> Result<Fired, CoreError> {
+    let active = if job.spec.overlap_policy() == Overlap::Allow {
+        Vec::new()
+    } else {
+        ports.store.active_runs(&job.tenant, &job.id).await?
+    };
+    let Some(plan) = plan(job, &active, now, lookahead) else {
+        return Ok(Fired::default());
+    };
+    let created = ports.store.fire(&plan.firing).await?;
+    for (at, reason) in &plan.skipped {
+        let reason = match reason {
+            SkipReason::Misfire => "misfire",
+            SkipReason::Overlap => "overlap",
+        };
+        tracing::info!(tenant = %job.tenant, job_id = %job.id, scheduled_for = %crate::timestamp::format(at), reason, "occurrence skipped");
+    }
+    if let Some(sink) = skips {
+        for (at, reason) in &plan.skipped {
+            sink(&SkippedOccurrence {
+                tenant: job.tenant.clone(),
+                job_id: job.id.clone(),
+                scheduled_for: *at,
+                reason: *reason,
+            });
+        }
+    }
+    Ok(Fired {
+        dispatches: created.iter().map(super::reaper::dispatch_of).collect(),
+        skipped: plan.skipped.len(),
+        job_after: Some((plan.firing.next_fire_at, plan.firing.state)),
+    })
+}
+
+/// [`fire_job`] for one job, then enqueues what it created. A crash between the two leaves
+/// PENDING runs that the reaper's repair pass enqueues.
+pub async fn fire_and_enqueue(ports: &Ports, job: &Job, now: Timestamp, lookahead: Dur) -> Result<Fired, CoreError> {
+    let fired = fire_job(ports, job, now, lookahead, None).await?;
+    if !fired.dispatches.is_empty() {
+        ports.queue.enqueue(&fired.dispatches).await?;
+    }
+    Ok(fired)
+}

@@ -1,0 +1,151 @@
+//! `service::dead_letter`: a run whose message was dead-lettered ends FAILED with the reason,
+//! unless something else still owns it.
+
+use serde_json::json;
+use sked_core::duration::Dur;
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::ports::{ClaimOutcome, JobStore};
+use sked_core::run::{AttemptOutcome, Run, RunState};
+use sked_core::service::dead_letter::{DLQ_WORKER, DeadLetterOutcome, dead_letter, dead_letter_reason};
+use sked_core::service::jobs::NewJob;
+use sked_core::service::sweeper::{Sweeper, SweeperConfig};
+use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
+use sked_core::timestamp;
+use sked_testkit::clock::ManualClock;
+use sked_testkit::memory::{MemLogs, MemQueue, MemStore};
+use std::sync::Arc;
+
+struct Harness {
+    clock: Arc<ManualClock>,
+    store: Arc<MemStore>,
+    ports: Ports,
+    tenant: TenantId,
+}
+
+impl Harness {
+    /// A one-shot job `job` with `max_retries`, fired: one PENDING run, ready now.
+    async fn with_pending_run(max_retries: u32) -> (Harness, RunId) {
+        let clock = Arc::new(ManualClock::new(timestamp::parse("2026-12-01T10:00:00Z").unwrap()));
+        let store = Arc::new(MemStore::new());
+        let ports = Ports {
+            store: store.clone(),
+            queue: Arc::new(MemQueue::new(clock.clone())),
+            logs: Arc::new(MemLogs::new()),
+            clock: clock.clone(),
+        };
+        let h = Harness {
+            clock,
+            store,
+            ports,
+            tenant: TenantId::default(),
+        };
+        let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
+        let at = timestamp::format(&h.clock.now());
+        let spec = json!({"schedule": {"at": at}, "task": {"command": {"argv": ["true"]}}, "max_retries": max_retries});
+        let new = NewJob {
+            id: Some(JobId::from("job")),
+            spec: serde_json::from_value(spec).unwrap(),
+        };
+        sked.create_job(&h.tenant, new, None).await.unwrap();
+        let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), SweeperConfig::default());
+        assert_eq!(sweeper.sweep_once().await.unwrap().fired, 1);
+        let run_id = h.store.all_runs()[0].run_id.clone();
+        (h, run_id)
+    }
+
+    async fn dead_letter(&self, run_id: &RunId) -> DeadLetterOutcome {
+        dead_letter(&self.ports, &self.tenant, run_id, &dead_letter_reason(5))
+            .await
+            .unwrap()
+    }
+
+    async fn claim(&self, run_id: &RunId, worker: &str, lease: Dur) -> u64 {
+        let now = self.clock.now();
+        match self
+            .store
+            .claim(
+                &self.tenant,
+                run_id,
+                &WorkerId::from(worker),
+                now,
+                now + lease.to_chrono(),
+            )
+            .await
+            .unwrap()
+        {
+            ClaimOutcome::Claimed { token, .. } => token,
+            other => panic!("not claimed: {other:?}"),
+        }
+    }
+
+    async fn run(&self, run_id: &RunId) -> Run {
+        self.store.get_run(&self.tenant, run_id).await.unwrap().unwrap()
+    }
+}
+
+#[tokio::test]
+async fn given_a_pending_run_when_dead_lettered_then_it_ends_failed_with_the_reason_on_a_last_attempt() {
+    let (h, run_id) = Harness::with_pending_run(3).await;
+    let DeadLetterOutcome::Failed(run) = h.dead_letter(&run_id).await else {
+        panic!("not failed");
+    };
+    assert_eq!(run.state, RunState::Failed);
+    assert_eq!(run.finished_at, Some(h.clock.now()));
+    let last = run.attempts.last().unwrap();
+    assert_eq!(last.worker, WorkerId::from(DLQ_WORKER));
+    assert_eq!(last.outcome, Some(AttemptOutcome::Failed));
+    assert_eq!(last.error.as_deref(), Some("dead-lettered after 5 receives"));
+    assert_eq!(run.lease, None);
+    assert_eq!(h.run(&run_id).await, run, "stored as answered");
+}
+
+#[tokio::test]
+async fn given_a_run_whose_worker_vanished_when_dead_lettered_then_the_lost_attempt_is_closed_first() {
+    let (h, run_id) = Harness::with_pending_run(3).await;
+    h.claim(&run_id, "w1", Dur::secs(15)).await;
+    h.clock.advance(Dur::secs(20));
+    let DeadLetterOutcome::Failed(run) = h.dead_letter(&run_id).await else {
+        panic!("not failed");
+    };
+    let outcomes: Vec<_> = run.attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(
+        outcomes,
+        vec![Some(AttemptOutcome::WorkerLost), Some(AttemptOutcome::Failed)]
+    );
+    assert_eq!(run.state, RunState::Failed);
+}
+
+#[tokio::test]
+async fn given_a_run_with_no_attempt_left_when_dead_lettered_then_it_ends_by_the_claim_rules() {
+    let (h, run_id) = Harness::with_pending_run(0).await;
+    h.claim(&run_id, "w1", Dur::secs(15)).await;
+    h.clock.advance(Dur::secs(20));
+    let DeadLetterOutcome::AlreadyEnded(run) = h.dead_letter(&run_id).await else {
+        panic!("not ended");
+    };
+    assert_eq!(run.state, RunState::Failed);
+    assert_eq!(run.attempt_count(), 1, "no attempt beyond max_attempts");
+}
+
+#[tokio::test]
+async fn given_a_run_under_a_live_lease_when_dead_lettered_then_it_is_left_to_its_worker() {
+    let (h, run_id) = Harness::with_pending_run(3).await;
+    h.claim(&run_id, "w1", Dur::secs(15)).await;
+    let outcome = h.dead_letter(&run_id).await;
+    assert!(matches!(outcome, DeadLetterOutcome::StillRunning(_)), "{outcome:?}");
+    assert_eq!(h.run(&run_id).await.state, RunState::Running);
+}
+
+#[tokio::test]
+async fn given_an_ended_or_unknown_run_when_dead_lettered_then_nothing_changes() {
+    let (h, run_id) = Harness::with_pending_run(3).await;
+    h.dead_letter(&run_id).await;
+    let before = h.run(&run_id).await;
+    assert!(matches!(
+        h.dead_letter(&run_id).await,
+        DeadLetterOutcome::AlreadyEnded(_)
+    ));
+    assert_eq!(h.run(&run_id).await, before);
+    let unknown = RunId::from("nope@20261201T100000.000Z");
+    assert_eq!(h.dead_letter(&unknown).await, DeadLetterOutcome::Gone);
+}

@@ -1,0 +1,74 @@
+//! `sked worker --backend aws` (build feature `aws`): workers of sked's AWS deployment, as the
+//! ECS Fargate service of `template.yaml` runs them. The same core [`Worker`] as locally, on
+//! the AWS ports: runs come from the three SQS queues, jobs and runs live in DynamoDB, logs go
+//! to CloudWatch Logs and S3.
+//!
+//! Configuration comes from the environment, read once here (`sked_aws::env` names every
+//! variable: `SKED_TABLE`, `SKED_QUEUE_HIGH|NORMAL|LOW`, `SKED_LOG_BUCKET`, `SKED_LOG_GROUP`,
+//! `SKED_ECS_*`, `AWS_ENDPOINT_URL`, …); the flags `--workers`, `--concurrency`, `--lease` and
+//! `--grace` work as locally (`--data-dir` is not used).
+//!
+//! - `command` and `http` tasks run in this process (the local executors, payloads under the
+//!   same guard); `container` tasks go to ECS Fargate through `sked_aws::EcsExecutor` when
+//!   `SKED_ECS_CLUSTER` is set, and otherwise fail with the local "no container executor"
+//!   error.
+//! - Without `SKED_LOG_BUCKET`/`SKED_LOG_GROUP`, logs are written to files under the
+//!   temporary directory (with a warning): the runs work, but the API cannot read their logs.
+//! - No reaper runs here: the sweeper function reaps on every tick.
+
+use crate::cli::WorkerArgs;
+use crate::runtime;
+use anyhow::Context as _;
+use sked_core::WorkerId;
+use sked_core::duration::Dur;
+use sked_core::ports::{Clock, Executor, SystemClock};
+use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_embedded::logs::FileLogStore;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+
+/// Runs AWS workers until a shutdown signal.
+pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
+    runtime::init_tracing(args.runtime.log_json);
+    let shutdown = runtime::shutdown_on_signals()?;
+    let settings = sked_aws::Settings::from_env().context("reading the AWS settings from the environment")?;
+    let clients = sked_aws::connect(&settings.aws).await;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let mut ports = sked_aws::ports(&clients, &settings.aws, clock.clone());
+    if settings.aws.logs.is_none() {
+        let dir = std::env::temp_dir().join("sked-logs");
+        tracing::warn!(dir = %dir.display(), "SKED_LOG_BUCKET/SKED_LOG_GROUP not set: attempt logs go to local files the API cannot read");
+        ports.logs = Arc::new(FileLogStore::new(dir));
+    }
+    let mut executor = runtime::payload_executor(clock.clone())?;
+    match &settings.aws.ecs {
+        Some(ecs) => {
+            tracing::info!(cluster = %ecs.cluster, task_definition = %ecs.task_definition, "container tasks run on ECS Fargate");
+            let ecs = sked_aws::EcsExecutor::new(clients.ecs.clone(), ecs.clone(), clock.clone());
+            executor = executor.with_container_executor(Arc::new(ecs));
+        }
+        None => tracing::info!("SKED_ECS_CLUSTER not set: container tasks fail"),
+    }
+    let executor: Arc<dyn Executor> = Arc::new(executor);
+
+    let mut tasks = JoinSet::new();
+    let host = runtime::hostname();
+    let pid = std::process::id();
+    for n in 1..=args.runtime.workers {
+        let mut config = WorkerConfig::new(WorkerId(format!("{host}-{pid}-{n}")));
+        config.concurrency = args.runtime.concurrency.max(1);
+        config.lease = Dur::secs(args.runtime.lease.max(1));
+        config.grace = Dur::secs(args.runtime.grace);
+        tracing::info!(worker = %config.id, concurrency = config.concurrency, "starting worker");
+        tasks.spawn(Worker::new(ports.clone(), executor.clone(), config).run(shutdown.clone()));
+    }
+    tracing::info!(table = %settings.aws.table, workers = args.runtime.workers, "sked worker (aws) started");
+    runtime::announce("sked worker ready");
+
+    shutdown.cancelled().await;
+    runtime::drain(tasks, Duration::from_secs(args.runtime.grace + 5)).await;
+    tracing::info!("sked worker stopped");
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,31 @@
+//! The API function: sked's REST API (the same [`sked_api::router`] `sked server` serves) on
+//! AWS Lambda behind an API Gateway HTTP API, served by `lambda_http`.
+//!
+//! [`app`] builds the router over the AWS ports; `main` reads the settings once and hands the
+//! router to `lambda_http::run`. The only difference from the local API is the direct firing:
+//! the AWS sweeper runs on a one-minute tick, so a job created, replaced or resumed with an
+//! occurrence within the sweeper's look-ahead is fired by this call itself
+//! ([`SkedConfig::fire_within`]) — its run is written and sent to SQS with `DelaySeconds`, and
+//! starts on time however the tick falls.
+//!
+//! This crate must not decide anything about scheduling or HTTP: both live in the libraries.
+
+use axum::Router;
+use sked_api::ApiConfig;
+use sked_aws::Settings;
+use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
+use sked_core::validate::Capabilities;
+
+/// The API over `ports`, configured by `settings`: container tasks are accepted when an ECS
+/// cluster is configured; jobs due within the look-ahead are fired at once.
+pub fn app(ports: Ports, settings: &Settings) -> Router {
+    let config = SkedConfig {
+        capabilities: Capabilities {
+            container_tasks: settings.aws.ecs.is_some(),
+        },
+        fire_within: settings.lookahead,
+    };
+    // Nothing in this process sweeps: the signal is never waited on.
+    let sked = Sked::new(ports, config, SweepSignal::default());
+    sked_api::router(sked, ApiConfig::default())
+}

@@ -1,0 +1,83 @@
+//! The API function driven by the API Gateway v2 events in `events/`, against moto: the same
+//! conversion `lambda_http::run` applies (`lambda_http::request::from_str`), then the router.
+
+use http_body_util::BodyExt;
+use lambda_http::Request;
+use serde_json::{Value, json};
+use sked_aws::testing::fresh_resources;
+use sked_aws::{Settings, SqsQueue};
+use sked_core::duration::Dur;
+use sked_core::ports::{Clock, DispatchQueue, SystemClock};
+use sked_core::timestamp;
+use std::sync::Arc;
+use tower::ServiceExt;
+
+const CREATE_JOB: &str = include_str!("../../../events/apigw-v2-create-job.json");
+const GET_JOB: &str = include_str!("../../../events/apigw-v2-get-job.json");
+
+/// The API over fresh resources, firing 10 minutes ahead, and its SQS queue.
+async fn api() -> (axum::Router, SqsQueue) {
+    let (clients, aws) = fresh_resources().await;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let settings = Settings {
+        aws,
+        lookahead: Dur::secs(600),
+    };
+    let ports = sked_aws::ports(&clients, &settings.aws, clock.clone());
+    let queue = SqsQueue::new(clients.sqs.clone(), &settings.aws, clock);
+    (sked_fn_api::app(ports, &settings), queue)
+}
+
+/// The request an event file describes.
+fn request(event: &str) -> Request {
+    lambda_http::request::from_str(event).expect("an API Gateway v2 event")
+}
+
+/// Calls the router; returns the status and the JSON body.
+async fn call(app: &axum::Router, req: Request) -> (u16, Value) {
+    let resp = app.clone().oneshot(req).await.expect("the router never fails");
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    (status, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_create_event_creates_the_job_and_the_get_event_reads_it_back() {
+    let (app, _) = api().await;
+
+    let (status, created) = call(&app, request(CREATE_JOB)).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["id"], "nightly-report");
+    assert_eq!(created["state"], "ACTIVE");
+    assert_eq!(created["priority"], 7);
+
+    let (status, got) = call(&app, request(GET_JOB)).await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["id"], "nightly-report");
+    assert_eq!(got["schedule"], created["schedule"]);
+
+    // The same request again is answered as a re-POST of the same job.
+    let (status, again) = call(&app, request(CREATE_JOB)).await;
+    assert_eq!(status, 200, "{again}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_due_within_the_look_ahead_is_enqueued_by_the_api_call_itself() {
+    let (app, queue) = api().await;
+    // The create event with a one-shot due now instead of the cron.
+    let mut event: Value = serde_json::from_str(CREATE_JOB).unwrap();
+    let now = timestamp::format(&SystemClock.now());
+    let body =
+        json!({"id": "right-now", "schedule": {"at": now}, "task": {"command": {"argv": ["true"]}}, "priority": 8});
+    event["body"] = Value::String(body.to_string());
+    let (status, created) = call(&app, request(&event.to_string())).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["state"], "COMPLETED", "fired by the call: {created}");
+
+    // No sweeper ran: the message is on the high queue already.
+    let got = queue.receive(10, Dur::secs(30), Dur::secs(5)).await.unwrap();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].dispatch.run_id.to_string().starts_with("right-now@"));
+    assert!(got[0].receipt.0.starts_with("high|"), "{:?}", got[0].receipt);
+}
