@@ -14,6 +14,9 @@ use crate::timestamp::Timestamp;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
+/// Jobs fired concurrently, and enqueued together, within one sweep.
+const FIRE_CHUNK: usize = 32;
+
 /// Pause after a failed sweep before trying again.
 const ERROR_BACKOFF: Dur = Dur::secs(1);
 
@@ -141,28 +144,39 @@ impl Sweeper {
             more: due.len() == self.config.batch,
             ..SweepReport::default()
         };
-        let mut dispatches = Vec::new();
         let mut failed = None;
-        for job in &due {
-            match fire_job(&self.ports, job, now, self.config.lookahead, self.skips.as_ref()).await {
-                Ok(fired) => {
-                    report.fired += fired.dispatches.len();
-                    report.skipped += fired.skipped;
-                    dispatches.extend(fired.dispatches);
-                }
-                // Someone changed the job meanwhile (a user, another sweeper): the next
-                // sweep sees its new state.
-                Err(CoreError::Store(StoreError::Conflict(_))) => {}
-                // One job's failure must not hold back the runs already written for others:
-                // go on, enqueue what was fired, then report the failure.
-                Err(e) => {
-                    failed.get_or_insert(e);
+        // Jobs fire a chunk at a time, concurrently (a store that groups commits writes a chunk
+        // in one transaction), and each chunk's runs are enqueued at once: the first runs of a
+        // big batch do not wait for the last ones to be written.
+        for chunk in due.chunks(FIRE_CHUNK) {
+            let fired = futures::future::join_all(
+                chunk
+                    .iter()
+                    .map(|job| fire_job(&self.ports, job, now, self.config.lookahead, self.skips.as_ref())),
+            )
+            .await;
+            let mut dispatches = Vec::new();
+            for result in fired {
+                match result {
+                    Ok(fired) => {
+                        report.fired += fired.dispatches.len();
+                        report.skipped += fired.skipped;
+                        dispatches.extend(fired.dispatches);
+                    }
+                    // Someone changed the job meanwhile (a user, another sweeper): the next
+                    // sweep sees its new state.
+                    Err(CoreError::Store(StoreError::Conflict(_))) => {}
+                    // One job's failure must not hold back the runs already written for
+                    // others: go on, enqueue what was fired, then report the failure.
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
                 }
             }
-        }
-        if !dispatches.is_empty() {
-            // A crash before this line leaves PENDING runs that the reaper re-enqueues.
-            self.ports.queue.enqueue(&dispatches).await?;
+            if !dispatches.is_empty() {
+                // A crash before this line leaves PENDING runs that the reaper re-enqueues.
+                self.ports.queue.enqueue(&dispatches).await?;
+            }
         }
         match failed {
             Some(e) => Err(e),
