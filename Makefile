@@ -5,7 +5,7 @@ DATA_DIR ?= ./sked-data
 LISTEN ?= 127.0.0.1:8080
 WORKERS ?= 4
 
-.PHONY: run build test lint fmt clean
+.PHONY: run build test lint fmt clean bench bench-quick
 
 ## Build and start the local server (API + sweeper + workers) on $(LISTEN), data in $(DATA_DIR).
 run:
@@ -29,3 +29,58 @@ fmt:
 
 clean:
 	$(CARGO) clean
+
+## Benchmarks (issue 4): build release, run every scenario, print JSON lines and a table.
+## Not part of `make test`. BENCH_ARGS passes flags to sked-bench (see `sked-bench --help`).
+bench:
+	$(CARGO) build --release -p sked -p sked-bench
+	$(CARGO) run --release -q -p sked-bench -- $(BENCH_ARGS)
+
+## The same with reduced sizes, in under two minutes.
+bench-quick:
+	$(CARGO) build --release -p sked -p sked-bench
+	$(CARGO) run --release -q -p sked-bench -- --quick $(BENCH_ARGS)
+
+## Install moto server (PyPI `moto[server]`) into .venv-moto/ for the AWS adapter's tests
+## (crates/sked-aws); idempotent. A prerequisite of `test`.
+.PHONY: moto
+moto:
+	scripts/moto-env.sh
+test: moto
+
+## AWS deployment tools (issue 3): SAM CLI, cfn-lint, cargo-lambda and zig, installed once into
+## .venv-aws/ by scripts/aws-tools.sh; their bin directory goes first on PATH for these targets.
+AWS_ENV = SAM_CLI_TELEMETRY=0 PATH="$$(scripts/aws-tools.sh):$$PATH"
+## Architecture of `make build-lambda`. This machine builds x86_64 only (no aarch64 std);
+## template.yaml defaults to arm64 for deployments built elsewhere.
+LAMBDA_ARCH ?= x86_64
+.PHONY: lint-template build-lambda deploy local-aws
+
+## cfn-lint and `sam validate --lint` on template.yaml (offline; a prerequisite of `test`).
+lint-template:
+	$(AWS_ENV) cfn-lint template.yaml
+	$(AWS_ENV) sam validate --lint --template-file template.yaml
+test: lint-template
+
+## Build the three Lambda functions with cargo-lambda through SAM (.aws-sam/build), without
+## the release profile's debug info (a ~100 MB binary becomes ~20 MB: smaller zip, faster cold start).
+build-lambda:
+	CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=symbols \
+	$(AWS_ENV) sam build --beta-features --template-file template.yaml \
+		--parameter-overrides Architecture=$(LAMBDA_ARCH)
+
+## Deploy to the AWS account of your credentials; asks for the parameters (not run in CI).
+deploy: build-lambda
+	$(AWS_ENV) sam deploy --guided --parameter-overrides Architecture=$(LAMBDA_ARCH)
+
+## AWS mode without an account: moto server on 127.0.0.1, the resources, the API, a sweeper
+## loop and workers against it (scripts/local-aws.sh; Ctrl-C stops everything).
+local-aws:
+	scripts/local-aws.sh
+
+## Long reliability runs (issue 5), not part of `make test`: 100,000 simulation seeds in
+## release mode, and the 10-minute crash soak with real processes.
+.PHONY: soak
+soak:
+	SKED_SIM_SEEDS=100000 $(CARGO) test --release -p sked-testkit --test sim -- --nocapture
+	$(CARGO) test --release -p sked --test crash_soak -- --ignored --nocapture
