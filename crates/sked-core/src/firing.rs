@@ -86,6 +86,12 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
     }
     fire.extend_from_slice(current);
 
+    // Occurrences still ahead of now (fired early by a look-ahead) keep a run each: nothing
+    // overlaps them yet, and the worker checks overlap when it claims them. Likewise runs
+    // fired ahead of their time have started nothing. Only what is due now collapses.
+    let ahead = fire.split_off(fire.partition_point(|t| *t <= now));
+    let active: Vec<&Run> = active.iter().filter(|r| r.scheduled_for <= now).collect();
+
     // Overlap: with an earlier run still going, keep at most one new run (the latest).
     let mut cancel = Vec::new();
     let policy = spec.overlap_policy();
@@ -107,6 +113,7 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
             None => {}
         }
     }
+    fire.extend(ahead);
     skipped.sort_by_key(|(t, _)| *t);
 
     let runs = fire
@@ -356,6 +363,42 @@ mod tests {
         let p = plan(&j, &[], ts("2026-12-01T10:00:30Z"), Dur::secs(60)).unwrap();
         assert_eq!(fired(&p), vec![ts("2026-12-01T10:01:00Z")]);
         assert_eq!(p.firing.runs[0].not_before, ts("2026-12-01T10:01:00Z"));
+    }
+
+    #[test]
+    fn a_look_ahead_fires_each_coming_occurrence_even_under_forbid() {
+        let j = job(every_minute(serde_json::json!({})), "2026-12-01T10:01:00Z");
+        let mut running = Run::new_pending(
+            "t".into(),
+            "j".into(),
+            ts("2026-12-01T10:00:00Z"),
+            Trigger::Schedule,
+            5,
+            ts("2026-12-01T10:00:00Z"),
+            4,
+            ts("2026-12-01T10:00:00Z"),
+        );
+        running.state = RunState::Running;
+        let early = Run::new_pending(
+            "t".into(),
+            "j".into(),
+            ts("2026-12-01T10:01:00Z"),
+            Trigger::Schedule,
+            5,
+            ts("2026-12-01T10:01:00Z"),
+            4,
+            ts("2026-12-01T10:00:00Z"),
+        );
+        // A run fired ahead of its time blocks nothing; the occurrences ahead all fire.
+        let p = plan(&j, &[early], ts("2026-12-01T10:00:30Z"), Dur::secs(180)).unwrap();
+        let expected = ["10:01", "10:02", "10:03"].map(|m| ts(&format!("2026-12-01T{m}:00Z")));
+        assert_eq!(fired(&p), expected.to_vec());
+        assert!(p.skipped.is_empty());
+        assert_eq!(p.firing.next_fire_at, Some(ts("2026-12-01T10:04:00Z")));
+        // A run that started does not make coming occurrences skip at sweep time either: the
+        // worker decides when it claims them.
+        let p = plan(&j, &[running], ts("2026-12-01T10:00:30Z"), Dur::secs(60)).unwrap();
+        assert_eq!(fired(&p), vec![ts("2026-12-01T10:01:00Z")]);
     }
 
     #[test]

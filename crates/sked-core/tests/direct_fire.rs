@@ -181,3 +181,22 @@ async fn given_a_window_when_a_batch_is_created_then_only_the_jobs_due_within_it
     assert_eq!(h.store.run_count(), 2);
     assert_eq!(h.delivered_at(h.in_secs(600)).await.len(), 2);
 }
+
+#[tokio::test]
+async fn given_a_window_when_a_frequent_recurring_job_is_created_then_each_coming_occurrence_gets_its_own_run() {
+    // Found with `make local-aws`: an `every 5s` job (overlap `forbid` by default) got one
+    // run, at the far end of the window, and every later occurrence was skipped.
+    let h = Harness::new(Dur::secs(60));
+    let spec = json!({"schedule": {"every": "5s"}, "task": {"command": {"argv": ["true"]}}});
+    h.create("often", spec).await;
+    let mut runs: Vec<Timestamp> = h.store.all_runs().iter().map(|r| r.scheduled_for).collect();
+    runs.sort();
+    let expected: Vec<Timestamp> = (1..=12).map(|k| h.in_secs(5 * k)).collect();
+    assert_eq!(
+        runs, expected,
+        "one run per occurrence in the next minute, the first 5 s from now"
+    );
+    // The sweeper's look-ahead (10 min) goes further: it adds the rest, and nothing twice.
+    assert_eq!(h.sweep().await, 108);
+    assert_eq!(h.store.run_count(), 120);
+}

@@ -156,8 +156,14 @@ impl Worker {
             Some((job_id, _)) => store.get_job(tenant, &job_id).await?,
             None => None,
         };
-        // `queue_one`: the waiting run starts only once the earlier one has ended.
-        if let Some(job) = job.as_ref().filter(|j| j.spec.overlap_policy() == Overlap::QueueOne) {
+        // `queue_one`: the waiting run starts only once the earlier one has ended. `forbid`: a
+        // run fired ahead of its time (look-ahead) that finds the earlier one still going is
+        // skipped, as the sweeper would have skipped it.
+        let policy = job.as_ref().map(|j| j.spec.overlap_policy());
+        if let Some(job) = job
+            .as_ref()
+            .filter(|_| matches!(policy, Some(Overlap::QueueOne | Overlap::Forbid)))
+        {
             let now = self.ports.clock.now();
             let busy_until = store
                 .active_runs(tenant, &job.id)
@@ -168,7 +174,19 @@ impl Worker {
                 .filter(|until| *until > now)
                 .max();
             if let Some(until) = busy_until {
-                return self.defer(delivery, until).await;
+                if policy == Some(Overlap::QueueOne) {
+                    return self.defer(delivery, until).await;
+                }
+                if let Some(run) = store.get_run(tenant, run_id).await?
+                    && run.trigger == Trigger::Schedule
+                    && run.state == RunState::Pending
+                {
+                    let reason = "skipped: the previous run was still running (overlap: forbid)";
+                    store
+                        .cancel_run(tenant, run_id, timestamp::trunc_ms(now), reason)
+                        .await?;
+                    return self.ack(delivery).await;
+                }
             }
         }
         let now = timestamp::trunc_ms(self.ports.clock.now());
