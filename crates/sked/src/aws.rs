@@ -61,6 +61,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         config.concurrency = args.runtime.concurrency.max(1);
         config.lease = Dur::secs(args.runtime.lease.max(1));
         config.grace = Dur::secs(args.runtime.grace);
+        // The sweeper and the API fire runs ahead of their time (SQS delays them).
+        config.fired_ahead = true;
         tracing::info!(worker = %config.id, concurrency = config.concurrency, "starting worker");
         tasks.spawn(Worker::new(ports.clone(), executor.clone(), config).run(shutdown.clone()));
     }

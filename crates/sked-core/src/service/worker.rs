@@ -48,6 +48,10 @@ pub struct WorkerConfig {
     pub grace: Dur,
     /// Longest single receive wait.
     pub poll_wait: Dur,
+    /// Runs may be fired ahead of their time (a sweeper or API look-ahead, as on AWS): a
+    /// `forbid` run then checks, when claimed, that the previous run has ended. Off where
+    /// nothing fires ahead (the local deployment), which saves a read per run.
+    pub fired_ahead: bool,
 }
 
 impl WorkerConfig {
@@ -59,6 +63,7 @@ impl WorkerConfig {
             lease: Dur::secs(15),
             grace: Dur::secs(5),
             poll_wait: Dur::secs(1),
+            fired_ahead: false,
         }
     }
 }
@@ -160,10 +165,12 @@ impl Worker {
         // run fired ahead of its time (look-ahead) that finds the earlier one still going is
         // skipped, as the sweeper would have skipped it.
         let policy = job.as_ref().map(|j| j.spec.overlap_policy());
-        if let Some(job) = job
-            .as_ref()
-            .filter(|_| matches!(policy, Some(Overlap::QueueOne | Overlap::Forbid)))
-        {
+        let check_overlap = match policy {
+            Some(Overlap::QueueOne) => true,
+            Some(Overlap::Forbid) => self.config.fired_ahead,
+            _ => false,
+        };
+        if let Some(job) = job.as_ref().filter(|_| check_overlap) {
             let now = self.ports.clock.now();
             let busy_until = store
                 .active_runs(tenant, &job.id)
