@@ -51,6 +51,10 @@ pub const CHECKPOINT_ROWS: u64 = 2_000;
 /// grow without bound. 16,384 pages of 4 KiB = 64 MiB.
 pub const WAL_LIMIT_FRAMES: u32 = 16_384;
 
+/// The size the WAL file is cut back to when the WAL restarts (`journal_size_limit`): the
+/// same 64 MiB as [`WAL_LIMIT_FRAMES`].
+pub const WAL_SIZE_LIMIT_BYTES: i64 = WAL_LIMIT_FRAMES as i64 * 4096;
+
 /// Settings for opening a database file. `Default` gives the documented defaults.
 #[derive(Debug, Clone)]
 pub struct SqliteOptions {
@@ -145,6 +149,11 @@ impl SqliteDb {
             });
         }
         writer.pragma_update(None, "synchronous", "NORMAL").map_err(classify)?;
+        // A WAL file keeps its high-water size after the WAL restarts unless told otherwise:
+        // a burst of bulk writes (a million jobs created) would leave it at gigabytes.
+        writer
+            .pragma_update(None, "journal_size_limit", WAL_SIZE_LIMIT_BYTES)
+            .map_err(classify)?;
         schema::migrate(&mut writer).map_err(refused)?;
 
         let reader = open_reader(&path, &options).map_err(classify)?;
