@@ -209,6 +209,49 @@ impl Settings {
     pub fn lookahead_std(&self) -> Duration {
         self.lookahead.0
     }
+
+    /// The environment a process needs so that [`Settings::from_env`] reads these settings
+    /// back (for starting `sked worker --backend aws` from a test or script). Static
+    /// credentials become `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, which the SDK's
+    /// default chain reads. Settings that have no variable (log flushing, ECS polling, the
+    /// bootstrap image) are not carried: the process gets their defaults.
+    pub fn to_vars(&self) -> Vec<(&'static str, String)> {
+        let aws = &self.aws;
+        let mut vars = vec![
+            (REGION, aws.region.clone()),
+            (TABLE, aws.table.clone()),
+            (QUEUE_HIGH, aws.queues.high.clone()),
+            (QUEUE_NORMAL, aws.queues.normal.clone()),
+            (QUEUE_LOW, aws.queues.low.clone()),
+            (QUEUE_DLQ, aws.queues.dlq.clone()),
+            (SHARDS, aws.shards.to_string()),
+            (RUN_RETENTION, Dur(aws.run_retention).to_string()),
+            (IDEMPOTENCY_RETENTION, Dur(aws.idempotency_retention).to_string()),
+            (MAX_RECEIVE_COUNT, aws.max_receive_count.to_string()),
+            (LOOKAHEAD, self.lookahead.to_string()),
+        ];
+        if let Some(url) = &aws.endpoint_url {
+            vars.push((ENDPOINT_URL, url.clone()));
+        }
+        if let Some(creds) = &aws.credentials {
+            vars.push(("AWS_ACCESS_KEY_ID", creds.access_key_id.clone()));
+            vars.push(("AWS_SECRET_ACCESS_KEY", creds.secret_access_key.clone()));
+        }
+        if let Some(logs) = &aws.logs {
+            vars.push((LOG_BUCKET, logs.bucket.clone()));
+            vars.push((LOG_GROUP, logs.log_group.clone()));
+            vars.push((LOG_RETENTION_DAYS, logs.retention_days.to_string()));
+        }
+        if let Some(ecs) = &aws.ecs {
+            vars.push((ECS_CLUSTER, ecs.cluster.clone()));
+            vars.push((ECS_TASK_DEFINITION, ecs.task_definition.clone()));
+            vars.push((ECS_CONTAINER, ecs.container_name.clone()));
+            vars.push((ECS_SUBNETS, ecs.subnets.join(",")));
+            vars.push((ECS_SECURITY_GROUPS, ecs.security_groups.join(",")));
+            vars.push((ECS_ASSIGN_PUBLIC_IP, ecs.assign_public_ip.to_string()));
+        }
+        vars
+    }
 }
 
 impl AwsConfig {
@@ -309,6 +352,34 @@ mod tests {
         assert_eq!(ecs.subnets, vec!["subnet-1", "subnet-2"]);
         assert!(ecs.security_groups.is_empty());
         assert!(ecs.assign_public_ip);
+    }
+
+    #[test]
+    fn to_vars_reads_back_as_the_same_settings() {
+        let mut vars = BASE.to_vec();
+        vars.extend([
+            (ENDPOINT_URL, "http://127.0.0.1:5000"),
+            (QUEUE_DLQ, "http://q/dlq"),
+            (SHARDS, "8"),
+            (RUN_RETENTION, "7d"),
+            (IDEMPOTENCY_RETENTION, "90m"),
+            (LOOKAHEAD, "5m"),
+            (LOG_BUCKET, "logs"),
+            (LOG_GROUP, "/sked/runs"),
+            (LOG_RETENTION_DAYS, "7"),
+            (ECS_CLUSTER, "sked"),
+            (ECS_TASK_DEFINITION, "sked-payload"),
+            (ECS_SUBNETS, "subnet-1,subnet-2"),
+            (ECS_SECURITY_GROUPS, "sg-1"),
+        ]);
+        let original = settings(&vars).unwrap();
+        let written: Vec<(String, String)> = original
+            .to_vars()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let pairs: Vec<(&str, &str)> = written.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(settings(&pairs).unwrap(), original);
     }
 
     #[test]

@@ -224,6 +224,7 @@ impl SqsQueue {
                 .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(1);
+            tracing::debug!(queue = lane.as_str(), run_id = %dispatch.run_id, message_id, "received");
             deliveries.push(Delivery {
                 dispatch,
                 receipt: Receipt(format!("{}|{handle}", lane.as_str())),

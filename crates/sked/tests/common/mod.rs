@@ -9,6 +9,9 @@
 
 #![allow(dead_code, missing_docs)] // Each test binary uses a different part of this module.
 
+#[cfg(feature = "aws")]
+pub mod aws;
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -144,8 +147,10 @@ impl Proc {
             .append(true)
             .open(log)
             .expect("child log file");
+        if !command.get_envs().any(|(k, _)| k == "SKED_LOG") {
+            command.env("SKED_LOG", std::env::var("SKED_LOG").unwrap_or_else(|_| "info".into()));
+        }
         let mut child = command
-            .env("SKED_LOG", std::env::var("SKED_LOG").unwrap_or_else(|_| "info".into()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
