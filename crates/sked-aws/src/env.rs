@@ -22,11 +22,15 @@
 //! | `SKED_ECS_CONTAINER` | its container that runs the job's command | `payload` |
 //! | `SKED_ECS_SUBNETS`, `SKED_ECS_SECURITY_GROUPS` | comma-separated awsvpc network of container tasks | subnets required with a cluster |
 //! | `SKED_ECS_ASSIGN_PUBLIC_IP` | `true` to give tasks a public IP | `false` |
+//! | `SKED_AWS_FAULT_THROTTLE` | chaos tests only: fraction of AWS requests answered with a throttling error instead of being sent ([`crate::fault`]) | `0`: none |
+//! | `SKED_AWS_FAULT_LOST_ANSWER` | chaos tests only: fraction of AWS requests sent whose answer is replaced by a 500 | `0`: none |
+//! | `SKED_AWS_FAULT_SEED` | seed of the fault draw | `1` |
 //!
 //! Credentials are not read here: the SDK's default chain finds them (the function's or
 //! task's role on AWS; `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` against moto).
 
 use crate::config::{AwsConfig, EcsConfig, LogsConfig, QueueUrls};
+use crate::fault::Faults;
 use sked_core::duration::Dur;
 use std::time::Duration;
 
@@ -68,6 +72,12 @@ pub const ECS_TASK_DEFINITION: &str = "SKED_ECS_TASK_DEFINITION";
 pub const ECS_CONTAINER: &str = "SKED_ECS_CONTAINER";
 /// `SKED_ECS_ASSIGN_PUBLIC_IP`.
 pub const ECS_ASSIGN_PUBLIC_IP: &str = "SKED_ECS_ASSIGN_PUBLIC_IP";
+/// `SKED_AWS_FAULT_THROTTLE`.
+pub const FAULT_THROTTLE: &str = "SKED_AWS_FAULT_THROTTLE";
+/// `SKED_AWS_FAULT_LOST_ANSWER`.
+pub const FAULT_LOST_ANSWER: &str = "SKED_AWS_FAULT_LOST_ANSWER";
+/// `SKED_AWS_FAULT_SEED`.
+pub const FAULT_SEED: &str = "SKED_AWS_FAULT_SEED";
 /// The default of `SKED_ECS_CONTAINER`.
 pub const DEFAULT_ECS_CONTAINER: &str = "payload";
 /// `SKED_ECS_SUBNETS`.
@@ -202,6 +212,34 @@ impl Settings {
             }
             None => None,
         };
+        let fraction = |name: &'static str| -> Result<f64, EnvError> {
+            let Some(v) = get(name) else { return Ok(0.0) };
+            match v.parse::<f64>() {
+                Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+                _ => Err(invalid(name, &v, "expected a fraction between 0 and 1")),
+            }
+        };
+        let (throttle, lost_answer) = (fraction(FAULT_THROTTLE)?, fraction(FAULT_LOST_ANSWER)?);
+        if throttle + lost_answer > 1.0 {
+            return Err(invalid(
+                FAULT_LOST_ANSWER,
+                &lost_answer.to_string(),
+                "the two fault fractions exceed 1",
+            ));
+        }
+        if throttle > 0.0 || lost_answer > 0.0 {
+            let seed = match get(FAULT_SEED) {
+                Some(v) => v
+                    .parse()
+                    .map_err(|e: std::num::ParseIntError| invalid(FAULT_SEED, &v, e.to_string()))?,
+                None => 1,
+            };
+            aws.faults = Some(Faults {
+                throttle,
+                lost_answer,
+                seed,
+            });
+        }
         Ok(Settings { aws, lookahead })
     }
 
@@ -249,6 +287,11 @@ impl Settings {
             vars.push((ECS_SUBNETS, ecs.subnets.join(",")));
             vars.push((ECS_SECURITY_GROUPS, ecs.security_groups.join(",")));
             vars.push((ECS_ASSIGN_PUBLIC_IP, ecs.assign_public_ip.to_string()));
+        }
+        if let Some(faults) = &aws.faults {
+            vars.push((FAULT_THROTTLE, faults.throttle.to_string()));
+            vars.push((FAULT_LOST_ANSWER, faults.lost_answer.to_string()));
+            vars.push((FAULT_SEED, faults.seed.to_string()));
         }
         vars
     }
@@ -371,6 +414,8 @@ mod tests {
             (ECS_TASK_DEFINITION, "sked-payload"),
             (ECS_SUBNETS, "subnet-1,subnet-2"),
             (ECS_SECURITY_GROUPS, "sg-1"),
+            (FAULT_THROTTLE, "0.05"),
+            (FAULT_SEED, "42"),
         ]);
         let original = settings(&vars).unwrap();
         let written: Vec<(String, String)> = original
@@ -380,6 +425,23 @@ mod tests {
             .collect();
         let pairs: Vec<(&str, &str)> = written.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         assert_eq!(settings(&pairs).unwrap(), original);
+    }
+
+    #[test]
+    fn faults_are_off_unless_a_fraction_is_set() {
+        assert_eq!(settings(BASE).unwrap().aws.faults, None);
+        let mut vars = BASE.to_vec();
+        vars.push((FAULT_THROTTLE, "0.1"));
+        let faults = settings(&vars).unwrap().aws.faults.unwrap();
+        assert_eq!((faults.throttle, faults.lost_answer, faults.seed), (0.1, 0.0, 1));
+        vars.push((FAULT_LOST_ANSWER, "0.95"));
+        assert!(settings(&vars).unwrap_err().to_string().contains(FAULT_LOST_ANSWER));
+        vars.pop();
+        vars.push((FAULT_SEED, "x"));
+        assert!(settings(&vars).unwrap_err().to_string().contains(FAULT_SEED));
+        vars.pop();
+        vars[BASE.len()] = (FAULT_THROTTLE, "2");
+        assert!(settings(&vars).unwrap_err().to_string().contains(FAULT_THROTTLE));
     }
 
     #[test]
