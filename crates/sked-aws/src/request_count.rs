@@ -110,27 +110,6 @@ impl PartialEq for RequestCounter {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn transactional_writes_cost_two_units_per_item_and_reads_follow_consistency() {
-        let small = json!({"pk": {"S": "a"}});
-        let transact = json!({"TransactItems": [{"Put": {"Item": small}}, {"Update": {"Key": small}}]});
-        assert_eq!(write_units("TransactWriteItems", &transact), 4.0);
-        assert_eq!(write_units("PutItem", &json!({"Item": small})), 1.0);
-        let big = json!({"Item": {"data": {"S": "x".repeat(1500)}}});
-        assert_eq!(write_units("PutItem", &big), 2.0);
-        assert_eq!(write_units("GetItem", &small), 0.0);
-        assert_eq!(read_billing("GetItem", &json!({"ConsistentRead": true})), Some(1.0));
-        assert_eq!(read_billing("Query", &json!({})), Some(0.5));
-        assert_eq!(read_billing("TransactGetItems", &json!({})), Some(2.0));
-        assert_eq!(read_billing("PutItem", &json!({})), None);
-    }
-}
-
 impl Intercept for RequestCounter {
     fn name(&self) -> &'static str {
         "sked-request-counter"
@@ -218,5 +197,26 @@ fn read_billing(operation: &str, request: &serde_json::Value) -> Option<f64> {
         "GetItem" | "Query" | "Scan" | "BatchGetItem" => Some(if consistent { 1.0 } else { 0.5 }),
         "TransactGetItems" => Some(2.0),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn transactional_writes_cost_two_units_per_item_and_reads_follow_consistency() {
+        let small = json!({"pk": {"S": "a"}});
+        let transact = json!({"TransactItems": [{"Put": {"Item": small}}, {"Update": {"Key": small}}]});
+        assert_eq!(write_units("TransactWriteItems", &transact), 4.0);
+        assert_eq!(write_units("PutItem", &json!({"Item": small})), 1.0);
+        let big = json!({"Item": {"data": {"S": "x".repeat(1500)}}});
+        assert_eq!(write_units("PutItem", &big), 2.0);
+        assert_eq!(write_units("GetItem", &small), 0.0);
+        assert_eq!(read_billing("GetItem", &json!({"ConsistentRead": true})), Some(1.0));
+        assert_eq!(read_billing("Query", &json!({})), Some(0.5));
+        assert_eq!(read_billing("TransactGetItems", &json!({})), Some(2.0));
+        assert_eq!(read_billing("PutItem", &json!({})), None);
     }
 }
