@@ -11,7 +11,7 @@ use sked_aws::{AwsClients, AwsConfig, Settings, SweepLease};
 use sked_core::duration::Dur;
 use sked_core::ports::{Clock, SystemClock};
 use sked_core::service::Ports;
-use sked_fn_sweeper::{SweepOutcome, SweeperFn};
+use sked_fn_sweeper::{SweepError, SweepOutcome, SweeperFn};
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,8 +20,9 @@ use std::time::Duration;
 /// The sample Scheduler event every tick sends (its content does not matter to the handler).
 const TICK: &str = include_str!("../../../../events/eventbridge-scheduler.json");
 
-/// `SKED_LOG` of the workers: the SQS adapter's debug lines name the queue of each delivery.
-pub const WORKER_LOG: &str = "info,sked_aws::sqs=debug";
+/// `SKED_LOG` of the workers: the SQS adapter's debug lines name the queue of each delivery,
+/// and the fault injector's each fault.
+pub const WORKER_LOG: &str = "info,sked_aws::sqs=debug,sked_aws::fault=debug";
 
 /// One deployment: resources, the API, the sweeper, and the workers started for it.
 pub struct Deployment {
@@ -33,8 +34,12 @@ pub struct Deployment {
     pub ports: Ports,
     /// A client of the API function.
     pub api: Api,
+    /// A client of the same API over clients without the config's request counter and
+    /// faults: what the test reads to check the outcome.
+    pub observer: Api,
     sweeper: Arc<SweeperFn>,
-    serving: tokio::task::JoinHandle<()>,
+    sweep_lookahead: Dur,
+    serving: [tokio::task::JoinHandle<()>; 2],
     dir: tempfile::TempDir,
     workers_started: AtomicUsize,
     ticks: AtomicUsize,
@@ -42,7 +47,7 @@ pub struct Deployment {
 
 impl Drop for Deployment {
     fn drop(&mut self) {
-        self.serving.abort();
+        self.serving.iter().for_each(|s| s.abort());
     }
 }
 
@@ -51,11 +56,14 @@ impl Deployment {
     /// starts the API, which fires jobs due within `api_lookahead` itself, and a sweeper
     /// firing `sweep_lookahead` ahead (the template gives both the same `SKED_LOOKAHEAD`;
     /// tests that must see the sweeper fire give the API less).
+    /// The resources are created through clients without the config's request counter and
+    /// faults; everything after goes through clients with them.
     pub async fn start(mut config: AwsConfig, api_lookahead: Dur, sweep_lookahead: Dur) -> Deployment {
-        let clients = sked_aws::connect(&config).await;
-        config.queues = sked_aws::create_resources(&clients, &config)
+        let plain = sked_aws::connect(&plain(&config)).await;
+        config.queues = sked_aws::create_resources(&plain, &config)
             .await
             .expect("create the resources");
+        let clients = sked_aws::connect(&config).await;
         Deployment::on(clients, config, api_lookahead, sweep_lookahead).await
     }
 
@@ -63,6 +71,18 @@ impl Deployment {
     /// interceptor or a fault-injecting HTTP client).
     pub async fn on(clients: AwsClients, config: AwsConfig, api_lookahead: Dur, sweep_lookahead: Dur) -> Deployment {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        // The test's own view: the same API over clients without counter or faults.
+        let observer_config = plain(&config);
+        let observer_ports = sked_aws::ports(
+            &sked_aws::connect(&observer_config).await,
+            &observer_config,
+            clock.clone(),
+        );
+        let observer_settings = Settings {
+            aws: observer_config,
+            lookahead: Dur::ZERO,
+        };
+        let (observer, observing) = serve(sked_fn_api::app(observer_ports, &observer_settings)).await;
         let settings = Settings {
             aws: config,
             lookahead: api_lookahead,
@@ -71,21 +91,16 @@ impl Deployment {
         let lease = SweepLease::new(clients.dynamodb.clone(), &settings.aws, clock);
         let sweeper = Arc::new(SweeperFn::new(ports.clone(), lease, sweep_lookahead));
 
-        let app = sked_fn_api::app(ports.clone(), &settings);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind the API");
-        let addr = listener.local_addr().expect("API address");
-        let serving = tokio::spawn(async move {
-            axum::serve(listener, app).await.expect("serve the API");
-        });
+        let (api, serving) = serve(sked_fn_api::app(ports.clone(), &settings)).await;
         Deployment {
             clients,
             settings,
             ports,
-            api: Api::new(&format!("http://{addr}")),
+            api,
+            observer,
             sweeper,
-            serving,
+            sweep_lookahead,
+            serving: [serving, observing],
             dir: tempfile::Builder::new()
                 .prefix("sked-aws-e2e-")
                 .tempdir()
@@ -111,14 +126,21 @@ impl Deployment {
     /// an invocation frozen past its time — and another tick can take it meanwhile.
     pub async fn sweep_until(&self, deadline_ms: u64) -> SweepOutcome {
         let n = self.ticks.fetch_add(1, Ordering::Relaxed);
-        let payload: serde_json::Value = serde_json::from_str(TICK).expect("the sample tick is JSON");
-        let mut context = Context::default();
-        context.request_id = format!("tick-{n}");
-        context.deadline = deadline_ms;
-        self.sweeper
-            .handle(LambdaEvent::new(payload, context))
+        tick(&self.sweeper, &format!("tick-{n}"), deadline_ms)
             .await
             .unwrap_or_else(|e| panic!("sweeper tick {n} failed: {e}"))
+    }
+
+    /// Replaces the sweeper handler by one whose repair pass enqueues PENDING runs again
+    /// after `stale_after` (one tick of the test's own schedule) instead of a minute.
+    pub fn set_stale_after(&mut self, stale_after: Dur) {
+        let lease = SweepLease::new(
+            self.clients.dynamodb.clone(),
+            &self.settings.aws,
+            self.ports.clock.clone(),
+        );
+        let sweeper = SweeperFn::new(self.ports.clone(), lease, self.sweep_lookahead).with_stale_after(stale_after);
+        self.sweeper = Arc::new(sweeper);
     }
 
     /// The sweeper handler, for ticks run from a spawned task.
@@ -157,21 +179,38 @@ impl Deployment {
     /// Every worker log line of this deployment saying a run was received, as
     /// `(queue, run_id)`.
     pub fn received(&self) -> Vec<(String, String)> {
+        self.worker_log_lines()
+            .iter()
+            .filter(|l| l.contains(" received "))
+            .filter_map(|l| Some((field(l, "queue")?, field(l, "run_id")?)))
+            .collect()
+    }
+
+    /// Faults the workers' HTTP clients injected, from their logs: `(throttled, lost answers)`.
+    pub fn worker_faults(&self) -> (usize, usize) {
+        let (mut throttled, mut lost) = (0, 0);
+        for line in self.worker_log_lines() {
+            if line.contains("fault injected") {
+                match field(&line, "kind").as_deref() {
+                    Some("throttle") => throttled += 1,
+                    Some("lost_answer") => lost += 1,
+                    _ => {}
+                }
+            }
+        }
+        (throttled, lost)
+    }
+
+    /// Every line of every worker log of this deployment, without colours.
+    fn worker_log_lines(&self) -> Vec<String> {
         let mut out = Vec::new();
         let Ok(entries) = std::fs::read_dir(self.path()) else {
             return out;
         };
         for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().to_string();
-            if !name.starts_with("worker-") {
-                continue;
-            }
-            let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
-            for line in text.lines().map(strip_ansi).filter(|l| l.contains(" received ")) {
-                let line = line.as_str();
-                if let (Some(queue), Some(run)) = (field(line, "queue"), field(line, "run_id")) {
-                    out.push((queue, run));
-                }
+            if entry.file_name().to_string_lossy().starts_with("worker-") {
+                let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+                out.extend(text.lines().map(strip_ansi));
             }
         }
         out
@@ -201,6 +240,37 @@ impl Deployment {
         .map(|a| attrs.get(a).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0))
         .sum()
     }
+}
+
+/// One invocation of the sweeper function with the sample Scheduler event, request id
+/// `request_id` and deadline `deadline_ms` (ms since the epoch; 0: none).
+pub async fn tick(sweeper: &SweeperFn, request_id: &str, deadline_ms: u64) -> Result<SweepOutcome, SweepError> {
+    let payload: serde_json::Value = serde_json::from_str(TICK).expect("the sample tick is JSON");
+    let mut context = Context::default();
+    context.request_id = request_id.to_string();
+    context.deadline = deadline_ms;
+    sweeper.handle(LambdaEvent::new(payload, context)).await
+}
+
+/// `config` without its request counter and faults.
+fn plain(config: &AwsConfig) -> AwsConfig {
+    AwsConfig {
+        request_counter: None,
+        faults: None,
+        ..config.clone()
+    }
+}
+
+/// Serves `app` on a free port of 127.0.0.1; a client of it and the serving task.
+async fn serve(app: axum::Router) -> (Api, tokio::task::JoinHandle<()>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the API");
+    let addr = listener.local_addr().expect("API address");
+    let serving = tokio::spawn(async move {
+        axum::serve(listener, app).await.expect("serve the API");
+    });
+    (Api::new(&format!("http://{addr}")), serving)
 }
 
 /// `line` without terminal colour sequences (`ESC [ … m`).

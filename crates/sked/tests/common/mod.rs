@@ -11,6 +11,7 @@
 
 #[cfg(feature = "aws")]
 pub mod aws;
+pub mod soak;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
