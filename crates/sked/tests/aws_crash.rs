@@ -6,11 +6,13 @@
 //! handler in-process; three `sked worker --backend aws --workers 2 --concurrency 4`
 //! processes, lease 3 s. **Every AWS client** — the in-process functions' and each worker's —
 //! sends through `sked_aws::FaultyHttpClient`: a seeded fraction of requests is answered with
-//! the service's own throttling error without being sent (`SKED_AWS_FAULT_THROTTLE` for the
-//! workers), so the SDK's retry classifier and sked's error mapping deal with it, and calls
+//! the service's own throttling error without being sent, and a smaller one is sent but its
+//! answer replaced by a 500 (the write happened, the caller sees an error) —
+//! `SKED_AWS_FAULT_THROTTLE`, `SKED_AWS_FAULT_LOST_ANSWER` and `SKED_AWS_FAULT_SEED` for the
+//! workers — so the SDK's retry classifier and sked's error mapping deal with it, and calls
 //! whose retries run out reach sked as transient errors.
 //!
-//! The jobs (a few hundred: short, long, flaky, broken, timing-out once, hanging, and two
+//! The jobs (two hundred: short, long, flaky, broken, timing-out once, hanging, and two
 //! kinds of second-by-second crons) are created one by one through the API before any is due
 //! (retrying a create the throttling failed, as a client would); the API fires none itself
 //! (look-ahead 0), so every run is fired by the sweeper, whose tick — every
@@ -22,8 +24,9 @@
 //! twice under a valid token.
 //!
 //! Printed: the seed (`SKED_SOAK_SEED=<n>` replays the mix, kills and faults), jobs, runs,
-//! attempts, kills, sweeper ticks and their errors, throttles injected (in-process and in the
-//! workers, from their logs), re-executed attempts, lost (asserted 0). `aws_crash` runs in
+//! attempts, kills, sweeper ticks and their errors, faults injected (in-process and in the
+//! workers, from their logs), messages SQS dead-lettered (no DLQ function runs here: the
+//! repair pass re-enqueues their runs), re-executed attempts, lost (asserted 0). `aws_crash` runs in
 //! `make test` (about a minute and a half); `aws_crash_long` (`--ignored`) runs five minutes.
 
 #![cfg(feature = "aws")]
@@ -44,18 +47,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-/// The `make test` variant: 200 jobs over 20 s.
+/// The `make test` variant: 202 jobs (≈ 260 runs) over 20 s — as much as one moto server
+/// serves in about a minute and a half (its TransactWriteItems copies the whole table).
 const SHORT: Soak = Soak {
-    short: 110,
+    short: 130,
     long: 15,
     flaky: 15,
     broken: 12,
     slowonce: 12,
     hang: 12,
-    cron1: 10,
-    cron2: 14,
+    cron1: 2,
+    cron2: 4,
     window_secs: 20,
-    drain: Duration::from_secs(120),
+    drain: Duration::from_secs(150),
 };
 
 /// Five times the one-shots over five minutes.
@@ -76,6 +80,8 @@ const WORKER_FLAGS: &[&str] = &["--workers", "2", "--concurrency", "4"];
 const WORKER_PROCESSES: usize = 3;
 /// Fraction of AWS requests answered with a throttling error instead of being sent.
 const THROTTLE: f64 = 0.05;
+/// Fraction of AWS requests sent whose answer is replaced by a 500 (the write happened).
+const LOST_ANSWER: f64 = 0.01;
 /// How often the sweeper is ticked (each tick: two invocations at once).
 const TICK_EVERY: Duration = Duration::from_secs(2);
 /// Creates in flight at once.
@@ -128,7 +134,11 @@ async fn crash(soak: Soak) {
     let mut rng = Rng(seed);
 
     let mut config = with_logs(fresh_config());
-    config.faults = Some(Faults::throttle(THROTTLE, seed));
+    config.faults = Some(Faults {
+        throttle: THROTTLE,
+        lost_answer: LOST_ANSWER,
+        seed,
+    });
     let mut aws = Deployment::start(config, Dur::ZERO, Dur::secs(600)).await;
     // The repair pass re-enqueues runs left PENDING (e.g. written by a sweep whose enqueue
     // failed) after a few of the test's ticks rather than EventBridge's minute.
@@ -209,10 +219,12 @@ async fn crash(soak: Soak) {
     let tally = audit(&planned, &runs, &effects);
     let lost = expected_runs.saturating_sub(runs.len());
     let in_process = aws.clients.faults.clone().expect("faults are on");
-    let (worker_throttles, _) = aws.worker_faults();
+    let (worker_throttles, worker_lost_answers) = aws.worker_faults();
+    let dead_lettered = aws.messages_on(&aws.settings.aws.queues.dlq).await;
     println!(
         "aws crash: jobs={} runs={} attempts={} worker_kills={kills} sweeper_invocations={} (lease held elsewhere {}, \
          failed {}) fired={} throttles_injected={} (in-process {}, workers {worker_throttles}) of {} in-process requests \
+         lost_answers_injected={} dead_lettered_messages={dead_lettered} \
          worker_lost={} reexecuted_attempts={} effects(start/end)={}/{} stale_token_effects={} log_overlaps={} \
          lost={lost} states={:?}",
         planned.len(),
@@ -224,7 +236,8 @@ async fn crash(soak: Soak) {
         ticks.fired.load(Ordering::Relaxed),
         in_process.throttled() as usize + worker_throttles,
         in_process.throttled(),
-        in_process.throttled() + in_process.passed(),
+        in_process.throttled() + in_process.passed() + in_process.lost_answers(),
+        in_process.lost_answers() as usize + worker_lost_answers,
         tally.worker_lost,
         tally.reexecuted,
         tally.starts,
