@@ -42,7 +42,6 @@ use serde_json::Value;
 use sked_aws::Faults;
 use sked_aws::testing::{fresh_config, with_logs};
 use sked_core::duration::Dur;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -126,10 +125,7 @@ async fn create(api: &Api, job: &Value) {
 
 async fn crash(soak: Soak) {
     let started = Instant::now();
-    let seed = std::env::var("SKED_SOAK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| Utc::now().timestamp_nanos_opt().unwrap_or(1) as u64 | 1);
+    let seed = seed_from_env();
     println!("aws crash seed {seed} (SKED_SOAK_SEED={seed} replays the mix, kill choices and faults)");
     let mut rng = Rng(seed);
 
@@ -210,10 +206,7 @@ async fn crash(soak: Soak) {
     let drained = started.elapsed();
     ticking.abort();
 
-    let jobs = aws.observer.all_jobs("").await;
-    let job_ids: BTreeSet<&str> = jobs.iter().map(|j| j["id"].as_str().unwrap()).collect();
-    let planned_ids: BTreeSet<&str> = planned.iter().map(|p| p.job["id"].as_str().unwrap()).collect();
-    assert_eq!(job_ids, planned_ids, "jobs lost or invented");
+    assert_jobs_kept(&planned, &aws.observer.all_jobs("").await);
 
     let effects = read_effects(&effects_path);
     let tally = audit(&planned, &runs, &effects);
@@ -224,9 +217,7 @@ async fn crash(soak: Soak) {
     println!(
         "aws crash: jobs={} runs={} attempts={} worker_kills={kills} sweeper_invocations={} (lease held elsewhere {}, \
          failed {}) fired={} throttles_injected={} (in-process {}, workers {worker_throttles}) of {} in-process requests \
-         lost_answers_injected={} dead_lettered_messages={dead_lettered} \
-         worker_lost={} reexecuted_attempts={} effects(start/end)={}/{} stale_token_effects={} log_overlaps={} \
-         lost={lost} states={:?}",
+         lost_answers_injected={} dead_lettered_messages={dead_lettered} lost={lost} {}",
         planned.len(),
         tally.runs,
         tally.attempts,
@@ -238,21 +229,15 @@ async fn crash(soak: Soak) {
         in_process.throttled(),
         in_process.throttled() + in_process.passed() + in_process.lost_answers(),
         in_process.lost_answers() as usize + worker_lost_answers,
-        tally.worker_lost,
-        tally.reexecuted,
-        tally.starts,
-        tally.ends,
-        tally.stale_effects,
-        tally.log_overlaps,
-        tally.by_state,
+        tally.figures(),
     );
-    println!(
-        "aws crash: wall {:.1}s (created in {:.1}s, chaos until {:.1}s, drained at {:.1}s)",
-        started.elapsed().as_secs_f64(),
-        created_in.as_secs_f64(),
-        chaos_done.as_secs_f64(),
-        drained.as_secs_f64()
-    );
+    let phases = Phases {
+        started,
+        created_in,
+        chaos_done,
+        drained,
+    };
+    println!("{}", phases.line("aws crash"));
     assert_eq!(lost, 0);
     assert!(kills >= 3, "too few worker kills to mean anything");
     assert!(

@@ -139,10 +139,7 @@ impl Fleet<'_> {
 
 async fn soak(soak: Soak) {
     let started = Instant::now();
-    let seed = std::env::var("SKED_SOAK_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| Utc::now().timestamp_nanos_opt().unwrap_or(1) as u64 | 1);
+    let seed = seed_from_env();
     println!("crash soak seed {seed} (SKED_SOAK_SEED={seed} replays the mix and kill choices)");
     let mut rng = Rng(seed);
 
@@ -220,39 +217,28 @@ async fn soak(soak: Soak) {
     let drained = started.elapsed();
 
     // Every job is still there.
-    let jobs = api.all_jobs("").await;
-    let job_ids: BTreeSet<&str> = jobs.iter().map(|j| j["id"].as_str().unwrap()).collect();
-    let planned_ids: BTreeSet<&str> = planned.iter().map(|p| p.job["id"].as_str().unwrap()).collect();
-    assert_eq!(job_ids, planned_ids, "jobs lost or invented");
+    assert_jobs_kept(&planned, &api.all_jobs("").await);
 
     let effects = read_effects(&effects_path);
     let tally = audit(&planned, &runs, &effects);
 
     let lost = expected_runs.saturating_sub(runs.len());
     println!(
-        "crash soak: jobs={} runs={} attempts={} worker_kills={} server_kills={} worker_lost={} \
-         reexecuted_attempts={} effects(start/end)={}/{} stale_token_effects={} log_overlaps={} lost={lost} \
-         states={:?}",
+        "crash soak: jobs={} runs={} attempts={} worker_kills={} server_kills={} lost={lost} {}",
         planned.len(),
         tally.runs,
         tally.attempts,
         fleet.worker_kills,
         fleet.server_kills,
-        tally.worker_lost,
-        tally.reexecuted,
-        tally.starts,
-        tally.ends,
-        tally.stale_effects,
-        tally.log_overlaps,
-        tally.by_state,
+        tally.figures(),
     );
-    println!(
-        "crash soak: wall {:.1}s (created in {:.1}s, chaos until {:.1}s, drained at {:.1}s)",
-        started.elapsed().as_secs_f64(),
-        created_in.as_secs_f64(),
-        chaos_done.as_secs_f64(),
-        drained.as_secs_f64()
-    );
+    let phases = Phases {
+        started,
+        created_in,
+        chaos_done,
+        drained,
+    };
+    println!("{}", phases.line("crash soak"));
     assert_eq!(lost, 0);
     assert!(fleet.worker_kills >= 3, "too few worker kills to mean anything");
 }

@@ -238,6 +238,60 @@ pub struct Tally {
     pub by_state: BTreeMap<String, usize>,
 }
 
+/// The soak's seed: `SKED_SOAK_SEED`, else one from the clock (printed by the caller so a
+/// failure can be replayed).
+pub fn seed_from_env() -> u64 {
+    std::env::var("SKED_SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| Utc::now().timestamp_nanos_opt().unwrap_or(1) as u64 | 1)
+}
+
+/// Asserts that `jobs` (as the API lists them) are exactly the planned ones.
+pub fn assert_jobs_kept(planned: &[Planned], jobs: &[Value]) {
+    let job_ids: BTreeSet<&str> = jobs.iter().map(|j| j["id"].as_str().unwrap()).collect();
+    let planned_ids: BTreeSet<&str> = planned.iter().map(|p| p.job["id"].as_str().unwrap()).collect();
+    assert_eq!(job_ids, planned_ids, "jobs lost or invented");
+}
+
+/// When a soak's phases ended, from its start.
+pub struct Phases {
+    pub started: Instant,
+    pub created_in: Duration,
+    pub chaos_done: Duration,
+    pub drained: Duration,
+}
+
+impl Phases {
+    /// The `<name>: wall …` line.
+    pub fn line(&self, name: &str) -> String {
+        format!(
+            "{name}: wall {:.1}s (created in {:.1}s, chaos until {:.1}s, drained at {:.1}s)",
+            self.started.elapsed().as_secs_f64(),
+            self.created_in.as_secs_f64(),
+            self.chaos_done.as_secs_f64(),
+            self.drained.as_secs_f64()
+        )
+    }
+}
+
+impl Tally {
+    /// The audit's figures as `name=value` pairs.
+    pub fn figures(&self) -> String {
+        format!(
+            "worker_lost={} reexecuted_attempts={} effects(start/end)={}/{} stale_token_effects={} log_overlaps={} \
+             states={:?}",
+            self.worker_lost,
+            self.reexecuted,
+            self.starts,
+            self.ends,
+            self.stale_effects,
+            self.log_overlaps,
+            self.by_state
+        )
+    }
+}
+
 /// Waits (at most `timeout`) until `api` lists at least `expected_runs` runs and every run
 /// has ended; returns them all. Panics with what is still open at the deadline.
 pub async fn drain(api: &Api, expected_runs: usize, timeout: Duration) -> Vec<Value> {
