@@ -16,13 +16,14 @@ build:
 	$(CARGO) build --workspace --all-targets
 
 ## Lint (formatting and clippy with warnings as errors), then every test: unit, contract
-## suites (in-memory and SQLite), API, and end-to-end tests of the real binary.
+## suites (in-memory, SQLite, DynamoDB/SQS on moto), API, and end-to-end tests of the real
+## binary — locally and, with `sked/aws`, as the AWS deployment on moto (tests/aws_*.rs).
 test: lint
-	$(CARGO) test --workspace --no-fail-fast
+	$(CARGO) test --workspace --no-fail-fast --features sked/aws
 
 lint:
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy --workspace --all-targets --features sked/aws -- -D warnings
 
 fmt:
 	$(CARGO) fmt --all

@@ -9,7 +9,9 @@
 //! Logs ([`LogsConfig`]) and the ECS executor ([`EcsConfig`]) are optional parts: a caller
 //! that needs neither (the API or sweeper Lambda) leaves them `None`.
 
-use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
+use crate::fault::{FaultCounts, Faults, FaultyHttpClient};
+use crate::request_count::RequestCounter;
+use aws_sdk_dynamodb::config::{Credentials, Region, SharedCredentialsProvider};
 use sked_core::job::Resources;
 use sked_core::ports::logs::DEFAULT_LOG_CAP_BYTES;
 use std::time::Duration;
@@ -63,6 +65,12 @@ pub struct AwsConfig {
     pub logs: Option<LogsConfig>,
     /// Where `container` tasks run; `None` if this process runs none. Default: `None`.
     pub ecs: Option<EcsConfig>,
+    /// Counts every request of every client [`connect`] builds (an SDK interceptor), for
+    /// measuring what a workload costs. Default: `None`.
+    pub request_counter: Option<RequestCounter>,
+    /// Faults injected on every client's HTTP requests (throttling, lost answers): chaos
+    /// tests only. Default: `None`.
+    pub faults: Option<Faults>,
 }
 
 /// Where attempt logs live: one CloudWatch Logs stream per attempt while it runs, one S3
@@ -168,6 +176,8 @@ impl AwsConfig {
             max_receive_count: 5,
             logs: None,
             ecs: None,
+            request_counter: None,
+            faults: None,
         }
     }
 
@@ -203,16 +213,20 @@ pub struct AwsClients {
     pub logs: aws_sdk_cloudwatchlogs::Client,
     /// ECS.
     pub ecs: aws_sdk_ecs::Client,
+    /// What the fault-injecting HTTP client injected, when [`AwsConfig::faults`] is set.
+    pub faults: Option<FaultCounts>,
 }
 
 /// Builds the clients for `config`. With static credentials nothing outside `config` is read
 /// (no environment, profile or instance metadata); otherwise the SDK's default chain is
 /// used for credentials and the region and endpoint from `config` override it.
 /// With an endpoint set, S3 uses path-style addressing (`<endpoint>/<bucket>/<key>`), which
-/// moto and LocalStack need.
+/// moto and LocalStack need. Every client carries [`AwsConfig::request_counter`] when set,
+/// and sends through a [`FaultyHttpClient`] when [`AwsConfig::faults`] is set.
 pub async fn connect(config: &AwsConfig) -> AwsClients {
     let region = Region::new(config.region.clone());
-    match &config.credentials {
+    let faulty = config.faults.map(FaultyHttpClient::around_default);
+    let shared = match &config.credentials {
         Some(creds) => {
             let creds = Credentials::new(
                 creds.access_key_id.clone(),
@@ -221,57 +235,45 @@ pub async fn connect(config: &AwsConfig) -> AwsClients {
                 None,
                 "sked-static",
             );
-            let mut ddb = aws_sdk_dynamodb::Config::builder()
-                .behavior_version(BehaviorVersion::latest())
-                .region(region.clone())
-                .credentials_provider(creds.clone());
-            let mut sqs = aws_sdk_sqs::Config::builder()
-                .behavior_version(aws_sdk_sqs::config::BehaviorVersion::latest())
-                .region(region.clone())
-                .credentials_provider(creds.clone());
-            let mut s3 = aws_sdk_s3::Config::builder()
-                .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-                .region(region.clone())
-                .credentials_provider(creds.clone());
-            let mut logs = aws_sdk_cloudwatchlogs::Config::builder()
-                .behavior_version(aws_sdk_cloudwatchlogs::config::BehaviorVersion::latest())
-                .region(region.clone())
-                .credentials_provider(creds.clone());
-            let mut ecs = aws_sdk_ecs::Config::builder()
-                .behavior_version(aws_sdk_ecs::config::BehaviorVersion::latest())
+            let mut builder = aws_config::SdkConfig::builder()
+                .behavior_version(aws_config::BehaviorVersion::latest())
                 .region(region)
-                .credentials_provider(creds);
+                .credentials_provider(SharedCredentialsProvider::new(creds));
             if let Some(url) = &config.endpoint_url {
-                ddb = ddb.endpoint_url(url);
-                sqs = sqs.endpoint_url(url);
-                s3 = s3.endpoint_url(url).force_path_style(true);
-                logs = logs.endpoint_url(url);
-                ecs = ecs.endpoint_url(url);
+                builder = builder.endpoint_url(url);
             }
-            AwsClients {
-                dynamodb: aws_sdk_dynamodb::Client::from_conf(ddb.build()),
-                sqs: aws_sdk_sqs::Client::from_conf(sqs.build()),
-                s3: aws_sdk_s3::Client::from_conf(s3.build()),
-                logs: aws_sdk_cloudwatchlogs::Client::from_conf(logs.build()),
-                ecs: aws_sdk_ecs::Client::from_conf(ecs.build()),
+            if let Some(client) = &faulty {
+                builder = builder.http_client(client.clone());
             }
+            builder.build()
         }
         None => {
             let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest()).region(region);
             if let Some(url) = &config.endpoint_url {
                 loader = loader.endpoint_url(url);
             }
-            let shared = loader.load().await;
-            let s3 = aws_sdk_s3::config::Builder::from(&shared)
-                .force_path_style(config.endpoint_url.is_some())
-                .build();
-            AwsClients {
-                dynamodb: aws_sdk_dynamodb::Client::new(&shared),
-                sqs: aws_sdk_sqs::Client::new(&shared),
-                s3: aws_sdk_s3::Client::from_conf(s3),
-                logs: aws_sdk_cloudwatchlogs::Client::new(&shared),
-                ecs: aws_sdk_ecs::Client::new(&shared),
+            if let Some(client) = &faulty {
+                loader = loader.http_client(client.clone());
             }
+            loader.load().await
         }
+    };
+    // The same interceptor on every service's client (each SDK crate has its own builder).
+    macro_rules! client {
+        ($sdk:ident $(, $setting:ident($value:expr))*) => {{
+            let mut builder = $sdk::config::Builder::from(&shared) $(.$setting($value))*;
+            if let Some(counter) = &config.request_counter {
+                builder = builder.interceptor(counter.clone());
+            }
+            $sdk::Client::from_conf(builder.build())
+        }};
+    }
+    AwsClients {
+        dynamodb: client!(aws_sdk_dynamodb),
+        sqs: client!(aws_sdk_sqs),
+        s3: client!(aws_sdk_s3, force_path_style(config.endpoint_url.is_some())),
+        logs: client!(aws_sdk_cloudwatchlogs),
+        ecs: client!(aws_sdk_ecs),
+        faults: faulty.map(|f| f.counts()),
     }
 }

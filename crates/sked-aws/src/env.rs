@@ -22,11 +22,15 @@
 //! | `SKED_ECS_CONTAINER` | its container that runs the job's command | `payload` |
 //! | `SKED_ECS_SUBNETS`, `SKED_ECS_SECURITY_GROUPS` | comma-separated awsvpc network of container tasks | subnets required with a cluster |
 //! | `SKED_ECS_ASSIGN_PUBLIC_IP` | `true` to give tasks a public IP | `false` |
+//! | `SKED_AWS_FAULT_THROTTLE` | chaos tests only: fraction of AWS requests answered with a throttling error instead of being sent ([`crate::fault`]) | `0`: none |
+//! | `SKED_AWS_FAULT_LOST_ANSWER` | chaos tests only: fraction of AWS requests sent whose answer is replaced by a 500 | `0`: none |
+//! | `SKED_AWS_FAULT_SEED` | seed of the fault draw | `1` |
 //!
 //! Credentials are not read here: the SDK's default chain finds them (the function's or
 //! task's role on AWS; `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` against moto).
 
 use crate::config::{AwsConfig, EcsConfig, LogsConfig, QueueUrls};
+use crate::fault::Faults;
 use sked_core::duration::Dur;
 use std::time::Duration;
 
@@ -68,6 +72,12 @@ pub const ECS_TASK_DEFINITION: &str = "SKED_ECS_TASK_DEFINITION";
 pub const ECS_CONTAINER: &str = "SKED_ECS_CONTAINER";
 /// `SKED_ECS_ASSIGN_PUBLIC_IP`.
 pub const ECS_ASSIGN_PUBLIC_IP: &str = "SKED_ECS_ASSIGN_PUBLIC_IP";
+/// `SKED_AWS_FAULT_THROTTLE`.
+pub const FAULT_THROTTLE: &str = "SKED_AWS_FAULT_THROTTLE";
+/// `SKED_AWS_FAULT_LOST_ANSWER`.
+pub const FAULT_LOST_ANSWER: &str = "SKED_AWS_FAULT_LOST_ANSWER";
+/// `SKED_AWS_FAULT_SEED`.
+pub const FAULT_SEED: &str = "SKED_AWS_FAULT_SEED";
 /// The default of `SKED_ECS_CONTAINER`.
 pub const DEFAULT_ECS_CONTAINER: &str = "payload";
 /// `SKED_ECS_SUBNETS`.
@@ -202,12 +212,88 @@ impl Settings {
             }
             None => None,
         };
+        let fraction = |name: &'static str| -> Result<f64, EnvError> {
+            let Some(v) = get(name) else { return Ok(0.0) };
+            match v.parse::<f64>() {
+                Ok(f) if (0.0..=1.0).contains(&f) => Ok(f),
+                _ => Err(invalid(name, &v, "expected a fraction between 0 and 1")),
+            }
+        };
+        let (throttle, lost_answer) = (fraction(FAULT_THROTTLE)?, fraction(FAULT_LOST_ANSWER)?);
+        if throttle + lost_answer > 1.0 {
+            return Err(invalid(
+                FAULT_LOST_ANSWER,
+                &lost_answer.to_string(),
+                "the two fault fractions exceed 1",
+            ));
+        }
+        if throttle > 0.0 || lost_answer > 0.0 {
+            let seed = match get(FAULT_SEED) {
+                Some(v) => v
+                    .parse()
+                    .map_err(|e: std::num::ParseIntError| invalid(FAULT_SEED, &v, e.to_string()))?,
+                None => 1,
+            };
+            aws.faults = Some(Faults {
+                throttle,
+                lost_answer,
+                seed,
+            });
+        }
         Ok(Settings { aws, lookahead })
     }
 
     /// The look-ahead as a std duration.
     pub fn lookahead_std(&self) -> Duration {
         self.lookahead.0
+    }
+
+    /// The environment a process needs so that [`Settings::from_env`] reads these settings
+    /// back (for starting `sked worker --backend aws` from a test or script). Static
+    /// credentials become `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY`, which the SDK's
+    /// default chain reads. Settings that have no variable (log flushing, ECS polling, the
+    /// bootstrap image) are not carried: the process gets their defaults.
+    pub fn to_vars(&self) -> Vec<(&'static str, String)> {
+        let aws = &self.aws;
+        let mut vars = vec![
+            (REGION, aws.region.clone()),
+            (TABLE, aws.table.clone()),
+            (QUEUE_HIGH, aws.queues.high.clone()),
+            (QUEUE_NORMAL, aws.queues.normal.clone()),
+            (QUEUE_LOW, aws.queues.low.clone()),
+            (QUEUE_DLQ, aws.queues.dlq.clone()),
+            (SHARDS, aws.shards.to_string()),
+            (RUN_RETENTION, Dur(aws.run_retention).to_string()),
+            (IDEMPOTENCY_RETENTION, Dur(aws.idempotency_retention).to_string()),
+            (MAX_RECEIVE_COUNT, aws.max_receive_count.to_string()),
+            (LOOKAHEAD, self.lookahead.to_string()),
+        ];
+        if let Some(url) = &aws.endpoint_url {
+            vars.push((ENDPOINT_URL, url.clone()));
+        }
+        if let Some(creds) = &aws.credentials {
+            vars.push(("AWS_ACCESS_KEY_ID", creds.access_key_id.clone()));
+            vars.push(("AWS_SECRET_ACCESS_KEY", creds.secret_access_key.clone()));
+        }
+        if let Some(logs) = &aws.logs {
+            vars.push((LOG_BUCKET, logs.bucket.clone()));
+            vars.push((LOG_GROUP, logs.log_group.clone()));
+            vars.push((LOG_RETENTION_DAYS, logs.retention_days.to_string()));
+        }
+        if let Some(ecs) = &aws.ecs {
+            vars.push((ECS_CLUSTER, ecs.cluster.clone()));
+            vars.push((ECS_TASK_DEFINITION, ecs.task_definition.clone()));
+            vars.push((ECS_CONTAINER, ecs.container_name.clone()));
+            vars.push((ECS_SUBNETS, ecs.subnets.join(",")));
+            vars.push((ECS_SECURITY_GROUPS, ecs.security_groups.join(",")));
+            vars.push((ECS_ASSIGN_PUBLIC_IP, ecs.assign_public_ip.to_string()));
+        }
+        if let Some(faults) = &aws.faults {
+            vars.push((FAULT_THROTTLE, faults.throttle.to_string()));
+            vars.push((FAULT_LOST_ANSWER, faults.lost_answer.to_string()));
+            vars.push((FAULT_SEED, faults.seed.to_string()));
+        }
+        vars
     }
 }
 
@@ -309,6 +395,53 @@ mod tests {
         assert_eq!(ecs.subnets, vec!["subnet-1", "subnet-2"]);
         assert!(ecs.security_groups.is_empty());
         assert!(ecs.assign_public_ip);
+    }
+
+    #[test]
+    fn to_vars_reads_back_as_the_same_settings() {
+        let mut vars = BASE.to_vec();
+        vars.extend([
+            (ENDPOINT_URL, "http://127.0.0.1:5000"),
+            (QUEUE_DLQ, "http://q/dlq"),
+            (SHARDS, "8"),
+            (RUN_RETENTION, "7d"),
+            (IDEMPOTENCY_RETENTION, "90m"),
+            (LOOKAHEAD, "5m"),
+            (LOG_BUCKET, "logs"),
+            (LOG_GROUP, "/sked/runs"),
+            (LOG_RETENTION_DAYS, "7"),
+            (ECS_CLUSTER, "sked"),
+            (ECS_TASK_DEFINITION, "sked-payload"),
+            (ECS_SUBNETS, "subnet-1,subnet-2"),
+            (ECS_SECURITY_GROUPS, "sg-1"),
+            (FAULT_THROTTLE, "0.05"),
+            (FAULT_SEED, "42"),
+        ]);
+        let original = settings(&vars).unwrap();
+        let written: Vec<(String, String)> = original
+            .to_vars()
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect();
+        let pairs: Vec<(&str, &str)> = written.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(settings(&pairs).unwrap(), original);
+    }
+
+    #[test]
+    fn faults_are_off_unless_a_fraction_is_set() {
+        assert_eq!(settings(BASE).unwrap().aws.faults, None);
+        let mut vars = BASE.to_vec();
+        vars.push((FAULT_THROTTLE, "0.1"));
+        let faults = settings(&vars).unwrap().aws.faults.unwrap();
+        assert_eq!((faults.throttle, faults.lost_answer, faults.seed), (0.1, 0.0, 1));
+        vars.push((FAULT_LOST_ANSWER, "0.95"));
+        assert!(settings(&vars).unwrap_err().to_string().contains(FAULT_LOST_ANSWER));
+        vars.pop();
+        vars.push((FAULT_SEED, "x"));
+        assert!(settings(&vars).unwrap_err().to_string().contains(FAULT_SEED));
+        vars.pop();
+        vars[BASE.len()] = (FAULT_THROTTLE, "2");
+        assert!(settings(&vars).unwrap_err().to_string().contains(FAULT_THROTTLE));
     }
 
     #[test]

@@ -15,6 +15,10 @@
 //! - [`ecs`]: [`EcsExecutor`], the `Executor` of `container` tasks on ECS Fargate.
 //! - [`bootstrap`]: [`create_resources`] makes the table and queues, and the log bucket and
 //!   group and the ECS cluster and task definition when configured (tests, `make local-aws`).
+//! - [`request_count`]: [`RequestCounter`], an SDK interceptor counting requests per
+//!   operation (what a workload costs).
+//! - [`fault`]: [`FaultyHttpClient`], throttling and lost answers injected on the SDK's HTTP
+//!   client (chaos tests; off by default).
 //! - [`error`]: what each SDK error means to sked (conflict, transient, other), sources kept.
 //!
 //! Only this crate depends on the AWS SDK; sked-core and the local deployment never see it.
@@ -25,7 +29,9 @@ pub mod dynamo;
 pub mod ecs;
 pub mod env;
 pub mod error;
+pub mod fault;
 pub mod logs;
+pub mod request_count;
 pub mod sqs;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -37,6 +43,8 @@ pub use dynamo::DynamoStore;
 pub use dynamo::sweep_lease::SweepLease;
 pub use ecs::EcsExecutor;
 pub use env::Settings;
+pub use fault::{Faults, FaultyHttpClient};
 pub use logs::CloudWatchLogStore;
+pub use request_count::RequestCounter;
 pub use sqs::SqsQueue;
 pub use wiring::ports;

@@ -13,7 +13,8 @@
 //!   [`SqsQueue::AGING_EVERY`]-th receive, which starts from low, so low priorities are served
 //!   however busy high is. A first pass does not wait; if it finds nothing and `wait` is not
 //!   zero, the queues are long-polled in turn for at most `poll_slice` each (1 s by default,
-//!   so a high message waits at most that long behind a poll of low), until `wait` has passed.
+//!   so a high message waits at most that long behind a poll of low), until `wait` has passed
+//!   (in whole seconds, rounded up: SQS's unit).
 //!   Messages received together are returned in [`dispatch_rank`] order.
 //! - **Receipt** = `<queue>|<receipt handle>`; `extend` is `ChangeMessageVisibility`, `ack` is
 //!   `DeleteMessage`; `receive_count` is SQS's `ApproximateReceiveCount`.
@@ -224,6 +225,7 @@ impl SqsQueue {
                 .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
                 .and_then(|c| c.parse().ok())
                 .unwrap_or(1);
+            tracing::debug!(queue = lane.as_str(), run_id = %dispatch.run_id, message_id, "received");
             deliveries.push(Delivery {
                 dispatch,
                 receipt: Receipt(format!("{}|{handle}", lane.as_str())),
@@ -321,10 +323,12 @@ impl DispatchQueue for SqsQueue {
         'poll: while got.is_empty() {
             for lane in order {
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                let secs = left.as_secs().min(self.poll_slice.as_secs()) as i32;
-                if secs == 0 {
+                if left.is_zero() {
                     break 'poll;
                 }
+                // Whole seconds, rounded up: rounding down made a 1 s wait (the worker's) end
+                // after the first pass, so an idle worker spun on ReceiveMessage.
+                let secs = left.as_millis().div_ceil(1000).min(self.poll_slice.as_secs().into()) as i32;
                 got.extend(self.receive_from(lane, max, vis, secs).await?);
                 if !got.is_empty() {
                     break 'poll;

@@ -199,3 +199,24 @@ async fn after_max_receive_count_the_message_moves_to_the_dlq() {
     assert_eq!(depth(&clients, &config.queues.dlq).await, 1, "in the DLQ");
     assert_eq!(depth(&clients, &config.queues.high).await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_receive_long_polls_for_its_wait_instead_of_returning_at_once() {
+    let counter = sked_aws::RequestCounter::new();
+    let mut config = common::fresh_config();
+    config.request_counter = Some(counter.clone());
+    let clients = sked_aws::connect(&config).await;
+    config.queues = sked_aws::bootstrap::create_queues(&clients.sqs, &config)
+        .await
+        .expect("create queues");
+    let queue = SqsQueue::new(clients.sqs.clone(), &config, Arc::new(SystemClock));
+    counter.reset();
+
+    // A worker's receive when nothing is due: its poll wait is 1 s. One pass over the three
+    // queues without waiting, then a long poll (of the high queue) for the rest of the
+    // second — not a return after the pass, which makes an idle worker spin on
+    // ReceiveMessage (hundreds of billed requests a second; found by the request count).
+    let got = queue.receive(4, Dur::secs(30), Dur::secs(1)).await.unwrap();
+    assert!(got.is_empty());
+    assert_eq!(counter.of("SQS", "ReceiveMessage"), 4, "{:?}", counter.snapshot());
+}

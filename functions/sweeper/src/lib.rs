@@ -137,6 +137,19 @@ impl SweeperFn {
         }
     }
 
+    /// The same handler with the repair pass's `stale_after` instead of [`STALE_AFTER`] (one
+    /// tick of a schedule faster than EventBridge's minute: tests, `make local-aws`).
+    pub fn with_stale_after(mut self, stale_after: Dur) -> Self {
+        self.reaper = Reaper::new(
+            self.ports.clone(),
+            ReaperConfig {
+                stale_after,
+                ..ReaperConfig::default()
+            },
+        );
+        self
+    }
+
     /// Handles one tick (see the module docs).
     pub async fn handle(&self, event: LambdaEvent<serde_json::Value>) -> Result<SweepOutcome, SweepError> {
         let LambdaEvent { payload, context } = event;

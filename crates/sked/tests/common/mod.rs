@@ -9,6 +9,10 @@
 
 #![allow(dead_code, missing_docs)] // Each test binary uses a different part of this module.
 
+#[cfg(feature = "aws")]
+pub mod aws;
+pub mod soak;
+
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -144,8 +148,10 @@ impl Proc {
             .append(true)
             .open(log)
             .expect("child log file");
+        if !command.get_envs().any(|(k, _)| k == "SKED_LOG") {
+            command.env("SKED_LOG", std::env::var("SKED_LOG").unwrap_or_else(|_| "info".into()));
+        }
         let mut child = command
-            .env("SKED_LOG", std::env::var("SKED_LOG").unwrap_or_else(|_| "info".into()))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log_file))
@@ -502,6 +508,62 @@ pub fn cli(url: &str, args: &[&str]) -> Output {
         .env_remove("SKED_TENANT")
         .output()
         .expect("running sked")
+}
+
+/// The payload of the worker-kill tests: it appends `<attempt> <shell pid> <child pid>` to
+/// `pids`, sleeps in a child of the shell — on attempt 1 far longer than any test waits, so
+/// only its worker's death ends it; 1 s on later attempts — and prints `done`.
+pub fn killable_payload(pids: &Path) -> Value {
+    sh(&format!(
+        "sleep $((SKED_ATTEMPT == 1 ? 120 : 1)) & echo \"$SKED_ATTEMPT $$ $!\" >> {}; wait; echo done",
+        pids.display()
+    ))
+}
+
+/// Waits until attempt 1 of a [`killable_payload`] runs; its shell's and its child's pids.
+pub async fn attempt_one_pids(pids: &Path, timeout: Duration) -> (u32, u32) {
+    wait_until("attempt 1's payload to start", timeout, async || {
+        let text = std::fs::read_to_string(pids).ok()?;
+        let line = text.lines().find_map(|l| l.strip_prefix("1 "))?;
+        let (shell, child) = line.trim().split_once(' ')?;
+        Some((shell.parse().ok()?, child.parse().ok()?))
+    })
+    .await
+}
+
+/// Waits until a killed worker's payload — its shell and the shell's child — is gone.
+pub async fn wait_payload_gone((shell, child): (u32, u32)) {
+    wait_until(
+        "attempt 1's payload to die with its worker",
+        Duration::from_secs(5),
+        async || process_gone(shell).then_some(()),
+    )
+    .await;
+    wait_until(
+        "the payload's own child to die with the worker",
+        Duration::from_secs(5),
+        async || process_gone(child).then_some(()),
+    )
+    .await;
+}
+
+/// Asserts that `run` of a [`killable_payload`] whose first worker was killed ended as it
+/// must: SUCCEEDED in two attempts, the first closed as worker lost, the second succeeded on
+/// another worker, started after the first was closed, its log ending in `done`.
+pub async fn assert_retried_after_worker_loss(api: &Api, run: &Value) {
+    let run_id = run["run_id"].as_str().unwrap();
+    assert_eq!(run["state"], "SUCCEEDED", "{run}");
+    let attempts = run["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 2, "{run}");
+    assert_eq!(attempts[0]["outcome"], "worker_lost", "{run}");
+    assert_eq!(attempts[1]["outcome"], "succeeded", "{run}");
+    assert_ne!(attempts[0]["worker"], attempts[1]["worker"], "{run}");
+    assert!(
+        time(&attempts[1], "started_at") >= time(&attempts[0], "finished_at"),
+        "attempts overlap: {run}"
+    );
+    let lines = api.log_lines(run_id, "attempt=2").await;
+    assert!(lines.iter().any(|l| l == "done"), "attempt 2 log: {lines:?}");
 }
 
 /// Whether process `pid` is gone (absent, or a zombie nobody reaped yet).

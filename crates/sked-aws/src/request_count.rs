@@ -1,0 +1,222 @@
+//! [`RequestCounter`]: an SDK interceptor counting the HTTP requests sked's clients send, per
+//! service and operation. It counts every attempt — a call the SDK retries counts once per
+//! try, as AWS bills it — so the figures are what an account pays for.
+//!
+//! For DynamoDB it also estimates the capacity units each request consumes, as on-demand
+//! billing counts them: a write is one WRU per started KiB of item (two in a transaction),
+//! a read one RRU per started 4 KiB read (half for eventually consistent reads, two in a
+//! transaction). Item sizes are taken from the request (writes) and the answer (reads) as
+//! JSON on the wire, which overstates DynamoDB's own item size a little: an upper estimate.
+//!
+//! Attach one to every client [`connect`](crate::connect) builds through
+//! [`AwsConfig::request_counter`](crate::AwsConfig); clones share the counts.
+
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+};
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
+use aws_smithy_types::config_bag::{ConfigBag, Storable, StoreReplace};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// `(service, operation)`, e.g. `("DynamoDB", "TransactWriteItems")`.
+pub type Operation = (String, String);
+
+/// Counts requests per service and operation; clones share one set of counts.
+#[derive(Clone, Default)]
+pub struct RequestCounter {
+    counts: Arc<Mutex<BTreeMap<Operation, u64>>>,
+    capacity: Arc<Mutex<Capacity>>,
+}
+
+/// Estimated DynamoDB capacity units consumed.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Capacity {
+    /// Read request units.
+    pub read_units: f64,
+    /// Write request units.
+    pub write_units: f64,
+}
+
+/// How a DynamoDB read in flight is billed, from its request to its answer.
+#[derive(Debug, Clone, Copy)]
+struct ReadBilling {
+    /// Units per started 4 KiB: 0.5 eventually consistent, 1 consistent, 2 transactional.
+    per_4k: f64,
+}
+
+impl Storable for ReadBilling {
+    type Storer = StoreReplace<Self>;
+}
+
+impl RequestCounter {
+    /// A counter at zero.
+    pub fn new() -> Self {
+        RequestCounter::default()
+    }
+
+    /// The counts so far.
+    pub fn snapshot(&self) -> BTreeMap<Operation, u64> {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// All requests so far.
+    pub fn total(&self) -> u64 {
+        self.snapshot().values().sum()
+    }
+
+    /// Requests of one operation so far.
+    pub fn of(&self, service: &str, operation: &str) -> u64 {
+        let key = (service.to_string(), operation.to_string());
+        self.snapshot().get(&key).copied().unwrap_or(0)
+    }
+
+    /// DynamoDB capacity units so far (estimated; see the module docs).
+    pub fn dynamodb_capacity(&self) -> Capacity {
+        *self.capacity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Back to zero.
+    pub fn reset(&self) {
+        self.counts.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        *self.capacity.lock().unwrap_or_else(|e| e.into_inner()) = Capacity::default();
+    }
+
+    fn add_units(&self, read_units: f64, write_units: f64) {
+        let mut capacity = self.capacity.lock().unwrap_or_else(|e| e.into_inner());
+        capacity.read_units += read_units;
+        capacity.write_units += write_units;
+    }
+
+    fn add(&self, service: &str, operation: &str) {
+        let mut counts = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        *counts.entry((service.to_string(), operation.to_string())).or_default() += 1;
+    }
+}
+
+impl std::fmt::Debug for RequestCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestCounter").field("total", &self.total()).finish()
+    }
+}
+
+/// Two counters are equal when they share their counts.
+impl PartialEq for RequestCounter {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.counts, &other.counts)
+    }
+}
+
+impl Intercept for RequestCounter {
+    fn name(&self) -> &'static str {
+        "sked-request-counter"
+    }
+
+    /// Runs once per attempt, just before the request goes to the HTTP client.
+    fn read_before_transmit(
+        &self,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let (service, operation) = match cfg.load::<Metadata>() {
+            Some(meta) => (meta.service().to_string(), meta.name().to_string()),
+            None => ("unknown".to_string(), "unknown".to_string()),
+        };
+        self.add(&service, &operation);
+        if service == "DynamoDB" {
+            let body = context.request().body().bytes().unwrap_or_default();
+            let request: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+            self.add_units(0.0, write_units(&operation, &request));
+            if let Some(per_4k) = read_billing(&operation, &request) {
+                cfg.interceptor_state().store_put(ReadBilling { per_4k });
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs once per answer: a DynamoDB read is billed by the size it returned.
+    fn read_before_deserialization(
+        &self,
+        context: &BeforeDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let Some(billing) = cfg.load::<ReadBilling>().copied()
+            && context.response().status().is_success()
+        {
+            let bytes = context.response().body().bytes().map_or(0, <[u8]>::len);
+            self.add_units(billing.per_4k * started(bytes, 4096).max(1) as f64, 0.0);
+        }
+        Ok(())
+    }
+}
+
+/// Started `unit`-byte blocks in `bytes`.
+fn started(bytes: usize, unit: usize) -> usize {
+    bytes.div_ceil(unit)
+}
+
+/// The JSON size of `v`.
+fn json_len(v: &serde_json::Value) -> usize {
+    v.to_string().len()
+}
+
+/// Write units of one DynamoDB request (0 for reads).
+fn write_units(operation: &str, request: &serde_json::Value) -> f64 {
+    let kib = |v: &serde_json::Value| started(json_len(v), 1024).max(1) as f64;
+    match operation {
+        "PutItem" | "UpdateItem" | "DeleteItem" => kib(request),
+        "BatchWriteItem" => request["RequestItems"]
+            .as_object()
+            .map(|tables| {
+                tables
+                    .values()
+                    .filter_map(|items| items.as_array())
+                    .flatten()
+                    .map(kib)
+                    .sum()
+            })
+            .unwrap_or(0.0),
+        // Each item of a transaction costs twice; a condition check costs like a write of it.
+        "TransactWriteItems" => request["TransactItems"]
+            .as_array()
+            .map(|items| items.iter().map(|item| 2.0 * kib(item)).sum())
+            .unwrap_or(0.0),
+        _ => 0.0,
+    }
+}
+
+/// How a DynamoDB read request is billed per started 4 KiB of its answer; `None` for writes.
+fn read_billing(operation: &str, request: &serde_json::Value) -> Option<f64> {
+    let consistent = request["ConsistentRead"].as_bool().unwrap_or(false);
+    match operation {
+        "GetItem" | "Query" | "Scan" | "BatchGetItem" => Some(if consistent { 1.0 } else { 0.5 }),
+        "TransactGetItems" => Some(2.0),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn transactional_writes_cost_two_units_per_item_and_reads_follow_consistency() {
+        let small = json!({"pk": {"S": "a"}});
+        let transact = json!({"TransactItems": [{"Put": {"Item": small}}, {"Update": {"Key": small}}]});
+        assert_eq!(write_units("TransactWriteItems", &transact), 4.0);
+        assert_eq!(write_units("PutItem", &json!({"Item": small})), 1.0);
+        let big = json!({"Item": {"data": {"S": "x".repeat(1500)}}});
+        assert_eq!(write_units("PutItem", &big), 2.0);
+        assert_eq!(write_units("GetItem", &small), 0.0);
+        assert_eq!(read_billing("GetItem", &json!({"ConsistentRead": true})), Some(1.0));
+        assert_eq!(read_billing("Query", &json!({})), Some(0.5));
+        assert_eq!(read_billing("TransactGetItems", &json!({})), Some(2.0));
+        assert_eq!(read_billing("PutItem", &json!({})), None);
+    }
+}

@@ -1,0 +1,300 @@
+//! End to end on moto (feature `aws`): sked's AWS deployment — the API function's router
+//! and the sweeper function's handler in-process, real `sked worker --backend aws`
+//! processes — against a real moto server.
+//!
+//! - a one-shot and a cron job created through the API are fired by the sweeper onto the
+//!   queue of their priority, a worker receives them from that queue and runs them to
+//!   SUCCEEDED, and their logs are read back from S3 (through the API and as the object);
+//! - `kill -9` of a worker mid-payload: its payload and the payload's child die with it,
+//!   and after the lease another worker runs attempt 2 to success;
+//! - two sweeper invocations at once create each run once, with a worker running;
+//! - a `container` task goes to ECS through RunTask and is stopped by StopTask when its
+//!   timeout passes; the run ends TIMED_OUT.
+//!
+//! Each test prints the start lag (attempt start − scheduled time) of its runs as
+//! `e2e-start-lag` lines.
+
+#![cfg(feature = "aws")]
+
+mod common;
+
+use common::aws::Deployment;
+use common::*;
+use serde_json::{Value, json};
+use sked_aws::testing::{MotoServer, freeze_ecs_tasks, fresh_config, fresh_ecs_on, with_logs};
+use sked_core::duration::Dur;
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// The template's look-ahead.
+const LOOKAHEAD: Dur = Dur::secs(600);
+
+/// Every run of `job`, once each has ended (`count` of them expected).
+async fn ended_runs(api: &Api, job: &str, count: usize, timeout: Duration) -> Vec<Value> {
+    wait_until(&format!("{count} ended runs of {job}"), timeout, async || {
+        let runs = api.runs_of(job).await;
+        (runs.len() >= count && runs.iter().all(is_terminal)).then_some(runs)
+    })
+    .await
+}
+
+/// The nominal times `preview` lists for `job`.
+async fn preview(api: &Api, job: &str) -> BTreeSet<String> {
+    let body = api.get_ok(&format!("/v1/jobs/{job}/preview?count=100")).await;
+    items(&body)
+        .iter()
+        .map(|t| {
+            iso(chrono::DateTime::parse_from_rfc3339(t.as_str().unwrap())
+                .unwrap()
+                .into())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_created_through_the_api_are_swept_onto_their_priority_queue_run_by_a_worker_and_logged_to_s3() {
+    // The API fires nothing itself here (look-ahead 0), so the runs are the sweeper's.
+    let aws = Deployment::start(with_logs(fresh_config()), Dur::ZERO, LOOKAHEAD).await;
+    let api = &aws.api;
+    let queues = aws.settings.aws.queues.clone();
+
+    let at = in_secs(4.0);
+    api.create_job(json!({
+        "id": "once", "schedule": {"at": iso(at)}, "priority": 8,
+        "task": sh("echo hello from once; echo to stderr >&2"),
+    }))
+    .await;
+    // Every other second over a 5-second window: two or three occurrences.
+    api.create_job(json!({
+        "id": "every2s", "schedule": {"cron": "*/2 * * * * *", "timezone": "UTC"}, "priority": 1,
+        "start_at": iso(in_secs(4.0)), "end_at": iso(in_secs(9.0)),
+        "task": sh("echo tick $SKED_RUN_ID"),
+    }))
+    .await;
+    let cron_times = preview(api, "every2s").await;
+    assert!((2..=3).contains(&cron_times.len()), "{cron_times:?}");
+    assert!(
+        api.runs_of("once").await.is_empty(),
+        "the API fired the one-shot itself"
+    );
+
+    let outcome = aws.sweep().await;
+    assert_eq!(outcome.fired, 1 + cron_times.len(), "{outcome:?}");
+    // The messages wait (DelaySeconds) on the queue of their priority.
+    assert_eq!(aws.messages_on(&queues.high).await, 1);
+    assert_eq!(aws.messages_on(&queues.normal).await, 0);
+    assert_eq!(aws.messages_on(&queues.low).await, cron_times.len() as u64);
+
+    let _worker = aws.worker(&["--workers", "2"]);
+    let once = ended_runs(api, "once", 1, Duration::from_secs(60)).await;
+    let crons = ended_runs(api, "every2s", cron_times.len(), Duration::from_secs(60)).await;
+    let scheduled: BTreeSet<String> = crons.iter().map(|r| iso(time(r, "scheduled_for"))).collect();
+    assert_eq!(scheduled, cron_times, "one run per occurrence");
+
+    let received = aws.received();
+    for (run, queue) in once.iter().map(|r| (r, "high")).chain(crons.iter().map(|r| (r, "low"))) {
+        let run_id = run["run_id"].as_str().unwrap();
+        assert_eq!(run["state"], "SUCCEEDED", "{run}");
+        assert_eq!(run["attempts"].as_array().unwrap().len(), 1, "{run}");
+        let from: Vec<&str> = received
+            .iter()
+            .filter(|(_, r)| r == run_id)
+            .map(|(q, _)| q.as_str())
+            .collect();
+        assert_eq!(from, vec![queue], "queues {run_id} was received from");
+        report_lag("aws_e2e_sweep", run);
+    }
+    // Done messages are deleted.
+    for url in [&queues.high, &queues.normal, &queues.low] {
+        assert_eq!(aws.messages_on(url).await, 0, "{url}");
+    }
+
+    // Logs: through the API (an ended attempt is read from its S3 object) and the object.
+    let once_id = once[0]["run_id"].as_str().unwrap();
+    let lines = api.log_lines(once_id, "attempt=1").await;
+    assert!(lines.iter().any(|l| l == "hello from once"), "{lines:?}");
+    assert!(lines.iter().any(|l| l == "to stderr"), "{lines:?}");
+    let logs = aws.settings.aws.logs.clone().unwrap();
+    let key = sked_aws::logs::object_key(&sked_core::ports::LogKey {
+        tenant: "default".into(),
+        run_id: once_id.into(),
+        attempt: 1,
+    });
+    let object = aws
+        .clients
+        .s3
+        .get_object()
+        .bucket(&logs.bucket)
+        .key(&key)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("the S3 object {key}: {e:?}"));
+    let body = object.body.collect().await.unwrap().into_bytes();
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("hello from once"), "{key}: {text}");
+    for run in &crons {
+        let run_id = run["run_id"].as_str().unwrap();
+        let lines = api.log_lines(run_id, "attempt=1").await;
+        assert_eq!(lines, vec![format!("tick {run_id}")]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_worker_s_run_is_retried_by_another_worker_after_the_lease() {
+    let aws = Deployment::start(with_logs(fresh_config()), LOOKAHEAD, LOOKAHEAD).await;
+    let api = &aws.api;
+    let mut first = aws.worker(&["--workers", "1"]);
+
+    let pids = aws.path().join("pids");
+    // Due now: the API call fires it onto the queue itself.
+    api.create_job(json!({
+        "id": "long", "schedule": {"at": iso(in_secs(0.0))}, "task": killable_payload(&pids),
+        "max_retries": 2, "backoff": {"initial": "1s", "max": "1s"},
+    }))
+    .await;
+    let run = wait_first_run(api, "long", Duration::from_secs(10)).await;
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+    let payload = attempt_one_pids(&pids, Duration::from_secs(30)).await;
+    assert_eq!(api.run(&run_id).await["state"], "RUNNING");
+
+    first.kill9();
+    wait_payload_gone(payload).await;
+
+    // The message comes back when its visibility (the lease) runs out; the second worker
+    // claims the run over the expired lease.
+    let _second = aws.worker(&["--workers", "1"]);
+    let run = wait_terminal(api, &run_id, Duration::from_secs(60)).await;
+    assert_retried_after_worker_loss(api, &run).await;
+    let attempts = run["attempts"].as_array().unwrap();
+    report_lag("aws_e2e_worker_kill", &run);
+    eprintln!(
+        "aws e2e: attempt 2 started {} ms after attempt 1 was closed as worker_lost",
+        (time(&attempts[1], "started_at") - time(&attempts[0], "finished_at")).num_milliseconds()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_sweeper_invocations_at_once_create_each_run_once() {
+    let aws = Deployment::start(with_logs(fresh_config()), Dur::ZERO, LOOKAHEAD).await;
+    let api = &aws.api;
+    let _worker = aws.worker(&["--workers", "2", "--concurrency", "4"]);
+
+    const ONE_SHOTS: usize = 12;
+    for i in 0..ONE_SHOTS {
+        api.create_job(json!({
+            "id": format!("once-{i}"), "schedule": {"at": iso(in_secs(3.0 + i as f64 * 0.1))},
+            "priority": (i % 10), "task": sh(":"),
+        }))
+        .await;
+    }
+    api.create_job(json!({
+        "id": "cron", "schedule": {"cron": "* * * * * *", "timezone": "UTC"},
+        "start_at": iso(in_secs(3.0)), "end_at": iso(in_secs(6.5)),
+        "misfire": "fire_all", "overlap": "allow", "task": sh(":"),
+    }))
+    .await;
+    let cron_times = preview(api, "cron").await;
+    let expected = ONE_SHOTS + cron_times.len();
+
+    // First two ticks past their deadlines, whose sweep leases have expired: both sweep the same due jobs
+    // at the same time and only the conditional writes keep each run single; then two
+    // rounds of two ordinary concurrent ticks (the lease lets one of them sweep).
+    let now_ms = chrono::Utc::now().timestamp_millis() as u64;
+    let (a, b) = tokio::join!(aws.sweep_until(now_ms - 1000), aws.sweep_until(now_ms - 1000));
+    eprintln!("aws e2e: concurrent ticks with expired leases: {a:?} / {b:?}");
+    assert!(!a.lease_held_elsewhere && !b.lease_held_elsewhere, "both ticks swept");
+    let mut fired = a.fired + b.fired;
+    for round in 1..3 {
+        let (a, b) = tokio::join!(aws.sweep(), aws.sweep());
+        eprintln!("aws e2e: concurrent ticks, round {round}: {a:?} / {b:?}");
+        assert_eq!(
+            [a.lease_held_elsewhere, b.lease_held_elsewhere]
+                .iter()
+                .filter(|held| **held)
+                .count(),
+            1,
+            "the lease lets one tick of a pair sweep"
+        );
+        fired += a.fired + b.fired;
+    }
+    assert_eq!(fired, expected, "runs reported fired by the ticks");
+
+    for i in 0..ONE_SHOTS {
+        let runs = ended_runs(api, &format!("once-{i}"), 1, Duration::from_secs(60)).await;
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!(runs[0]["state"], "SUCCEEDED", "{runs:?}");
+        assert_eq!(runs[0]["attempts"].as_array().unwrap().len(), 1, "{runs:?}");
+        report_lag("aws_e2e_concurrent_sweeps", &runs[0]);
+    }
+    let crons = ended_runs(api, "cron", cron_times.len(), Duration::from_secs(60)).await;
+    let scheduled: Vec<String> = crons.iter().map(|r| iso(time(r, "scheduled_for"))).collect();
+    let distinct: BTreeSet<String> = scheduled.iter().cloned().collect();
+    assert_eq!(
+        scheduled.len(),
+        distinct.len(),
+        "two runs of one occurrence: {scheduled:?}"
+    );
+    assert_eq!(distinct, cron_times);
+    for run in &crons {
+        assert_eq!(run["state"], "SUCCEEDED", "{run}");
+        assert_eq!(run["attempts"].as_array().unwrap().len(), 1, "{run}");
+        report_lag("aws_e2e_concurrent_sweeps", run);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_task_runs_on_ecs_and_is_stopped_by_stop_task_at_its_timeout() {
+    // A moto server of the test's own, its ECS tasks frozen RUNNING until stopped.
+    let server = MotoServer::start();
+    freeze_ecs_tasks(&server);
+    let (_, config) = fresh_ecs_on(&server).await;
+    let ecs = config.ecs.clone().unwrap();
+    let aws = Deployment::start(config, LOOKAHEAD, LOOKAHEAD).await;
+    let api = &aws.api;
+    let _worker = aws.worker(&["--workers", "1"]);
+
+    api.create_job(json!({
+        "id": "boxed", "schedule": {"at": iso(in_secs(0.0))},
+        "task": {"container": {"image": ecs.bootstrap_image, "command": ["sleep", "600"]}},
+        "timeout": "3s", "on_timeout": "fail", "max_retries": 0,
+    }))
+    .await;
+    let run = ended_runs(api, "boxed", 1, Duration::from_secs(60)).await.remove(0);
+    assert_eq!(run["state"], "TIMED_OUT", "{run}");
+    let attempts = run["attempts"].as_array().unwrap();
+    assert_eq!(attempts.len(), 1, "{run}");
+    assert_eq!(attempts[0]["outcome"], "timed_out", "{run}");
+    report_lag("aws_e2e_container", &run);
+
+    // The executor's first line names the task it started; ECS has it STOPPED by sked.
+    let run_id = run["run_id"].as_str().unwrap();
+    let lines = api.log_lines(run_id, "attempt=1").await;
+    let arn = lines
+        .iter()
+        .find_map(|l| l.strip_prefix("[sked] ECS task "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no task line in {lines:?}"))
+        .to_string();
+    let described = aws
+        .clients
+        .ecs
+        .describe_tasks()
+        .cluster(&ecs.cluster)
+        .tasks(&arn)
+        .send()
+        .await
+        .unwrap();
+    let task = &described.tasks()[0];
+    assert_eq!(task.last_status(), Some("STOPPED"), "{task:?}");
+    let reason = task.stopped_reason().unwrap_or_default();
+    assert!(
+        reason.starts_with("sked: ") && reason.contains("timed out"),
+        "{reason:?}"
+    );
+    let overrides = task.overrides().and_then(|o| o.container_overrides().first());
+    assert_eq!(
+        overrides.map(|o| o.command().to_vec()),
+        Some(vec!["sleep".to_string(), "600".to_string()]),
+        "{task:?}"
+    );
+}
