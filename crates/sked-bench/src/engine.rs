@@ -16,7 +16,7 @@ use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
-use sked_embedded::exec::{HttpExecutor, NoopExecutor, ProcessExecutor, TaskExecutor};
+use sked_embedded::exec::{HttpExecutor, NoopExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
 use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
 use std::path::{Path, PathBuf};
@@ -37,8 +37,8 @@ pub fn tenant() -> TenantId {
 pub enum Exec {
     /// [`NoopExecutor`]: succeeds at once; measures the scheduler alone.
     Noop,
-    /// The real process executor (with the payload guard when the `sked` binary sits next to
-    /// this one, as in `sked server`) running the job's `command` task.
+    /// The real process executor (starting payloads through the `sked` spawner when the `sked`
+    /// binary sits next to this one, as in `sked server`) running the job's `command` task.
     Process,
 }
 
@@ -131,8 +131,8 @@ pub struct Engine {
     pub counter: Arc<Counter>,
     /// Settings of the sweeper [`Self::start_sweeper`] starts (the server's by default).
     pub sweeper: SweeperConfig,
-    /// Whether payloads run under the `sked` guard process, as in `sked server`.
-    pub guard: bool,
+    /// Whether payloads start through the `sked` spawner process, as in `sked server`.
+    pub spawner: bool,
 }
 
 impl Engine {
@@ -178,7 +178,7 @@ impl Engine {
             tasks: JoinSet::new(),
             counter: Arc::default(),
             sweeper: SweeperConfig::default(),
-            guard: true,
+            spawner: true,
         })
     }
 
@@ -201,8 +201,8 @@ impl Engine {
             Exec::Process => {
                 let clock = self.ports.clock.clone();
                 let mut process = ProcessExecutor::new(clock.clone());
-                if let Some(sked) = sked_binary().filter(|_| self.guard) {
-                    process = process.with_guard(sked);
+                if let Some(sked) = sked_binary().filter(|_| self.spawner) {
+                    process = process.with_spawner(Spawner::sked(sked));
                 }
                 Arc::new(TaskExecutor::from_parts(process, HttpExecutor::new(clock)))
             }

@@ -30,8 +30,8 @@ pub struct Settings {
     pub tmp: Option<PathBuf>,
     /// Sweeper look-ahead (0, the server's default, unless `--lookahead-ms`).
     pub lookahead: sked_core::duration::Dur,
-    /// Run `command` payloads directly instead of under the `sked` guard process.
-    pub no_guard: bool,
+    /// Start `command` payloads directly instead of through the `sked` spawner process.
+    pub no_spawner: bool,
     /// Overrides of the sizes of the scenario being run (empty: its defaults).
     pub sizes: Vec<usize>,
 }
@@ -65,7 +65,7 @@ pub(crate) fn data_dir(settings: &Settings) -> anyhow::Result<std::path::PathBuf
 pub(crate) fn engine(settings: &Settings) -> anyhow::Result<crate::engine::Engine> {
     let mut engine = crate::engine::Engine::fresh(settings.tmp.as_deref())?;
     engine.sweeper.lookahead = settings.lookahead;
-    engine.guard = !settings.no_guard;
+    engine.spawner = !settings.no_spawner;
     Ok(engine)
 }
 
