@@ -59,6 +59,16 @@ pub fn sked_binary() -> Option<PathBuf> {
     sked.is_file().then_some(sked)
 }
 
+/// The process executor, starting payloads through the `sked` spawner (as `sked server`
+/// does) if `spawner` and the `sked` binary sits beside this one, else directly.
+pub fn process_executor(clock: Arc<dyn Clock>, spawner: bool) -> ProcessExecutor {
+    let process = ProcessExecutor::new(clock);
+    match sked_binary().filter(|_| spawner) {
+        Some(sked) => process.with_spawner(Spawner::sked(sked)),
+        None => process,
+    }
+}
+
 /// Counts finished executions, so a scenario knows when its work has run.
 #[derive(Default)]
 pub struct Counter {
@@ -200,10 +210,7 @@ impl Engine {
             Exec::Noop => Arc::new(NoopExecutor),
             Exec::Process => {
                 let clock = self.ports.clock.clone();
-                let mut process = ProcessExecutor::new(clock.clone());
-                if let Some(sked) = sked_binary().filter(|_| self.spawner) {
-                    process = process.with_spawner(Spawner::sked(sked));
-                }
+                let process = process_executor(clock.clone(), self.spawner);
                 Arc::new(TaskExecutor::from_parts(process, HttpExecutor::new(clock)))
             }
         };

@@ -30,7 +30,8 @@ struct Args {
     /// Reduced sizes (finishes in under two minutes).
     #[arg(long)]
     quick: bool,
-    /// Scenarios to run, comma-separated: burst, stream, backlog, schedules, scale-out, api.
+    /// Scenarios to run, comma-separated: burst, stream, backlog, schedules, scale-out, api,
+    /// and (only when named) spawn.
     #[arg(
         long,
         value_delimiter = ',',
@@ -106,6 +107,7 @@ async fn main() -> anyhow::Result<()> {
                 "schedules" => scenario::schedules::run(&settings).await?,
                 "scale-out" => scenario::scaleout::run(&settings).await?,
                 "api" => scenario::api::run(&settings).await?,
+                "spawn" => scenario::spawn::run(&settings).await?,
                 other => anyhow::bail!("unknown scenario {other:?}"),
             };
             let mut out = std::io::stdout().lock();

@@ -6,12 +6,14 @@
 //! - [`schedules`]: many stored cron jobs; sweep cost and memory.
 //! - [`scaleout`]: `sked worker` processes on one database.
 //! - [`api`]: HTTP requests against `sked server`.
+//! - [`spawn`] (opt-in): the process executor alone, spawner against direct start.
 
 pub mod api;
 pub mod backlog;
 pub mod burst;
 pub mod scaleout;
 pub mod schedules;
+pub mod spawn;
 pub mod stream;
 
 use crate::engine::{Exec, Slots};
