@@ -16,7 +16,7 @@ use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
-use sked_embedded::exec::{HttpExecutor, NoopExecutor, ProcessExecutor, TaskExecutor};
+use sked_embedded::exec::{HttpExecutor, NoopExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
 use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
 use std::path::{Path, PathBuf};
@@ -37,8 +37,8 @@ pub fn tenant() -> TenantId {
 pub enum Exec {
     /// [`NoopExecutor`]: succeeds at once; measures the scheduler alone.
     Noop,
-    /// The real process executor (with the payload guard when the `sked` binary sits next to
-    /// this one, as in `sked server`) running the job's `command` task.
+    /// The real process executor (starting payloads through the `sked` spawner when the `sked`
+    /// binary sits next to this one, as in `sked server`) running the job's `command` task.
     Process,
 }
 
@@ -57,6 +57,16 @@ pub fn sked_binary() -> Option<PathBuf> {
     let me = std::env::current_exe().ok()?;
     let sked = me.parent()?.join("sked");
     sked.is_file().then_some(sked)
+}
+
+/// The process executor, starting payloads through the `sked` spawner (as `sked server`
+/// does) if `spawner` and the `sked` binary sits beside this one, else directly.
+pub fn process_executor(clock: Arc<dyn Clock>, spawner: bool) -> ProcessExecutor {
+    let process = ProcessExecutor::new(clock);
+    match sked_binary().filter(|_| spawner) {
+        Some(sked) => process.with_spawner(Spawner::sked(sked)),
+        None => process,
+    }
 }
 
 /// Counts finished executions, so a scenario knows when its work has run.
@@ -131,8 +141,8 @@ pub struct Engine {
     pub counter: Arc<Counter>,
     /// Settings of the sweeper [`Self::start_sweeper`] starts (the server's by default).
     pub sweeper: SweeperConfig,
-    /// Whether payloads run under the `sked` guard process, as in `sked server`.
-    pub guard: bool,
+    /// Whether payloads start through the `sked` spawner process, as in `sked server`.
+    pub spawner: bool,
 }
 
 impl Engine {
@@ -178,7 +188,7 @@ impl Engine {
             tasks: JoinSet::new(),
             counter: Arc::default(),
             sweeper: SweeperConfig::default(),
-            guard: true,
+            spawner: true,
         })
     }
 
@@ -200,10 +210,7 @@ impl Engine {
             Exec::Noop => Arc::new(NoopExecutor),
             Exec::Process => {
                 let clock = self.ports.clock.clone();
-                let mut process = ProcessExecutor::new(clock.clone());
-                if let Some(sked) = sked_binary().filter(|_| self.guard) {
-                    process = process.with_guard(sked);
-                }
+                let process = process_executor(clock.clone(), self.spawner);
                 Arc::new(TaskExecutor::from_parts(process, HttpExecutor::new(clock)))
             }
         };

@@ -30,7 +30,8 @@ struct Args {
     /// Reduced sizes (finishes in under two minutes).
     #[arg(long)]
     quick: bool,
-    /// Scenarios to run, comma-separated: burst, stream, backlog, schedules, scale-out, api.
+    /// Scenarios to run, comma-separated: burst, stream, backlog, schedules, scale-out, api,
+    /// and (only when named) spawn.
     #[arg(
         long,
         value_delimiter = ',',
@@ -57,9 +58,10 @@ struct Args {
     /// written and queued this far ahead of their time.
     #[arg(long, default_value_t = 0)]
     lookahead_ms: u64,
-    /// Run `command` payloads directly, not under the `sked` guard process (for comparison).
-    #[arg(long)]
-    no_guard: bool,
+    /// Start `command` payloads directly from the worker (fork + parent-death signal), not
+    /// through the `sked` spawner process (for comparison).
+    #[arg(long, alias = "no-guard")]
+    no_spawner: bool,
     /// Directory for the data of every case (default: the system's temp dir); a temporary
     /// folder inside it is removed when the run ends.
     #[arg(long)]
@@ -90,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
         },
         execs,
         tmp: Some(root.path().to_path_buf()),
-        no_guard: args.no_guard,
+        no_spawner: args.no_spawner,
         sizes: args.sizes.clone(),
         lookahead: sked_core::duration::Dur::millis(args.lookahead_ms),
     };
@@ -105,6 +107,7 @@ async fn main() -> anyhow::Result<()> {
                 "schedules" => scenario::schedules::run(&settings).await?,
                 "scale-out" => scenario::scaleout::run(&settings).await?,
                 "api" => scenario::api::run(&settings).await?,
+                "spawn" => scenario::spawn::run(&settings).await?,
                 other => anyhow::bail!("unknown scenario {other:?}"),
             };
             let mut out = std::io::stdout().lock();

@@ -1,12 +1,13 @@
 //! The process executor against real processes: output capture, environment, working
-//! directory, exit statuses, stopping (TERM, grace, KILL) of the whole process group, and the
-//! parent-death signal.
+//! directory, exit statuses, stopping (TERM, grace, KILL) of the whole process group, and what
+//! happens to payloads when their worker is killed. Every behaviour is checked both ways a
+//! payload can start: directly, and through the spawner process (as `sked` runs them).
 
 use sked_core::duration::Dur;
 use sked_core::ports::{ExecRequest, ExecResult, Executor, LogLine, LogStream, StopReason};
 use sked_core::task::{CommandTask, Task};
 use sked_core::timestamp;
-use sked_embedded::exec::{ProcessExecutor, TaskExecutor};
+use sked_embedded::exec::{ProcessExecutor, Spawner, TaskExecutor};
 use sked_testkit::clock::ManualClock;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,9 +51,49 @@ fn context() -> Vec<(String, String)> {
     .collect()
 }
 
-/// Runs `task` to its end with nobody asking for a stop; returns the result and all output.
-async fn run(task: CommandTask) -> (ExecResult, Vec<LogLine>) {
+/// How payloads start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum How {
+    /// As children of the test process, with a parent-death signal.
+    Direct,
+    /// Through a spawner process (this test binary, running `spawner_helper`).
+    Spawner,
+}
+
+/// Both ways, each test runs with.
+const HOW: [How; 2] = [How::Direct, How::Spawner];
+
+/// Set in the environment of the spawner process (see `spawner_helper`).
+const SPAWNER_ENV: &str = "SKED_TEST_SPAWNER";
+
+/// Not a test on its own: when run as a spawner (see [`executor`]), serves its worker.
+#[test]
+fn spawner_helper() {
+    if std::env::var_os(SPAWNER_ENV).is_some() {
+        std::process::exit(sked_embedded::exec::spawner::serve());
+    }
+}
+
+/// A process executor starting payloads `how`.
+fn executor(how: How) -> ProcessExecutor {
+    // Shown with the output of a failing test: which way it failed.
+    eprintln!("payloads start: {how:?}");
     let executor = ProcessExecutor::new(clock());
+    match how {
+        How::Direct => executor,
+        How::Spawner => executor.with_spawner(Spawner::new(|| {
+            let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+            command
+                .args(["--exact", "spawner_helper", "--nocapture", "--test-threads=1"])
+                .env(SPAWNER_ENV, "1");
+            command
+        })),
+    }
+}
+
+/// Runs `task` to its end with nobody asking for a stop; returns the result and all output.
+async fn run(how: How, task: CommandTask) -> (ExecResult, Vec<LogLine>) {
+    let executor = executor(how);
     let (output, mut lines) = mpsc::channel(1024);
     let (_stop, stop_rx) = watch::channel(None);
     // Collect while it runs: the executor waits when the channel is full.
@@ -82,8 +123,8 @@ struct Running {
     stop: watch::Sender<Option<StopReason>>,
 }
 
-fn start(task: CommandTask, grace: Dur) -> Running {
-    let executor = ProcessExecutor::new(clock());
+fn start(how: How, task: CommandTask, grace: Dur) -> Running {
+    let executor = executor(how);
     let (output, lines) = mpsc::channel(1024);
     let (stop, stop_rx) = watch::channel(None);
     let request = ExecRequest { grace, ..request(task) };
@@ -120,176 +161,206 @@ async fn assert_gone(pid: u32) {
 
 #[tokio::test]
 async fn captures_stdout_and_stderr_in_order_with_clock_timestamps() {
-    let (result, lines) = run(sh("echo out1; echo err1 >&2; echo out2; printf 'err2' >&2")).await;
-    assert_eq!(
-        result,
-        ExecResult {
-            success: true,
-            exit_code: Some(0),
-            ..Default::default()
-        }
-    );
-    assert_eq!(texts(&lines, LogStream::Stdout), ["out1", "out2"]);
-    assert_eq!(texts(&lines, LogStream::Stderr), ["err1", "err2"]);
-    let expected = clock().now();
-    assert!(lines.iter().all(|l| l.ts == expected), "timestamps come from the clock");
+    for how in HOW {
+        let (result, lines) = run(how, sh("echo out1; echo err1 >&2; echo out2; printf 'err2' >&2")).await;
+        assert_eq!(
+            result,
+            ExecResult {
+                success: true,
+                exit_code: Some(0),
+                ..Default::default()
+            }
+        );
+        assert_eq!(texts(&lines, LogStream::Stdout), ["out1", "out2"]);
+        assert_eq!(texts(&lines, LogStream::Stderr), ["err1", "err2"]);
+        let expected = clock().now();
+        assert!(lines.iter().all(|l| l.ts == expected), "timestamps come from the clock");
+    }
 }
 
 #[tokio::test]
 async fn long_lines_are_split_and_invalid_utf8_replaced() {
-    let (result, lines) = run(sh("head -c 70000 /dev/zero | tr '\\0' a; echo; printf 'a\\377b\\n'")).await;
-    assert!(result.success, "{result:?}");
-    let out = texts(&lines, LogStream::Stdout);
-    assert_eq!(out.len(), 3);
-    assert_eq!(out[0].len(), 64 * 1024);
-    assert_eq!(out[1].len(), 70000 - 64 * 1024);
-    assert_eq!(out[2], "a\u{fffd}b");
+    for how in HOW {
+        let (result, lines) = run(
+            how,
+            sh("head -c 70000 /dev/zero | tr '\\0' a; echo; printf 'a\\377b\\n'"),
+        )
+        .await;
+        assert!(result.success, "{result:?}");
+        let out = texts(&lines, LogStream::Stdout);
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0].len(), 64 * 1024);
+        assert_eq!(out[1].len(), 70000 - 64 * 1024);
+        assert_eq!(out[2], "a\u{fffd}b");
+    }
 }
 
 #[tokio::test]
 async fn environment_has_the_context_and_the_task_env() {
-    let mut task = sh(
-        "echo \"$SKED_JOB_ID|$SKED_RUN_ID|$SKED_ATTEMPT|$SKED_SCHEDULED_FOR|$SKED_FENCING_TOKEN|$GREETING|${PATH:+path}\"",
-    );
-    task.env.insert("GREETING".into(), "hello".into());
-    // The context wins over a task that tries to set it.
-    task.env.insert("SKED_ATTEMPT".into(), "99".into());
-    let (result, lines) = run(task).await;
-    assert!(result.success, "{result:?}");
-    assert_eq!(
-        texts(&lines, LogStream::Stdout),
-        ["backup|backup@20261201T090000.000Z|2|2026-12-01T09:00:00.000Z|17|hello|path"]
-    );
+    for how in HOW {
+        let mut task = sh(
+            "echo \"$SKED_JOB_ID|$SKED_RUN_ID|$SKED_ATTEMPT|$SKED_SCHEDULED_FOR|$SKED_FENCING_TOKEN|$GREETING|${PATH:+path}\"",
+        );
+        task.env.insert("GREETING".into(), "hello".into());
+        // The context wins over a task that tries to set it.
+        task.env.insert("SKED_ATTEMPT".into(), "99".into());
+        let (result, lines) = run(how, task).await;
+        assert!(result.success, "{result:?}");
+        assert_eq!(
+            texts(&lines, LogStream::Stdout),
+            ["backup|backup@20261201T090000.000Z|2|2026-12-01T09:00:00.000Z|17|hello|path"]
+        );
+    }
 }
 
 #[tokio::test]
 async fn runs_in_the_working_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut task = command(&["pwd", "-P"]);
-    task.cwd = Some(dir.path().to_str().unwrap().to_string());
-    let (result, lines) = run(task).await;
-    assert!(result.success, "{result:?}");
-    let expected = dir.path().canonicalize().unwrap();
-    assert_eq!(texts(&lines, LogStream::Stdout), [expected.to_str().unwrap()]);
+    for how in HOW {
+        let dir = tempfile::tempdir().unwrap();
+        let mut task = command(&["pwd", "-P"]);
+        task.cwd = Some(dir.path().to_str().unwrap().to_string());
+        let (result, lines) = run(how, task).await;
+        assert!(result.success, "{result:?}");
+        let expected = dir.path().canonicalize().unwrap();
+        assert_eq!(texts(&lines, LogStream::Stdout), [expected.to_str().unwrap()]);
+    }
 }
 
 #[tokio::test]
 async fn nonzero_exit_is_a_failure_with_its_status() {
-    let (result, _) = run(sh("exit 3")).await;
-    assert_eq!(
-        result,
-        ExecResult {
-            success: false,
-            exit_code: Some(3),
-            error: Some("exit status 3".into()),
-            ..Default::default()
-        }
-    );
+    for how in HOW {
+        let (result, _) = run(how, sh("exit 3")).await;
+        assert_eq!(
+            result,
+            ExecResult {
+                success: false,
+                exit_code: Some(3),
+                error: Some("exit status 3".into()),
+                ..Default::default()
+            }
+        );
+    }
 }
 
 #[tokio::test]
 async fn death_by_signal_is_described() {
-    let (result, _) = run(sh("kill -9 $$")).await;
-    assert!(!result.success);
-    assert_eq!(result.exit_code, None);
-    assert_eq!(result.error.as_deref(), Some("killed by signal 9"));
+    for how in HOW {
+        let (result, _) = run(how, sh("kill -9 $$")).await;
+        assert!(!result.success);
+        assert_eq!(result.exit_code, None);
+        assert_eq!(result.error.as_deref(), Some("killed by signal 9"));
+    }
 }
 
 #[tokio::test]
 async fn a_missing_program_fails_to_start() {
-    let (result, lines) = run(command(&["sked-no-such-program", "x"])).await;
-    assert!(!result.success);
-    assert_eq!(result.exit_code, None);
-    assert_eq!(
-        result.error.as_deref(),
-        Some("failed to start `sked-no-such-program`: No such file or directory (os error 2)")
-    );
-    assert!(lines.is_empty());
+    for how in HOW {
+        let (result, lines) = run(how, command(&["sked-no-such-program", "x"])).await;
+        assert!(!result.success);
+        assert_eq!(result.exit_code, None);
+        assert_eq!(
+            result.error.as_deref(),
+            Some("failed to start `sked-no-such-program`: No such file or directory (os error 2)")
+        );
+        assert!(lines.is_empty());
+    }
 }
 
 #[tokio::test]
 async fn a_missing_working_directory_fails_to_start() {
-    let mut task = command(&["true"]);
-    task.cwd = Some("/sked/no/such/dir".into());
-    let (result, _) = run(task).await;
-    assert!(!result.success);
-    assert!(
-        result
-            .error
-            .as_deref()
-            .unwrap()
-            .starts_with("failed to start `true` in `/sked/no/such/dir`: "),
-        "{result:?}"
-    );
+    for how in HOW {
+        let mut task = command(&["true"]);
+        task.cwd = Some("/sked/no/such/dir".into());
+        let (result, _) = run(how, task).await;
+        assert!(!result.success);
+        assert!(
+            result
+                .error
+                .as_deref()
+                .unwrap()
+                .starts_with("failed to start `true` in `/sked/no/such/dir`: "),
+            "{result:?}"
+        );
+    }
 }
 
 #[tokio::test]
 async fn stop_terminates_a_sleeping_payload_within_the_grace() {
-    let mut running = start(sh("echo started; exec sleep 30"), Dur::millis(200));
-    assert_eq!(running.line().await, "started");
-    let asked = Instant::now();
-    running.stop.send(Some(StopReason::Timeout)).unwrap();
-    let result = running.result.await.unwrap();
-    assert!(asked.elapsed() < Duration::from_secs(1), "took {:?}", asked.elapsed());
-    assert_eq!(result.stopped, Some(StopReason::Timeout));
-    assert!(!result.success);
-    assert_eq!(result.error.as_deref(), Some("killed by signal 15"));
+    for how in HOW {
+        let mut running = start(how, sh("echo started; exec sleep 30"), Dur::millis(200));
+        assert_eq!(running.line().await, "started");
+        let asked = Instant::now();
+        running.stop.send(Some(StopReason::Timeout)).unwrap();
+        let result = running.result.await.unwrap();
+        assert!(asked.elapsed() < Duration::from_secs(1), "took {:?}", asked.elapsed());
+        assert_eq!(result.stopped, Some(StopReason::Timeout));
+        assert!(!result.success);
+        assert_eq!(result.error.as_deref(), Some("killed by signal 15"));
+    }
 }
 
 #[tokio::test]
 async fn a_payload_ignoring_term_is_killed_after_the_grace() {
-    let mut running = start(sh("trap '' TERM; echo ready; sleep 30"), Dur::millis(200));
-    assert_eq!(running.line().await, "ready");
-    let asked = Instant::now();
-    running.stop.send(Some(StopReason::Cancelled)).unwrap();
-    let result = running.result.await.unwrap();
-    let took = asked.elapsed();
-    assert!(
-        took >= Duration::from_millis(200),
-        "KILL came before the grace ended: {took:?}"
-    );
-    assert!(took < Duration::from_secs(2), "took {took:?}");
-    assert_eq!(result.stopped, Some(StopReason::Cancelled));
-    assert_eq!(result.error.as_deref(), Some("killed by signal 9"));
+    for how in HOW {
+        let mut running = start(how, sh("trap '' TERM; echo ready; sleep 30"), Dur::millis(200));
+        assert_eq!(running.line().await, "ready");
+        let asked = Instant::now();
+        running.stop.send(Some(StopReason::Cancelled)).unwrap();
+        let result = running.result.await.unwrap();
+        let took = asked.elapsed();
+        assert!(
+            took >= Duration::from_millis(200),
+            "KILL came before the grace ended: {took:?}"
+        );
+        assert!(took < Duration::from_secs(2), "took {took:?}");
+        assert_eq!(result.stopped, Some(StopReason::Cancelled));
+        assert_eq!(result.error.as_deref(), Some("killed by signal 9"));
+    }
 }
 
 #[tokio::test]
 async fn a_stop_before_the_start_runs_nothing() {
-    let executor = ProcessExecutor::new(clock());
-    let (output, _lines) = mpsc::channel(16);
-    let (_stop, stop_rx) = watch::channel(Some(StopReason::Shutdown));
-    let dir = tempfile::tempdir().unwrap();
-    let marker = dir.path().join("ran");
-    let task = command(&["touch", marker.to_str().unwrap()]);
-    let result = executor.execute(request(task), output, stop_rx).await;
-    assert_eq!(result.stopped, Some(StopReason::Shutdown));
-    assert!(!marker.exists());
+    for how in HOW {
+        let executor = executor(how);
+        let (output, _lines) = mpsc::channel(16);
+        let (_stop, stop_rx) = watch::channel(Some(StopReason::Shutdown));
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("ran");
+        let task = command(&["touch", marker.to_str().unwrap()]);
+        let result = executor.execute(request(task), output, stop_rx).await;
+        assert_eq!(result.stopped, Some(StopReason::Shutdown));
+        assert!(!marker.exists());
+    }
 }
 
 #[tokio::test]
 async fn stop_reaches_grandchildren() {
-    let mut running = start(sh("sleep 30 & echo $!; wait"), Dur::millis(200));
-    let grandchild: u32 = running.line().await.parse().unwrap();
-    assert!(!is_gone(grandchild));
-    running.stop.send(Some(StopReason::LeaseLost)).unwrap();
-    let result = running.result.await.unwrap();
-    assert_eq!(result.stopped, Some(StopReason::LeaseLost));
-    assert_gone(grandchild).await;
+    for how in HOW {
+        let mut running = start(how, sh("sleep 30 & echo $!; wait"), Dur::millis(200));
+        let grandchild: u32 = running.line().await.parse().unwrap();
+        assert!(!is_gone(grandchild));
+        running.stop.send(Some(StopReason::LeaseLost)).unwrap();
+        let result = running.result.await.unwrap();
+        assert_eq!(result.stopped, Some(StopReason::LeaseLost));
+        assert_gone(grandchild).await;
+    }
 }
 
 #[tokio::test]
 async fn background_children_end_with_the_payload_and_do_not_hold_it_open() {
-    // The background sleep inherits stdout: without the group kill, reading would wait 30 s.
-    let started = Instant::now();
-    let (result, lines) = run(sh("sleep 30 & echo $!")).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
-    assert!(result.success, "{result:?}");
-    let grandchild: u32 = texts(&lines, LogStream::Stdout)[0].parse().unwrap();
-    assert_gone(grandchild).await;
+    for how in HOW {
+        // The background sleep inherits stdout: without the group kill, reading would wait 30 s.
+        let started = Instant::now();
+        let (result, lines) = run(how, sh("sleep 30 & echo $!")).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            started.elapsed()
+        );
+        assert!(result.success, "{result:?}");
+        let grandchild: u32 = texts(&lines, LogStream::Stdout)[0].parse().unwrap();
+        assert_gone(grandchild).await;
+    }
 }
 
 #[tokio::test]
@@ -322,26 +393,29 @@ async fn the_router_runs_commands_and_refuses_containers() {
     );
 }
 
-/// Set in the environment of the helper process of the parent-death test.
-const HELPER_ENV: &str = "SKED_TEST_PDEATHSIG_HELPER";
+/// Set in the environment of the helper "worker" of the worker-killed tests: how it starts
+/// its payload (`Direct` or `Spawner`).
+const HELPER_ENV: &str = "SKED_TEST_WORKER_HELPER";
 
-/// Not a test on its own: when run as the helper (see below), starts a payload through the
-/// executor, prints its pid, and blocks until it is killed.
+/// Not a test on its own: when run as the helper (see below), starts a payload that starts a
+/// child of its own, prints both pids, and blocks until it is killed.
 #[test]
-fn pdeathsig_helper() {
-    if std::env::var_os(HELPER_ENV).is_none() {
-        return;
-    }
+fn worker_helper() {
+    let how = match std::env::var(HELPER_ENV).as_deref() {
+        Ok("Direct") => How::Direct,
+        Ok("Spawner") => How::Spawner,
+        _ => return,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        // libtest prints "test pdeathsig_helper ... " before this; the pid follows a marker.
-        let executor = ProcessExecutor::new(clock());
+        // libtest prints "test worker_helper ... " before this; the pids follow a marker.
+        let executor = executor(how);
         let (output, mut lines) = mpsc::channel(16);
         let (_stop, stop_rx) = watch::channel(None);
-        let run = executor.execute(request(sh("echo $$; exec sleep 30")), output, stop_rx);
+        let run = executor.execute(request(sh("sleep 30 & echo $$ $!; wait")), output, stop_rx);
         tokio::pin!(run);
         tokio::select! {
             _ = &mut run => panic!("the payload ended early"),
@@ -351,32 +425,63 @@ fn pdeathsig_helper() {
     });
 }
 
-#[test]
-fn a_worker_killed_with_sigkill_takes_its_payload_along() {
+/// Starts the helper worker with payloads starting `how`, SIGKILLs it once its payload runs,
+/// and answers the pids of the payload and of the payload's own child.
+fn kill_a_worker_mid_payload(how: How) -> (u32, u32) {
     use std::io::BufRead;
     // Run this test binary again as the "worker", only its helper test, with output shown.
     let mut worker = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "pdeathsig_helper", "--nocapture", "--test-threads=1"])
-        .env(HELPER_ENV, "1")
+        .args(["--exact", "worker_helper", "--nocapture", "--test-threads=1"])
+        .env(HELPER_ENV, format!("{how:?}"))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
     let stdout = std::io::BufReader::new(worker.stdout.take().unwrap());
-    let payload: u32 = stdout
+    let (payload, child) = stdout
         .lines()
         .map(|l| l.unwrap())
-        .find_map(|l| l.split_once("PAYLOAD ").map(|(_, pid)| pid.trim().parse().unwrap()))
-        .expect("the helper printed its payload's pid");
-    assert!(!is_gone(payload));
+        .find_map(|l| {
+            let (_, pids) = l.split_once("PAYLOAD ")?;
+            let (payload, child) = pids.trim().split_once(' ')?;
+            Some((payload.parse().unwrap(), child.parse().unwrap()))
+        })
+        .expect("the helper printed its payload's pids");
+    assert!(!is_gone(payload) && !is_gone(child));
 
     // SIGKILL: the worker runs no clean-up; the payload is in another process group.
     worker.kill().unwrap();
     worker.wait().unwrap();
+    (payload, child)
+}
 
+/// Waits (up to 5 s) for `pid` to be gone, without a runtime.
+fn wait_gone(pid: u32, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(5);
-    while !is_gone(payload) {
-        assert!(Instant::now() < deadline, "payload {payload} outlived its worker");
+    while !is_gone(pid) {
+        assert!(Instant::now() < deadline, "{what} {pid} outlived its worker");
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+#[test]
+fn a_worker_killed_with_sigkill_takes_its_direct_payload_along() {
+    let (payload, child) = kill_a_worker_mid_payload(How::Direct);
+    wait_gone(payload, "payload");
+    // The parent-death signal reaches the direct child only (why `sked` uses the spawner).
+    kill_leftover(child);
+}
+
+#[test]
+fn a_worker_killed_with_sigkill_takes_its_spawned_payload_and_its_children_along() {
+    let (payload, child) = kill_a_worker_mid_payload(How::Spawner);
+    wait_gone(payload, "payload");
+    wait_gone(child, "the payload's child");
+}
+
+/// Ends a leftover process of a test.
+fn kill_leftover(pid: u32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
 }

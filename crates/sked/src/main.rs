@@ -24,16 +24,13 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // `sked __guard <worker pid> <argv…>`: the process a worker puts between itself and a
-    // payload (see sked_embedded::exec::guard). Handled before anything else starts.
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if args
-        .get(1)
-        .is_some_and(|a| a == sked_embedded::exec::process::GUARD_SUBCOMMAND)
+    // `sked __spawner`: the helper a worker starts its payloads through (see
+    // sked_embedded::exec::spawner). Handled before anything else starts.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == sked_embedded::exec::spawner::SPAWNER_SUBCOMMAND)
     {
-        let worker_pid = args.get(2).and_then(|p| p.to_str()?.parse().ok()).unwrap_or(0);
-        let code = sked_embedded::exec::guard::guard_main(worker_pid, args.get(3..).unwrap_or_default());
-        return ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX));
+        return ExitCode::from(u8::try_from(sked_embedded::exec::spawner::serve()).unwrap_or(u8::MAX));
     }
     match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime.block_on(run()),

@@ -11,7 +11,7 @@ use sked_core::ports::{Clock, Executor, SystemClock};
 use sked_core::service::Ports;
 use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
-use sked_embedded::exec::{HttpExecutor, ProcessExecutor, TaskExecutor};
+use sked_embedded::exec::{HttpExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
 use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
 use std::sync::Arc;
@@ -85,11 +85,11 @@ pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
     })
 }
 
-/// Process and HTTP executors; payloads run under this binary's guard so that nothing of
-/// theirs outlives a worker killed with SIGKILL.
+/// Process and HTTP executors; payloads start through this binary's spawner (`sked
+/// __spawner`), so that nothing of theirs outlives a worker killed with SIGKILL.
 pub fn payload_executor(clock: Arc<dyn Clock>) -> anyhow::Result<TaskExecutor> {
-    let sked = std::env::current_exe().context("locating the sked binary for the payload guard")?;
-    let process = ProcessExecutor::new(clock.clone()).with_guard(sked);
+    let sked = std::env::current_exe().context("locating the sked binary for the payload spawner")?;
+    let process = ProcessExecutor::new(clock.clone()).with_spawner(Spawner::sked(sked));
     Ok(TaskExecutor::from_parts(process, HttpExecutor::new(clock)))
 }
 

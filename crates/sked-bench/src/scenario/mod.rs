@@ -6,12 +6,14 @@
 //! - [`schedules`]: many stored cron jobs; sweep cost and memory.
 //! - [`scaleout`]: `sked worker` processes on one database.
 //! - [`api`]: HTTP requests against `sked server`.
+//! - [`spawn`] (opt-in): the process executor alone, spawner against direct start.
 
 pub mod api;
 pub mod backlog;
 pub mod burst;
 pub mod scaleout;
 pub mod schedules;
+pub mod spawn;
 pub mod stream;
 
 use crate::engine::{Exec, Slots};
@@ -30,8 +32,8 @@ pub struct Settings {
     pub tmp: Option<PathBuf>,
     /// Sweeper look-ahead (0, the server's default, unless `--lookahead-ms`).
     pub lookahead: sked_core::duration::Dur,
-    /// Run `command` payloads directly instead of under the `sked` guard process.
-    pub no_guard: bool,
+    /// Start `command` payloads directly instead of through the `sked` spawner process.
+    pub no_spawner: bool,
     /// Overrides of the sizes of the scenario being run (empty: its defaults).
     pub sizes: Vec<usize>,
 }
@@ -65,7 +67,7 @@ pub(crate) fn data_dir(settings: &Settings) -> anyhow::Result<std::path::PathBuf
 pub(crate) fn engine(settings: &Settings) -> anyhow::Result<crate::engine::Engine> {
     let mut engine = crate::engine::Engine::fresh(settings.tmp.as_deref())?;
     engine.sweeper.lookahead = settings.lookahead;
-    engine.guard = !settings.no_guard;
+    engine.spawner = !settings.no_spawner;
     Ok(engine)
 }
 

@@ -1,24 +1,28 @@
 //! Executors of the local deployment: how a worker runs a task.
 //!
-//! - [`ProcessExecutor`] (`process`): `command` tasks as child processes, tied to the worker.
+//! - [`ProcessExecutor`] (`process`): `command` tasks as processes, tied to the worker; started
+//!   through the [`spawner`] process (as `sked` does) or [`direct`]ly; [`payload`] is what
+//!   either hands the executor, [`group`] signals a payload's process group.
 //! - [`HttpExecutor`] (`http`): `http` tasks as one request.
 //! - [`TaskExecutor`]: the one a worker is given; routes each task to the executor of its kind.
 //!   `container` tasks need the ECS executor of the AWS deployment, which can be plugged in.
 //! - [`NoopExecutor`]: succeeds at once, for benchmarks of the scheduling path.
 //! - [`lines`]: splitting captured output into log lines.
-//! - [`guard`]: the process between a worker and a payload that ends the payload's whole
-//!   process group when the worker dies.
 //!
 //! What this module must not do: decide retries, timeouts or run states. Executors report
 //! how a payload ended; sked-core's worker decides what that means.
 
-pub mod guard;
+pub mod direct;
+pub mod group;
 pub mod http;
 pub mod lines;
+pub mod payload;
 pub mod process;
+pub mod spawner;
 
 pub use http::HttpExecutor;
 pub use process::ProcessExecutor;
+pub use spawner::Spawner;
 
 use async_trait::async_trait;
 use sked_core::ports::{Clock, ExecRequest, ExecResult, Executor, LogLine, StopReason};

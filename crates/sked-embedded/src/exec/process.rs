@@ -5,44 +5,39 @@
 //! the payload (TERM to its process group, `grace`, KILL), and describing how it ended.
 //!
 //! How a payload stays tied to its worker:
-//! - **Own process group** (`process_group(0)`): stops and clean-up signal the whole group, so
-//!   `sh -c 'a | b'` or a script's background children go too. After the main process exits,
-//!   whatever is left of its group is killed: an attempt ends when its process does, and nothing
-//!   of it runs on beside a retry. (A descendant that moves itself to another group or session
-//!   escapes this; it still has its own parent-death signal only if it set one.)
-//! - **Parent-death signal** (`PR_SET_PDEATHSIG(SIGKILL)`, Linux): if the worker is killed with
-//!   SIGKILL, the kernel kills the child. The signal is tied to the *thread* that forked the child,
-//!   not the process: [`ProcessExecutor::execute`] must be awaited on a runtime worker thread (a
-//!   plain `tokio::spawn`ed task, or the runtime's main future), never inside `spawn_blocking` or
-//!   on a thread that may exit before the payload does, or the payload is killed when that thread
-//!   ends. Tokio's runtime worker threads live as long as the runtime.
-//! - **Guard** (optional, [`ProcessExecutor::with_guard`], on in `sked server`/`sked worker`):
-//!   the parent-death signal reaches only the direct child, so the payload runs under a guard
-//!   process that kills the whole group when the worker dies (see [`super::guard`]).
-//! - **kill_on_drop**: if the `execute` future is dropped, the child is killed and, through a
-//!   guard, its whole group.
+//! - **Own process group**: stops and clean-up signal the whole group, so `sh -c 'a | b'` or a
+//!   script's background children go too. After the main process exits, whatever is left of
+//!   its group is killed: an attempt ends when its process does, and nothing of it runs on
+//!   beside a retry. (A descendant that moves itself to another group or session escapes this.)
+//! - **Spawner** ([`ProcessExecutor::with_spawner`], on in `sked server`/`sked worker`): payloads
+//!   are started by a helper process that kills every payload's whole group when the worker
+//!   dies, even by SIGKILL (see [`super::spawner`]). It is also what makes starting cheap.
+//! - Without a spawner, payloads are direct children with a parent-death signal, which ends
+//!   the payload but not its own children (see [`super::direct`]).
+//! - **Cancellation**: if the `execute` future is dropped, the payload's group is killed.
 //!
 //! What it must not do: decide retries or timeouts (the worker does), or read the system time
 //! (line timestamps come from the injected [`Clock`]).
 
-use super::guard::GUARD_DEATH_SIGNAL;
+use super::group::signal_group;
 use super::lines::LineSplitter;
-use super::wait_for_stop;
+use super::payload::{End, Payload};
+use super::spawner::Spawner;
+use super::{direct, wait_for_stop};
 use async_trait::async_trait;
+use rustix::process::Signal;
 use sked_core::ports::{Clock, ExecRequest, ExecResult, Executor, LogLine, LogStream, StopReason};
 use sked_core::task::{CommandTask, Task};
 use sked_core::timestamp;
-use std::path::PathBuf;
-use std::process::{ExitStatus, Stdio};
+use std::io::PipeReader;
+use std::os::fd::OwnedFd;
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::process::{Child, Command};
+use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
-
-/// The binary's hidden subcommand that runs [`super::guard::guard_main`].
-pub const GUARD_SUBCOMMAND: &str = "__guard";
 
 /// How long the output readers may keep reading after the payload's process group is gone:
 /// enough to drain the pipes, short enough that an escaped descendant holding a pipe open
@@ -54,8 +49,8 @@ pub const DEFAULT_DRAIN: Duration = Duration::from_millis(500);
 pub struct ProcessExecutor {
     /// Stamps output lines.
     clock: Arc<dyn Clock>,
-    /// The `sked` binary, to start each payload under a guard (see [`super::guard`]).
-    guard: Option<PathBuf>,
+    /// Starts payloads, where configured (see [`super::spawner`]); else they start directly.
+    spawner: Option<Spawner>,
     /// Longest wait for the output readers after the process group is gone.
     drain: Duration,
 }
@@ -65,15 +60,15 @@ impl ProcessExecutor {
     pub fn new(clock: Arc<dyn Clock>) -> Self {
         ProcessExecutor {
             clock,
-            guard: None,
+            spawner: None,
             drain: DEFAULT_DRAIN,
         }
     }
 
-    /// Starts every payload under a guard run as `<sked_binary> __guard <worker pid> <argv…>`,
-    /// so a worker killed with SIGKILL takes the payload's grandchildren with it too.
-    pub fn with_guard(mut self, sked_binary: PathBuf) -> Self {
-        self.guard = Some(sked_binary);
+    /// Starts every payload through `spawner`, so a worker killed with SIGKILL takes the
+    /// payload's grandchildren with it too, and no payload start forks the worker.
+    pub fn with_spawner(mut self, spawner: Spawner) -> Self {
+        self.spawner = Some(spawner);
         self
     }
 
@@ -103,41 +98,17 @@ impl ProcessExecutor {
             };
         }
 
-        let mut command = match &self.guard {
-            Some(guard) => {
-                let mut command = Command::new(guard);
-                command
-                    .arg(GUARD_SUBCOMMAND)
-                    .arg(std::process::id().to_string())
-                    .args(&task.argv);
-                command
-            }
-            None => {
-                let mut command = Command::new(program);
-                command.args(&task.argv[1..]);
-                command
-            }
+        let started = match &self.spawner {
+            Some(spawner) => spawner.start(task, &request.context).await.map_err(|e| e.to_string()),
+            None => direct::start(task, &request.context).map_err(|e| e.to_string()),
         };
-        command
-            .envs(&task.env)
-            .envs(request.context.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true);
-        if let Some(cwd) = &task.cwd {
-            command.current_dir(cwd);
-        }
-        let death_signal = if self.guard.is_some() {
-            GUARD_DEATH_SIGNAL
-        } else {
-            libc::SIGKILL
-        };
-        tie_to_parent(&mut command, death_signal);
-
-        let mut child = match command.spawn() {
-            Ok(child) => child,
+        let Payload {
+            pgid,
+            stdout,
+            stderr,
+            end: mut payload,
+        } = match started {
+            Ok(payload) => payload,
             Err(e) => {
                 return failure(match &task.cwd {
                     Some(cwd) => format!("failed to start `{program}` in `{cwd}`: {e}"),
@@ -145,43 +116,30 @@ impl ProcessExecutor {
                 });
             }
         };
-        // With process_group(0) the group id is the child's pid.
         let (cut, cut_rx) = watch::channel(false);
         let mut group = GroupGuard {
-            pgid: child.id().map(|pid| pid as libc::pid_t),
+            pgid: Some(pgid),
             readers: Vec::new(),
             cut,
         };
-        if let Some(out) = child.stdout.take() {
-            let pump = pump(
-                out,
-                LogStream::Stdout,
-                self.clock.clone(),
-                output.clone(),
-                cut_rx.clone(),
-            );
+        for (pipe, stream) in [(stdout, LogStream::Stdout), (stderr, LogStream::Stderr)] {
+            let pump = pump(pipe, stream, self.clock.clone(), output.clone(), cut_rx.clone());
             group.readers.push(tokio::spawn(pump));
         }
-        if let Some(err) = child.stderr.take() {
-            group.readers.push(tokio::spawn(pump(
-                err,
-                LogStream::Stderr,
-                self.clock.clone(),
-                output,
-                cut_rx,
-            )));
-        }
+        drop(output);
 
         let ended = tokio::select! {
-            status = child.wait() => Ended::Exited(status),
+            status = payload.wait() => Ended::Exited(status),
             reason = wait_for_stop(&mut stop) => Ended::StopAsked(reason),
         };
         let (status, stopped) = match ended {
             Ended::Exited(status) => (status, None),
-            Ended::StopAsked(reason) => (terminate(&mut child, &group, request.grace.0).await, Some(reason)),
+            Ended::StopAsked(reason) => (terminate(&mut payload, &group, request.grace.0).await, Some(reason)),
         };
         // Whatever is left of the group (background children) ends with the payload.
-        group.kill(libc::SIGKILL);
+        if !payload.group_ended_with_it() {
+            group.kill(Signal::KILL);
+        }
         group.drain(self.drain).await;
 
         let mut result = match status {
@@ -239,13 +197,13 @@ fn describe(status: ExitStatus) -> String {
 }
 
 /// The polite stop: TERM to the group, up to `grace` for the child to exit, then KILL.
-async fn terminate(child: &mut Child, group: &GroupGuard, grace: Duration) -> std::io::Result<ExitStatus> {
-    group.kill(libc::SIGTERM);
-    match tokio::time::timeout(grace, child.wait()).await {
+async fn terminate(payload: &mut End, group: &GroupGuard, grace: Duration) -> std::io::Result<ExitStatus> {
+    group.kill(Signal::TERM);
+    match tokio::time::timeout(grace, payload.wait()).await {
         Ok(status) => status,
         Err(_) => {
-            group.kill(libc::SIGKILL);
-            child.wait().await
+            group.kill(Signal::KILL);
+            payload.wait().await
         }
     }
 }
@@ -262,6 +220,21 @@ enum Ended {
 /// `clock`) to `output`. Keeps reading when `output` is closed, so the payload never blocks
 /// on a full pipe; when `output` is full it waits (the consumer sets the pace).
 async fn pump(
+    pipe: PipeReader,
+    stream: LogStream,
+    clock: Arc<dyn Clock>,
+    output: mpsc::Sender<LogLine>,
+    cut: watch::Receiver<bool>,
+) {
+    match pipe::Receiver::from_owned_fd(OwnedFd::from(pipe)) {
+        Ok(pipe) => pump_lines(pipe, stream, clock, output, cut).await,
+        // Dropping the read end: the payload's writes fail rather than block.
+        Err(e) => tracing::warn!(error = %e, ?stream, "cannot read the payload's output"),
+    }
+}
+
+/// [`pump`] on a readable pipe.
+async fn pump_lines(
     mut pipe: impl AsyncRead + Unpin,
     stream: LogStream,
     clock: Arc<dyn Clock>,
@@ -307,7 +280,7 @@ async fn send(lines: &mut Vec<String>, stream: LogStream, clock: &dyn Clock, out
 /// when dropped, so a cancelled `execute` leaves nothing behind.
 struct GroupGuard {
     /// The group to signal; `None` once it must not be signalled any more.
-    pgid: Option<libc::pid_t>,
+    pgid: Option<i32>,
     /// The stdout and stderr readers.
     readers: Vec<JoinHandle<()>>,
     /// Tells the readers to stop reading (they still send what they have).
@@ -316,7 +289,7 @@ struct GroupGuard {
 
 impl GroupGuard {
     /// Sends `signal` to every process of the group (a group already gone is fine).
-    fn kill(&self, signal: libc::c_int) {
+    fn kill(&self, signal: Signal) {
         if let Some(pgid) = self.pgid {
             signal_group(pgid, signal);
         }
@@ -339,47 +312,9 @@ impl GroupGuard {
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        self.kill(libc::SIGKILL);
+        self.kill(Signal::KILL);
         for reader in &self.readers {
             reader.abort();
         }
-    }
-}
-
-/// `killpg(pgid, signal)`, ignoring "no such group".
-fn signal_group(pgid: libc::pid_t, signal: libc::c_int) {
-    if pgid <= 1 {
-        return; // never signal "every process" or init's group by mistake
-    }
-    // SAFETY: killpg takes plain integers and touches no memory of ours.
-    #[allow(unsafe_code)]
-    let rc = unsafe { libc::killpg(pgid, signal) };
-    if rc != 0 {
-        let err = std::io::Error::last_os_error();
-        if err.raw_os_error() != Some(libc::ESRCH) {
-            tracing::warn!(pgid, signal, error = %err, "failed to signal the payload's process group");
-        }
-    }
-}
-
-/// Makes the kernel SIGKILL the child when the thread that spawned it dies (Linux
-/// `PR_SET_PDEATHSIG`), closing the race where the worker died between fork and prctl.
-#[allow(unsafe_code)]
-fn tie_to_parent(command: &mut Command, death_signal: libc::c_int) {
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: the closure runs in the forked child between fork and exec, where only
-    // async-signal-safe calls are allowed: it makes two system calls (prctl, getppid) and
-    // builds `io::Error`s from raw OS codes, which allocates nothing and takes no lock.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, death_signal as libc::c_ulong) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent died before prctl took effect: do not run unattended.
-            if libc::getppid() != parent {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            Ok(())
-        });
     }
 }
