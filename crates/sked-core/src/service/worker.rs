@@ -6,8 +6,9 @@ use super::reaper::dispatch_of;
 use super::{Ports, start_extra_run};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ids::WorkerId;
+use crate::ids::{RunId, WorkerId};
 use crate::job::{Job, OnTimeout, Overlap};
+use crate::lifecycle::REPLACED;
 use crate::ports::{
     AttemptResult, ClaimOutcome, Delivery, ExecRequest, ExecResult, Executor, LogKey, LogLine, LogSummary, LogWriter,
     QueueError, RunTransition, StopReason, StoreError,
@@ -161,26 +162,22 @@ impl Worker {
             Some((job_id, _)) => store.get_job(tenant, &job_id).await?,
             None => None,
         };
-        // `queue_one`: the waiting run starts only once the earlier one has ended. `forbid`: a
-        // run fired ahead of its time (look-ahead) that finds the earlier one still going is
-        // skipped, as the sweeper would have skipped it.
+        // `queue_one`: the waiting run starts only once the earlier one has ended. Runs fired
+        // ahead of their time (look-ahead) met no overlap check when they were fired, so theirs
+        // happens here: `forbid` skips the run if the earlier one is still going, as the
+        // sweeper would have; `replace` asks the earlier ones to stop, then starts.
         let policy = job.as_ref().map(|j| j.spec.overlap_policy());
         let check_overlap = match policy {
             Some(Overlap::QueueOne) => true,
-            Some(Overlap::Forbid) => self.config.fired_ahead,
+            Some(Overlap::Forbid | Overlap::Replace) => self.config.fired_ahead,
             _ => false,
         };
         if let Some(job) = job.as_ref().filter(|_| check_overlap) {
             let now = self.ports.clock.now();
-            let busy_until = store
-                .active_runs(tenant, &job.id)
-                .await?
-                .iter()
-                .filter(|r| &r.run_id != run_id && r.state == RunState::Running)
-                .filter_map(|r| r.lease.as_ref().map(|l| l.expires_at))
-                .filter(|until| *until > now)
-                .max();
-            if let Some(until) = busy_until {
+            let active = store.active_runs(tenant, &job.id).await?;
+            if policy == Some(Overlap::Replace) {
+                self.replace_earlier(&active, run_id, now).await?;
+            } else if let Some(until) = busy_until(&active, run_id, now) {
                 if policy == Some(Overlap::QueueOne) {
                     return self.defer(delivery, until).await;
                 }
@@ -225,6 +222,27 @@ impl Worker {
             },
         };
         self.run_attempt(delivery, &job, run, token, shutdown).await
+    }
+
+    /// `replace` for a run fired ahead: once `run_id` (a scheduled run among the job's
+    /// `active` runs) is due, every earlier active run of the job is asked to stop — a
+    /// PENDING one ends CANCELLED, a RUNNING one gets `cancel_requested` and its worker stops
+    /// it — as the sweeper's firing plan does for runs fired at their time.
+    async fn replace_earlier(&self, active: &[Run], run_id: &RunId, now: Timestamp) -> Result<(), CoreError> {
+        let Some(this) = active.iter().find(|r| &r.run_id == run_id) else {
+            return Ok(());
+        };
+        if this.trigger != Trigger::Schedule || this.state != RunState::Pending || this.not_before > now {
+            return Ok(());
+        }
+        let at = timestamp::trunc_ms(now);
+        for earlier in active.iter().filter(|r| r.scheduled_for < this.scheduled_for) {
+            self.ports
+                .store
+                .cancel_run(&earlier.tenant, &earlier.run_id, at, REPLACED)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Runs the claimed attempt to its end and records it (unless the lease was lost).
@@ -444,6 +462,16 @@ impl Worker {
     async fn ack(&self, delivery: &Delivery) -> Result<(), CoreError> {
         ignore_stale(self.ports.queue.ack(&delivery.receipt).await)
     }
+}
+
+/// Until when another run among `active` (not `run_id`) holds a live lease at `now`, if one does.
+fn busy_until(active: &[Run], run_id: &RunId, now: Timestamp) -> Option<Timestamp> {
+    active
+        .iter()
+        .filter(|r| &r.run_id != run_id && r.state == RunState::Running)
+        .filter_map(|r| r.lease.as_ref().map(|l| l.expires_at))
+        .filter(|until| *until > now)
+        .max()
 }
 
 /// A stale receipt means the message was already handled or superseded: nothing to do.
