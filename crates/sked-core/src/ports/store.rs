@@ -11,6 +11,7 @@
 
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, JobState};
+use crate::ports::queue::Receipt;
 use crate::run::{AttemptOutcome, Run, RunState};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
@@ -216,6 +217,18 @@ pub trait JobStore: Send + Sync + 'static {
     /// [`StoreError::Conflict`] (and no change) if the job moved on.
     async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError>;
 
+    /// [`JobStore::fire`] for several jobs in one call: each firing is applied atomically and
+    /// on its own (one that conflicts changes nothing and does not stop the others), and
+    /// gets its own answer, in order. A store that can should write them in one transaction.
+    /// The outer error is a failure of the call as a whole (nothing was written).
+    async fn fire_many(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
+        let mut out = Vec::with_capacity(firings.len());
+        for firing in firings {
+            out.push(self.fire(firing).await);
+        }
+        Ok(out)
+    }
+
     // ----- runs -----
 
     /// Inserts a run unless its id exists. Returns whether it was inserted.
@@ -277,6 +290,26 @@ pub trait JobStore: Send + Sync + 'static {
         next: RunTransition,
         only_if_expired_by: Option<Timestamp>,
     ) -> Result<Run, StoreError>;
+
+    /// [`JobStore::complete`] (the worker's form), and — where this store also holds the
+    /// dispatch queue, in the same database — the removal of the delivered message
+    /// `receipt` in the same transaction. Returns the run and whether the message was
+    /// removed; when it was not (the default, for a store apart from its queue, or a receipt
+    /// that is no longer current), the caller acks it through the queue. A fenced completion
+    /// removes nothing.
+    async fn complete_and_ack(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        receipt: &Receipt,
+    ) -> Result<(Run, bool), StoreError> {
+        let _ = receipt;
+        let run = self.complete(tenant, run_id, token, result, next, None).await?;
+        Ok((run, false))
+    }
 
     /// Asks for a run to stop: a PENDING run ends CANCELLED at once (with `reason`);
     /// a RUNNING one gets `cancel_requested` (its worker stops it). A terminal run is

@@ -13,9 +13,10 @@ use super::Ports;
 use super::sweeper::{SkipSink, SkippedOccurrence};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::firing::{SkipReason, plan};
+use crate::firing::{Plan, SkipReason, plan};
 use crate::job::{Job, JobState, Overlap};
 use crate::ports::Dispatch;
+use crate::run::Run;
 use crate::timestamp::Timestamp;
 
 /// What firing one job wrote.
@@ -40,15 +41,31 @@ pub async fn fire_job(
     lookahead: Dur,
     skips: Option<&SkipSink>,
 ) -> Result<Fired, CoreError> {
+    let Some(plan) = plan_job(ports, job, now, lookahead).await? else {
+        return Ok(Fired::default());
+    };
+    let created = ports.store.fire(&plan.firing).await?;
+    Ok(written(job, &plan, &created, skips))
+}
+
+/// The plan for `job` at `now` (reading its active runs where its overlap policy needs
+/// them); `None` when nothing is due. Write it with [`JobStore::fire`] or, for several jobs
+/// at once, [`JobStore::fire_many`], then report it with [`written`].
+///
+/// [`JobStore::fire`]: crate::ports::JobStore::fire
+/// [`JobStore::fire_many`]: crate::ports::JobStore::fire_many
+pub async fn plan_job(ports: &Ports, job: &Job, now: Timestamp, lookahead: Dur) -> Result<Option<Plan>, CoreError> {
     let active = if job.spec.overlap_policy() == Overlap::Allow {
         Vec::new()
     } else {
         ports.store.active_runs(&job.tenant, &job.id).await?
     };
-    let Some(plan) = plan(job, &active, now, lookahead) else {
-        return Ok(Fired::default());
-    };
-    let created = ports.store.fire(&plan.firing).await?;
+    Ok(plan(job, &active, now, lookahead))
+}
+
+/// What the written `plan` of `job` amounts to, given the runs the store `created`; logs its
+/// skipped occurrences and reports them to `skips`.
+pub fn written(job: &Job, plan: &Plan, created: &[Run], skips: Option<&SkipSink>) -> Fired {
     for (at, reason) in &plan.skipped {
         let reason = match reason {
             SkipReason::Misfire => "misfire",
@@ -66,11 +83,11 @@ pub async fn fire_job(
             });
         }
     }
-    Ok(Fired {
+    Fired {
         dispatches: created.iter().map(super::reaper::dispatch_of).collect(),
         skipped: plan.skipped.len(),
         job_after: Some((plan.firing.next_fire_at, plan.firing.state)),
-    })
+    }
 }
 
 /// [`fire_job`] for one job, then enqueues what it created. A crash between the two leaves

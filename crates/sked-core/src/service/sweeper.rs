@@ -1,20 +1,21 @@
 //! The sweeper: turns due jobs into runs (one conditional write per job) and enqueues them.
 //! It sleeps until the earliest `next_fire_at` or until a job change wakes it — no fixed
-//! polling interval. Each due job is fired by [`super::fire::fire_job`] (shared with the API's
-//! direct firing); the runs of one sweep are enqueued together.
+//! polling interval. Due jobs are planned by [`super::fire::plan_job`] (shared with the API's
+//! direct firing) and written a chunk at a time with [`crate::ports::JobStore::fire_many`];
+//! each chunk's runs are enqueued together.
 
-use super::fire::fire_job;
+use super::fire::{plan_job, written};
 use super::{Ports, SweepSignal};
 use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::firing::SkipReason;
 use crate::ids::{JobId, TenantId};
-use crate::ports::StoreError;
+use crate::ports::{Firing, StoreError};
 use crate::timestamp::Timestamp;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Jobs fired concurrently, and enqueued together, within one sweep.
+/// Jobs planned concurrently, written in one store call, and enqueued together.
 const FIRE_CHUNK: usize = 32;
 
 /// Pause after a failed sweep before trying again.
@@ -145,31 +146,53 @@ impl Sweeper {
             ..SweepReport::default()
         };
         let mut failed = None;
-        // Jobs fire a chunk at a time, concurrently (a store that groups commits writes a chunk
-        // in one transaction), and each chunk's runs are enqueued at once: the first runs of a
-        // big batch do not wait for the last ones to be written.
+        // Jobs fire a chunk at a time: their plans are made concurrently, written in one
+        // store call (one transaction where the store can), and the chunk's runs are
+        // enqueued at once — the first runs of a big batch do not wait for the last ones.
         for chunk in due.chunks(FIRE_CHUNK) {
-            let fired = futures::future::join_all(
+            let planned = futures::future::join_all(
                 chunk
                     .iter()
-                    .map(|job| fire_job(&self.ports, job, now, self.config.lookahead, self.skips.as_ref())),
+                    .map(|job| plan_job(&self.ports, job, now, self.config.lookahead)),
             )
             .await;
-            let mut dispatches = Vec::new();
-            for result in fired {
+            let mut plans = Vec::with_capacity(chunk.len());
+            for (job, result) in chunk.iter().zip(planned) {
                 match result {
-                    Ok(fired) => {
+                    Ok(Some(plan)) => plans.push((job, plan)),
+                    Ok(None) => {}
+                    Err(e) => {
+                        failed.get_or_insert(e);
+                    }
+                }
+            }
+            if plans.is_empty() {
+                continue;
+            }
+            let firings: Vec<Firing> = plans.iter().map(|(_, plan)| plan.firing.clone()).collect();
+            let results = match self.ports.store.fire_many(&firings).await {
+                Ok(results) => results,
+                Err(e) => {
+                    failed.get_or_insert(e.into());
+                    continue;
+                }
+            };
+            let mut dispatches = Vec::new();
+            for ((job, plan), result) in plans.iter().zip(results) {
+                match result {
+                    Ok(created) => {
+                        let fired = written(job, plan, &created, self.skips.as_ref());
                         report.fired += fired.dispatches.len();
                         report.skipped += fired.skipped;
                         dispatches.extend(fired.dispatches);
                     }
                     // Someone changed the job meanwhile (a user, another sweeper): the next
                     // sweep sees its new state.
-                    Err(CoreError::Store(StoreError::Conflict(_))) => {}
+                    Err(StoreError::Conflict(_)) => {}
                     // One job's failure must not hold back the runs already written for
                     // others: go on, enqueue what was fired, then report the failure.
                     Err(e) => {
-                        failed.get_or_insert(e);
+                        failed.get_or_insert(e.into());
                     }
                 }
             }

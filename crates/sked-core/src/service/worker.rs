@@ -374,13 +374,24 @@ impl Worker {
             }
             next => next,
         };
-        let finished = match self
-            .ports
-            .store
-            .complete(&run.tenant, &run.run_id, token, &attempt_result, next, None)
-            .await
-        {
-            Ok(run) => run,
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&run.tenant, &run.run_id);
+        let completed = match next {
+            // The run ends: its message goes in the same write where the store can.
+            RunTransition::Finish(_) => {
+                store
+                    .complete_and_ack(tenant, run_id, token, &attempt_result, next, &delivery.receipt)
+                    .await
+            }
+            // A retry is enqueued before the old message is acked (a crash in between leaves
+            // the message to be redelivered, not a PENDING run without one).
+            RunTransition::Retry { .. } => store
+                .complete(tenant, run_id, token, &attempt_result, next, None)
+                .await
+                .map(|run| (run, false)),
+        };
+        let (finished, acked) = match completed {
+            Ok(done) => done,
             Err(StoreError::Fenced) => {
                 tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "completion fenced off; nothing recorded");
                 return Ok(());
@@ -391,7 +402,9 @@ impl Worker {
         if matches!(next, RunTransition::Retry { .. }) {
             self.ports.queue.enqueue(&[dispatch_of(&finished)]).await?;
         }
-        self.ack(delivery).await?;
+        if !acked {
+            self.ack(delivery).await?;
+        }
         if finished.state.is_terminal() {
             self.after_run(job, &finished).await?;
         }

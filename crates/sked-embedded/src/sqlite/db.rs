@@ -475,7 +475,7 @@ fn run_in_savepoint(conn: &Connection, job: &mut dyn Write) -> Option<rusqlite::
 
 /// Runs one transaction-control statement through the connection's statement cache: these
 /// run several times per group, and parsing them each time was ~10 % of the writer thread.
-fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+pub(crate) fn exec_cached(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 

@@ -21,7 +21,7 @@ use super::codec::{ms, ts};
 use super::db::SqliteDb;
 use super::error::TxError;
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, params};
 use sked_core::duration::Dur;
 use sked_core::ids::{RunId, TenantId};
 use sked_core::ports::Clock;
@@ -138,7 +138,7 @@ impl SqliteQueue {
 }
 
 /// The row a receipt names (`<seq>.<count>`), if it is well formed.
-fn receipt_seq(receipt: &Receipt) -> Option<i64> {
+pub(crate) fn receipt_seq(receipt: &Receipt) -> Option<i64> {
     receipt.0.split_once('.')?.0.parse().ok()
 }
 
@@ -231,16 +231,22 @@ impl DispatchQueue for SqliteQueue {
         let receipt = receipt.0.clone();
         self.db
             .write(move |tx| {
-                let n = tx
-                    .prepare_cached("DELETE FROM dispatch WHERE seq = ?1 AND receipt = ?2")?
-                    .execute(params![seq, receipt])?;
-                if n == 0 {
-                    Err(TxError::Queue(QueueError::StaleReceipt))
-                } else {
+                if delete_delivered(tx, seq, &receipt)? {
                     Ok(())
+                } else {
+                    Err(TxError::Queue(QueueError::StaleReceipt))
                 }
             })
             .await
             .map_err(TxError::into_queue)
     }
+}
+
+/// Removes message `seq` if `receipt` is still its current delivery; whether it did. Also
+/// used by [`super::SqliteStore`] to ack in the transaction that completes the run.
+pub(crate) fn delete_delivered(conn: &Connection, seq: i64, receipt: &str) -> Result<bool, TxError> {
+    let n = conn
+        .prepare_cached("DELETE FROM dispatch WHERE seq = ?1 AND receipt = ?2")?
+        .execute(params![seq, receipt])?;
+    Ok(n > 0)
 }

@@ -15,14 +15,16 @@
 use super::codec::{
     JOB_COLS, RUN_COLS, RunRow, StoredRun, collect_jobs, collect_runs, job_state, load_job, load_run, ms, put_job,
 };
-use super::db::SqliteDb;
+use super::db::{SqliteDb, exec_cached};
 use super::error::TxError;
+use super::queue::{delete_delivered, receipt_seq};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
 use sked_core::lifecycle::{ClaimStep, REPLACED};
+use sked_core::ports::queue::Receipt;
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
@@ -68,6 +70,56 @@ impl SqliteStore {
     fn save(conn: &Connection, stored: &StoredRun) -> Result<(), TxError> {
         RunRow::new(&stored.run, stored.last_token)?.update(conn)
     }
+}
+
+/// Applies one sweep decision in the current transaction (see [`JobStore::fire`]).
+fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run>, TxError> {
+    let job =
+        load_job(conn, firing.tenant.as_str(), firing.job_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
+    if !firing.still_applies_to(&job) {
+        return Err(conflict(format!("job {} moved on", firing.job_id)));
+    }
+    for id in &firing.cancel {
+        if let Some(mut stored) = load_run(conn, firing.tenant.as_str(), id.as_str())?
+            && !stored.run.state.is_terminal()
+        {
+            stored.run.request_cancel(firing.at, REPLACED);
+            SqliteStore::save(conn, &stored)?;
+        }
+    }
+    let mut inserted = Vec::new();
+    for run in &firing.runs {
+        if RunRow::new(run, 0)?.insert(conn)? {
+            inserted.push(super::codec::truncated(run));
+        }
+    }
+    conn.prepare_cached("UPDATE jobs SET next_fire_at = ?3, state = ?4 WHERE tenant = ?1 AND id = ?2")?
+        .execute(params![
+            firing.tenant.as_str(),
+            firing.job_id.as_str(),
+            firing.next_fire_at.map(ms),
+            firing.state.as_str()
+        ])?;
+    Ok(inserted)
+}
+
+/// Closes the attempt holding `token` in the current transaction (see [`JobStore::complete`]).
+fn finish_attempt(
+    conn: &Connection,
+    tenant: &str,
+    run_id: &str,
+    token: u64,
+    result: &AttemptResult,
+    next: RunTransition,
+    only_if_expired_by: Option<Timestamp>,
+) -> Result<Run, TxError> {
+    let mut stored = SqliteStore::must_load(conn, tenant, run_id)?;
+    stored
+        .run
+        .finish_attempt(token, result, next, only_if_expired_by)
+        .map_err(TxError::Store)?;
+    SqliteStore::save(conn, &stored)?;
+    Ok(stored.run)
 }
 
 fn conflict(msg: String) -> TxError {
@@ -243,34 +295,31 @@ impl JobStore for SqliteStore {
 
     async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
         let firing = firing.clone();
+        self.write(move |conn| apply_firing(conn, &firing)).await
+    }
+
+    async fn fire_many(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
+        let firings = firings.to_vec();
         self.write(move |conn| {
-            let job = load_job(conn, firing.tenant.as_str(), firing.job_id.as_str())?
-                .ok_or(TxError::Store(StoreError::NotFound))?;
-            if !firing.still_applies_to(&job) {
-                return Err(conflict(format!("job {} moved on", firing.job_id)));
-            }
-            for id in &firing.cancel {
-                if let Some(mut stored) = load_run(conn, firing.tenant.as_str(), id.as_str())?
-                    && !stored.run.state.is_terminal()
-                {
-                    stored.run.request_cancel(firing.at, REPLACED);
-                    Self::save(conn, &stored)?;
+            let mut out = Vec::with_capacity(firings.len());
+            for firing in &firings {
+                // Each firing in its own savepoint: a refused one leaves no trace, the others
+                // stay. An SQL failure fails the whole call (and rolls all of it back).
+                exec_cached(conn, "SAVEPOINT fire")?;
+                match apply_firing(conn, firing) {
+                    Ok(runs) => {
+                        exec_cached(conn, "RELEASE fire")?;
+                        out.push(Ok(runs));
+                    }
+                    Err(TxError::Store(refused)) => {
+                        exec_cached(conn, "ROLLBACK TO fire")?;
+                        exec_cached(conn, "RELEASE fire")?;
+                        out.push(Err(refused));
+                    }
+                    Err(e) => return Err(e),
                 }
             }
-            let mut inserted = Vec::new();
-            for run in &firing.runs {
-                if RunRow::new(run, 0)?.insert(conn)? {
-                    inserted.push(super::codec::truncated(run));
-                }
-            }
-            conn.prepare_cached("UPDATE jobs SET next_fire_at = ?3, state = ?4 WHERE tenant = ?1 AND id = ?2")?
-                .execute(params![
-                    firing.tenant.as_str(),
-                    firing.job_id.as_str(),
-                    firing.next_fire_at.map(ms),
-                    firing.state.as_str()
-                ])?;
-            Ok(inserted)
+            Ok(out)
         })
         .await
     }
@@ -406,14 +455,31 @@ impl JobStore for SqliteStore {
         only_if_expired_by: Option<Timestamp>,
     ) -> Result<Run, StoreError> {
         let (tenant, run_id, result) = (tenant.0.clone(), run_id.0.clone(), result.clone());
+        self.write(move |conn| finish_attempt(conn, &tenant, &run_id, token, &result, next, only_if_expired_by))
+            .await
+    }
+
+    async fn complete_and_ack(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        receipt: &Receipt,
+    ) -> Result<(Run, bool), StoreError> {
+        let (tenant, run_id, result) = (tenant.0.clone(), run_id.0.clone(), result.clone());
+        let receipt = receipt_seq(receipt).map(|seq| (seq, receipt.0.clone()));
         self.write(move |conn| {
-            let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            stored
-                .run
-                .finish_attempt(token, &result, next, only_if_expired_by)
-                .map_err(TxError::Store)?;
-            Self::save(conn, &stored)?;
-            Ok(stored.run)
+            let run = finish_attempt(conn, &tenant, &run_id, token, &result, next, None)?;
+            // The same file holds the dispatch queue (`SqliteQueue`): remove the message
+            // here, in this transaction. A receipt that is not (or no longer) a row's
+            // current one removes nothing, and the caller acks through its queue.
+            let acked = match receipt {
+                Some((seq, receipt)) => delete_delivered(conn, seq, &receipt)?,
+                None => false,
+            };
+            Ok((run, acked))
         })
         .await
     }

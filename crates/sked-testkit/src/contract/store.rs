@@ -10,6 +10,7 @@ pub use sked_core::ports::store::JobStore;
 use super::fixtures::{at, job, job_with_labels, result, run, spec, t0, tenant, worker};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
+use sked_core::ports::queue::Receipt;
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
@@ -513,6 +514,42 @@ pub async fn fire_can_complete_the_job(store: Store) {
     );
     assert!(store.due_jobs(at(10_000), 10).await.unwrap().is_empty());
     assert_eq!(store.next_due_at().await.unwrap(), None);
+}
+
+/// `fire_many` applies each firing on its own, in order: one that conflicts changes nothing
+/// and gets its own `Conflict`, the others are written as `fire` would write them.
+pub async fn fire_many_applies_each_firing_on_its_own(store: Store) {
+    let (a, b, c) = (job("t1", "a"), job("t1", "b"), job("t2", "c"));
+    create(&store, &[a.clone(), b.clone()]).await;
+    create(&store, std::slice::from_ref(&c)).await;
+    let mut stale = firing(&b, vec![run("t1", "b", 60)], Some(at(120)));
+    stale.expected_version = b.version + 1;
+    let (ra, rc) = (run("t1", "a", 60), run("t2", "c", 60));
+    let mut done = firing(&c, vec![rc.clone()], None);
+    done.state = JobState::Completed;
+    let answers = store
+        .fire_many(&[firing(&a, vec![ra.clone()], Some(at(120))), stale, done])
+        .await
+        .expect("fire_many");
+    assert_eq!(answers.len(), 3);
+    assert_eq!(answers[0].as_ref().ok(), Some(&vec![ra.clone()]));
+    assert!(is_conflict(&answers[1]), "expected Conflict, got {:?}", answers[1]);
+    assert_eq!(answers[2].as_ref().ok(), Some(&vec![rc.clone()]));
+    assert_eq!(get(&store, &ra).await, ra);
+    assert_eq!(get(&store, &rc).await, rc);
+    assert!(
+        all_runs(&store, &b.tenant).await.iter().all(|r| r.job_id != b.id),
+        "b fired nothing"
+    );
+    let job_of = |j: &Job| {
+        let (store, j) = (store.clone(), j.clone());
+        async move { store.get_job(&j.tenant, &j.id).await.unwrap().unwrap() }
+    };
+    assert_eq!(job_of(&a).await.next_fire_at, Some(at(120)));
+    assert_eq!(job_of(&b).await, b, "b unchanged");
+    let c_after = job_of(&c).await;
+    assert_eq!((c_after.state, c_after.next_fire_at), (JobState::Completed, None));
+    assert!(store.fire_many(&[]).await.unwrap().is_empty());
 }
 
 // ----- runs -----
@@ -1093,6 +1130,46 @@ pub async fn complete_with_stale_token_is_fenced_and_changes_nothing(store: Stor
         .await;
     assert!(is_fenced(&res), "run not RUNNING: expected Fenced, got {res:?}");
     assert_eq!(get(&store, &r).await, done, "unchanged");
+}
+
+/// `complete_and_ack` completes as `complete` does (whether it also removed the message
+/// depends on where the queue lives), and a stale token is fenced and changes nothing.
+pub async fn complete_and_ack_completes_like_complete(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, t1) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let (current, t2) = claim(&store, &r, "w2", at(60), at(90)).await;
+    let receipt = Receipt("1.1".into());
+    let fin = RunTransition::Finish(RunState::Succeeded);
+    let res = store
+        .complete_and_ack(
+            &r.tenant,
+            &r.run_id,
+            t1,
+            &result(AttemptOutcome::Succeeded, at(61)),
+            fin,
+            &receipt,
+        )
+        .await;
+    assert!(is_fenced(&res), "stale token: expected Fenced, got {res:?}");
+    assert_eq!(get(&store, &r).await, current, "unchanged");
+    let (done, _acked) = store
+        .complete_and_ack(
+            &r.tenant,
+            &r.run_id,
+            t2,
+            &result(AttemptOutcome::Succeeded, at(62)),
+            fin,
+            &receipt,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (done.state, done.finished_at, done.lease.clone()),
+        (RunState::Succeeded, Some(at(62)), None)
+    );
+    assert_eq!(done.attempts[1].outcome, Some(AttemptOutcome::Succeeded));
+    assert_eq!(get(&store, &r).await, done);
 }
 
 /// The reaper's form: with `only_if_expired_by = Some(t)` the write is fenced unless the
