@@ -108,13 +108,16 @@ impl LogStore for FileLogStore {
     }
 }
 
+/// The channel to an attempt's writing task, and the task (its error, if it failed).
+type Sink = (mpsc::Sender<Vec<u8>>, JoinHandle<io::Result<()>>);
+
 /// Appends to one attempt's file through its writing task, both made on the first line.
 struct FileLogWriter {
     /// The attempt's file.
     path: PathBuf,
     /// Once a line came: the channel to the writing task, and the task (its error, if it
     /// failed).
-    sink: Option<(mpsc::Sender<Vec<u8>>, JoinHandle<io::Result<()>>)>,
+    sink: Option<Sink>,
     /// Bytes of line text kept at most.
     cap: u64,
     /// Bytes of line text kept so far.
@@ -126,7 +129,7 @@ struct FileLogWriter {
 impl FileLogWriter {
     /// Creates the folder and the file and starts the writing task. Done before the first
     /// line is queued, so the file exists (readers find the log) once `append` returns.
-    async fn open(&self) -> Result<(mpsc::Sender<Vec<u8>>, JoinHandle<io::Result<()>>), LogError> {
+    async fn open(&self) -> Result<Sink, LogError> {
         if let Some(dir) = self.path.parent() {
             tokio::fs::create_dir_all(dir).await.map_err(io_error)?;
         }
