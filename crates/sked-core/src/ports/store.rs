@@ -264,6 +264,24 @@ pub trait JobStore: Send + Sync + 'static {
         lease_until: Timestamp,
     ) -> Result<ClaimOutcome, StoreError>;
 
+    /// [`JobStore::claim`] for several runs at once (a worker's received batch), all for
+    /// `worker` at `now`: each answer is the one `claim` would give, in order
+    /// ([`StoreError::NotFound`] for a run that does not exist). A store that can should
+    /// make them in one transaction. The outer error is a failure of the call as a whole.
+    async fn claim_many(
+        &self,
+        runs: &[(TenantId, RunId)],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
+        let mut out = Vec::with_capacity(runs.len());
+        for (tenant, run_id) in runs {
+            out.push(self.claim(tenant, run_id, worker, now, lease_until).await);
+        }
+        Ok(out)
+    }
+
     /// Renews the lease of the attempt holding `token` until `lease_until`, if that lease has
     /// not expired before `now`. Returns the run (so the worker sees `cancel_requested`).
     /// [`StoreError::Fenced`] if the token is not the live lease.

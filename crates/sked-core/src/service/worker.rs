@@ -6,7 +6,7 @@ use super::reaper::dispatch_of;
 use super::{Ports, start_extra_run};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ids::{RunId, WorkerId};
+use crate::ids::{RunId, TenantId, WorkerId};
 use crate::job::{Job, OnTimeout, Overlap};
 use crate::lifecycle::REPLACED;
 use crate::ports::{
@@ -17,7 +17,7 @@ use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
 use crate::timestamp::{self, Timestamp};
 use std::sync::Arc;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -25,6 +25,14 @@ use tokio_util::sync::CancellationToken;
 const OUTPUT_BUFFER: usize = 1024;
 /// Pause after a failed receive before trying again.
 const RECEIVE_BACKOFF: Dur = Dur::millis(500);
+
+/// What a delivery needs before its claim.
+enum Admission {
+    /// Claim it; the job as read (`None` if the run id names no existing job).
+    Claim(Option<Job>),
+    /// Already dealt with (deferred, or skipped and acked).
+    Done,
+}
 
 /// What a heartbeat learned.
 enum Beat {
@@ -116,14 +124,11 @@ impl Worker {
                     continue;
                 }
             };
-            for delivery in deliveries {
-                let Some(permit) = permits.pop() else { break };
+            if !deliveries.is_empty() {
+                permits.truncate(deliveries.len());
                 let worker = this.clone();
                 let stop = shutdown.clone();
-                attempts.spawn(async move {
-                    worker.handle(delivery, stop).await;
-                    drop(permit);
-                });
+                attempts.spawn(async move { worker.handle_batch(deliveries, permits, stop).await });
             }
             while attempts.try_join_next().is_some() {}
         }
@@ -144,18 +149,105 @@ impl Worker {
 
     /// Claims and runs one delivered run to its end (heartbeats, timeout, completion);
     /// leaves the message for redelivery where another worker (or a later try) must take it.
-    /// [`Worker::run`] calls this for every delivery; a simulation may call it directly.
+    /// [`Worker::run`] does the same for a whole received batch (one claim call for all);
+    /// a simulation may call this directly.
     pub async fn handle(&self, delivery: Delivery, shutdown: CancellationToken) {
-        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
-        match self.try_handle(&delivery, shutdown).await {
-            Ok(()) => {}
-            Err(e) => {
-                tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %e, "delivery not handled; it will be redelivered")
-            }
+        if let Err(e) = self.try_handle(&delivery, shutdown).await {
+            self.unhandled(&delivery, &e);
         }
     }
 
     async fn try_handle(&self, delivery: &Delivery, shutdown: CancellationToken) -> Result<(), CoreError> {
+        let Admission::Claim(job) = self.admit(delivery).await? else {
+            return Ok(());
+        };
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        let claim = self
+            .ports
+            .store
+            .claim(tenant, run_id, &self.config.id, now, lease_until)
+            .await;
+        match self.claimed(delivery, job, claim, now).await? {
+            Some((job, run, token)) => self.run_attempt(delivery, &job, run, token, shutdown).await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`Worker::handle`] for every delivery of one receive: admissions side by side, one
+    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for all, then each
+    /// claimed attempt runs in its own task, releasing its slot (`permits`, one per
+    /// delivery) when it ends.
+    async fn handle_batch(
+        self: Arc<Self>,
+        deliveries: Vec<Delivery>,
+        permits: Vec<OwnedSemaphorePermit>,
+        shutdown: CancellationToken,
+    ) {
+        let admitted = futures::future::join_all(deliveries.iter().map(|d| self.admit(d))).await;
+        let mut to_claim = Vec::with_capacity(deliveries.len());
+        for (delivery, admission) in deliveries.into_iter().zip(admitted) {
+            match admission {
+                Ok(Admission::Claim(job)) => to_claim.push((delivery, job)),
+                Ok(Admission::Done) => {}
+                Err(e) => self.unhandled(&delivery, &e),
+            }
+        }
+        let mut permits = permits.into_iter();
+        if to_claim.is_empty() {
+            return;
+        }
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        let runs: Vec<(TenantId, RunId)> = to_claim
+            .iter()
+            .map(|(d, _)| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
+            .collect();
+        let claims = match self
+            .ports
+            .store
+            .claim_many(&runs, &self.config.id, now, lease_until)
+            .await
+        {
+            Ok(claims) => claims,
+            Err(e) => {
+                let e = CoreError::from(e);
+                for (delivery, _) in &to_claim {
+                    self.unhandled(delivery, &e);
+                }
+                return;
+            }
+        };
+        let mut running = JoinSet::new();
+        for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
+            match self.claimed(&delivery, job, claim, now).await {
+                Ok(Some((job, run, token))) => {
+                    let (worker, stop, permit) = (self.clone(), shutdown.clone(), permits.next());
+                    running.spawn(async move {
+                        if let Err(e) = worker.run_attempt(&delivery, &job, run, token, stop).await {
+                            worker.unhandled(&delivery, &e);
+                        }
+                        drop(permit);
+                    });
+                }
+                Ok(None) => {}
+                Err(e) => self.unhandled(&delivery, &e),
+            }
+        }
+        drop(permits); // the slots of deliveries that started nothing
+        while running.join_next().await.is_some() {}
+    }
+
+    /// Logs a delivery that could not be handled; its message will be redelivered.
+    fn unhandled(&self, delivery: &Delivery, error: &CoreError) {
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %error, "delivery not handled; it will be redelivered");
+    }
+
+    /// Before a claim: reads the run's job and applies the overlap checks that happen at
+    /// claim time. [`Admission::Done`] when the delivery was dealt with here.
+    async fn admit(&self, delivery: &Delivery) -> Result<Admission, CoreError> {
         let store = &self.ports.store;
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         let job = match run_id.parts() {
@@ -179,7 +271,8 @@ impl Worker {
                 self.replace_earlier(&active, run_id, now).await?;
             } else if let Some(until) = busy_until(&active, run_id, now) {
                 if policy == Some(Overlap::QueueOne) {
-                    return self.defer(delivery, until).await;
+                    self.defer(delivery, until).await?;
+                    return Ok(Admission::Done);
                 }
                 if let Some(run) = store.get_run(tenant, run_id).await?
                     && run.trigger == Trigger::Schedule
@@ -189,16 +282,35 @@ impl Worker {
                     store
                         .cancel_run(tenant, run_id, timestamp::trunc_ms(now), reason)
                         .await?;
-                    return self.ack(delivery).await;
+                    self.ack(delivery).await?;
+                    return Ok(Admission::Done);
                 }
             }
         }
-        let now = timestamp::trunc_ms(self.ports.clock.now());
-        let lease_until = now + self.config.lease.to_chrono();
-        let (run, token) = match store.claim(tenant, run_id, &self.config.id, now, lease_until).await {
+        Ok(Admission::Claim(job))
+    }
+
+    /// After a claim made at `now`: the attempt to run (with its job), or `None` once the
+    /// delivery was dealt with (acked, deferred, or its run failed for want of a job).
+    async fn claimed(
+        &self,
+        delivery: &Delivery,
+        job: Option<Job>,
+        claim: Result<ClaimOutcome, StoreError>,
+        now: Timestamp,
+    ) -> Result<Option<(Job, Run, u64)>, CoreError> {
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let (run, token) = match claim {
             Ok(ClaimOutcome::Claimed { run, token }) => (run, token),
-            Ok(ClaimOutcome::Terminal(_)) | Err(StoreError::NotFound) => return self.ack(delivery).await,
-            Ok(ClaimOutcome::Leased(until) | ClaimOutcome::NotYet(until)) => return self.defer(delivery, until).await,
+            Ok(ClaimOutcome::Terminal(_)) | Err(StoreError::NotFound) => {
+                self.ack(delivery).await?;
+                return Ok(None);
+            }
+            Ok(ClaimOutcome::Leased(until) | ClaimOutcome::NotYet(until)) => {
+                self.defer(delivery, until).await?;
+                return Ok(None);
+            }
             Err(e) => return Err(e.into()),
         };
         let job = match job {
@@ -217,11 +329,12 @@ impl Worker {
                             None,
                         )
                         .await?;
-                    return self.ack(delivery).await;
+                    self.ack(delivery).await?;
+                    return Ok(None);
                 }
             },
         };
-        self.run_attempt(delivery, &job, run, token, shutdown).await
+        Ok(Some((job, run, token)))
     }
 
     /// `replace` for a run fired ahead: once `run_id` (a scheduled run among the job's

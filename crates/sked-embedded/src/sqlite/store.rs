@@ -15,7 +15,7 @@
 use super::codec::{
     JOB_COLS, RUN_COLS, RunRow, StoredRun, collect_jobs, collect_runs, job_state, load_job, load_run, ms, put_job,
 };
-use super::db::{SqliteDb, exec_cached};
+use super::db::SqliteDb;
 use super::error::TxError;
 use super::queue::{delete_delivered, receipt_seq};
 use async_trait::async_trait;
@@ -101,6 +101,30 @@ fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run>, TxError>
             firing.state.as_str()
         ])?;
     Ok(inserted)
+}
+
+/// Decides and writes one claim in the current transaction (see [`JobStore::claim`]).
+/// [`StoreError::NotFound`] before any write if the run does not exist.
+fn claim_run(
+    conn: &Connection,
+    tenant: &str,
+    run_id: &str,
+    worker: &WorkerId,
+    now: Timestamp,
+    lease_until: Timestamp,
+) -> Result<ClaimOutcome, TxError> {
+    let mut stored = SqliteStore::must_load(conn, tenant, run_id)?;
+    if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
+        if changed {
+            SqliteStore::save(conn, &stored)?;
+        }
+        return Ok(outcome);
+    }
+    let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
+    stored.run.start_attempt(worker, now, lease_until, token);
+    stored.last_token = token;
+    SqliteStore::save(conn, &stored)?;
+    Ok(ClaimOutcome::Claimed { run: stored.run, token })
 }
 
 /// Closes the attempt holding `token` in the current transaction (see [`JobStore::complete`]).
@@ -303,20 +327,11 @@ impl JobStore for SqliteStore {
         self.write(move |conn| {
             let mut out = Vec::with_capacity(firings.len());
             for firing in &firings {
-                // Each firing in its own savepoint: a refused one leaves no trace, the others
-                // stay. An SQL failure fails the whole call (and rolls all of it back).
-                exec_cached(conn, "SAVEPOINT fire")?;
+                // A refusal (the job moved on, or is gone) comes before any write, so it needs
+                // no savepoint of its own; an SQL failure fails the whole call.
                 match apply_firing(conn, firing) {
-                    Ok(runs) => {
-                        exec_cached(conn, "RELEASE fire")?;
-                        out.push(Ok(runs));
-                    }
-                    Err(TxError::Store(refused)) => {
-                        exec_cached(conn, "ROLLBACK TO fire")?;
-                        exec_cached(conn, "RELEASE fire")?;
-                        out.push(Err(refused));
-                    }
-                    Err(e) => return Err(e),
+                    Err(TxError::Store(refused)) => out.push(Err(refused)),
+                    written => out.push(Ok(written?)),
                 }
             }
             Ok(out)
@@ -405,19 +420,30 @@ impl JobStore for SqliteStore {
     ) -> Result<ClaimOutcome, StoreError> {
         let (tenant, run_id, worker) = (tenant.0.clone(), run_id.0.clone(), worker.clone());
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        self.write(move |conn| claim_run(conn, &tenant, &run_id, &worker, now, lease_until))
+            .await
+    }
+
+    async fn claim_many(
+        &self,
+        runs: &[(TenantId, RunId)],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
+        let (runs, worker) = (runs.to_vec(), worker.clone());
+        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
         self.write(move |conn| {
-            let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
-                if changed {
-                    Self::save(conn, &stored)?;
+            let mut out = Vec::with_capacity(runs.len());
+            for (tenant, run_id) in &runs {
+                // A refusal (a run that does not exist) comes before any write, so it needs
+                // no savepoint of its own; an SQL failure fails the whole call.
+                match claim_run(conn, tenant.as_str(), run_id.as_str(), &worker, now, lease_until) {
+                    Err(TxError::Store(refused)) => out.push(Err(refused)),
+                    answer => out.push(Ok(answer?)),
                 }
-                return Ok(outcome);
             }
-            let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
-            stored.run.start_attempt(&worker, now, lease_until, token);
-            stored.last_token = token;
-            Self::save(conn, &stored)?;
-            Ok(ClaimOutcome::Claimed { run: stored.run, token })
+            Ok(out)
         })
         .await
     }

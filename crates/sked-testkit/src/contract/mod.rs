@@ -74,6 +74,7 @@ macro_rules! store_contract {
             active_runs_oldest_first,
             claim_unknown_run_is_not_found,
             claim_before_not_before_is_not_yet,
+            claim_many_answers_each_like_claim,
             claim_starts_first_attempt,
             claim_while_leased_is_leased,
             claim_after_retry_starts_next_attempt,

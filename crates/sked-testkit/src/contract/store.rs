@@ -739,6 +739,55 @@ pub async fn claim_unknown_run_is_not_found(store: Store) {
     assert!(is_not_found(&res), "expected NotFound, got {res:?}");
 }
 
+/// `claim_many` answers each run as `claim` would, in order, and starts the attempts of
+/// the claimable ones — across tenants, with an unknown run among them.
+pub async fn claim_many_answers_each_like_claim(store: Store) {
+    let (due, mut later, other) = (run("t1", "a", 0), run("t1", "b", 0), run("t2", "a", 0));
+    later.not_before = at(10);
+    for r in [&due, &later, &other] {
+        insert(&store, r).await;
+    }
+    let ids: Vec<(TenantId, RunId)> = [&due, &later, &other]
+        .iter()
+        .map(|r| (r.tenant.clone(), r.run_id.clone()))
+        .chain([(tenant("t1"), RunId::from("a@nope"))])
+        .collect();
+    let answers = store.claim_many(&ids, &worker("w1"), at(1), at(30)).await.unwrap();
+    assert_eq!(answers.len(), 4);
+    for (i, r) in [(0, &due), (2, &other)] {
+        let Ok(ClaimOutcome::Claimed { run, token }) = &answers[i] else {
+            panic!("expected Claimed, got {:?}", answers[i]);
+        };
+        assert_eq!((run.state, run.attempt_count()), (RunState::Running, 1));
+        assert_eq!(
+            run.lease.as_ref().map(|l| (l.token, l.expires_at)),
+            Some((*token, at(30)))
+        );
+        assert_eq!(&get(&store, r).await, run);
+    }
+    assert!(
+        matches!(answers[1], Ok(ClaimOutcome::NotYet(t)) if t == at(10)),
+        "{:?}",
+        answers[1]
+    );
+    assert!(is_not_found(&answers[3]), "expected NotFound, got {:?}", answers[3]);
+    assert_eq!(get(&store, &later).await, later, "unchanged");
+    // Claimed again at once: both are leased now.
+    let again = store.claim_many(&ids[..1], &worker("w2"), at(2), at(31)).await.unwrap();
+    assert!(
+        matches!(again[0], Ok(ClaimOutcome::Leased(t)) if t == at(30)),
+        "{:?}",
+        again[0]
+    );
+    assert!(
+        store
+            .claim_many(&[], &worker("w1"), at(1), at(30))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
 /// A PENDING run is not claimed before its `not_before`.
 pub async fn claim_before_not_before_is_not_yet(store: Store) {
     let mut r = run("t1", "a", 0);
