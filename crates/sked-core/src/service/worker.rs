@@ -27,6 +27,7 @@ const OUTPUT_BUFFER: usize = 1024;
 const RECEIVE_BACKOFF: Dur = Dur::millis(500);
 
 /// What a delivery needs before its claim.
+#[allow(clippy::large_enum_variant)] // a return value, moved once; boxing would only add an allocation
 enum Admission {
     /// Claim it; the job as read (`None` if the run id names no existing job).
     Claim(Option<Job>),
