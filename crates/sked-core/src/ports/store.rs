@@ -185,6 +185,16 @@ pub trait JobStore: Send + Sync + 'static {
     /// One job, in any state.
     async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError>;
 
+    /// [`JobStore::get_job`] for several jobs (of any tenants) at once: each answer in
+    /// order. A store that can should read them in one go.
+    async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for (tenant, id) in ids {
+            out.push(self.get_job(tenant, id).await?);
+        }
+        Ok(out)
+    }
+
     /// Replaces a job if its stored version is `expected_version` and its stored
     /// `next_fire_at` is still `expected_next_fire_at` (a sweep moves it without bumping the
     /// version, and a user change must not undo that); stores `job` as given (the caller has
@@ -247,6 +257,16 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// The job's runs that are PENDING or RUNNING, oldest nominal time first.
     async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError>;
+
+    /// [`JobStore::active_runs`] for several jobs (of any tenants) at once: each answer in
+    /// order. A store that can should read them in one go.
+    async fn active_runs_many(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for (tenant, job_id) in jobs {
+            out.push(self.active_runs(tenant, job_id).await?);
+        }
+        Ok(out)
+    }
 
     /// Starts an attempt. If the run is PENDING with `not_before <= now`, or RUNNING with a
     /// lease that expired before `now` (its attempt is then closed as WORKER_LOST at the

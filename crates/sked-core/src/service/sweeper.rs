@@ -1,21 +1,22 @@
 //! The sweeper: turns due jobs into runs (one conditional write per job) and enqueues them.
 //! It sleeps until the earliest `next_fire_at` or until a job change wakes it — no fixed
-//! polling interval. Due jobs are planned by [`super::fire::plan_job`] (shared with the API's
+//! polling interval. Due jobs are planned by [`super::fire::plan_jobs`] (shared with the API's
 //! direct firing) and written a chunk at a time with [`crate::ports::JobStore::fire_many`];
 //! each chunk's runs are enqueued together.
 
-use super::fire::{plan_job, written};
+use super::fire::{plan_jobs, written};
 use super::{Ports, SweepSignal};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::firing::SkipReason;
+use crate::firing::{Plan, SkipReason};
 use crate::ids::{JobId, TenantId};
+use crate::job::Job;
 use crate::ports::{Firing, StoreError};
 use crate::timestamp::Timestamp;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Jobs planned concurrently, written in one store call, and enqueued together.
+/// Jobs planned together, written in one store call, and enqueued together.
 const FIRE_CHUNK: usize = 32;
 
 /// Pause after a failed sweep before trying again.
@@ -146,26 +147,22 @@ impl Sweeper {
             ..SweepReport::default()
         };
         let mut failed = None;
-        // Jobs fire a chunk at a time: their plans are made concurrently, written in one
+        // Jobs fire a chunk at a time: their plans are made from one read, written in one
         // store call (one transaction where the store can), and the chunk's runs are
         // enqueued at once — the first runs of a big batch do not wait for the last ones.
         for chunk in due.chunks(FIRE_CHUNK) {
-            let planned = futures::future::join_all(
-                chunk
-                    .iter()
-                    .map(|job| plan_job(&self.ports, job, now, self.config.lookahead)),
-            )
-            .await;
-            let mut plans = Vec::with_capacity(chunk.len());
-            for (job, result) in chunk.iter().zip(planned) {
-                match result {
-                    Ok(Some(plan)) => plans.push((job, plan)),
-                    Ok(None) => {}
-                    Err(e) => {
-                        failed.get_or_insert(e);
-                    }
+            let planned = match plan_jobs(&self.ports, chunk, now, self.config.lookahead).await {
+                Ok(planned) => planned,
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    continue;
                 }
-            }
+            };
+            let plans: Vec<(&Job, Plan)> = chunk
+                .iter()
+                .zip(planned)
+                .filter_map(|(job, plan)| Some((job, plan?)))
+                .collect();
             if plans.is_empty() {
                 continue;
             }

@@ -6,7 +6,7 @@ use super::reaper::dispatch_of;
 use super::{Ports, start_extra_run};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ids::{RunId, TenantId, WorkerId};
+use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, OnTimeout, Overlap};
 use crate::lifecycle::REPLACED;
 use crate::ports::{
@@ -159,7 +159,11 @@ impl Worker {
     }
 
     async fn try_handle(&self, delivery: &Delivery, shutdown: CancellationToken) -> Result<(), CoreError> {
-        let Admission::Claim(job) = self.admit(delivery).await? else {
+        let job = match delivery.dispatch.run_id.parts() {
+            Some((job_id, _)) => self.ports.store.get_job(&delivery.dispatch.tenant, &job_id).await?,
+            None => None,
+        };
+        let Admission::Claim(job) = self.admit(delivery, job).await? else {
             return Ok(());
         };
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
@@ -186,7 +190,29 @@ impl Worker {
         permits: Vec<OwnedSemaphorePermit>,
         shutdown: CancellationToken,
     ) {
-        let admitted = futures::future::join_all(deliveries.iter().map(|d| self.admit(d))).await;
+        // The jobs of the whole batch in one read (a run id names its job).
+        let named: Vec<Option<(TenantId, JobId)>> = deliveries
+            .iter()
+            .map(|d| Some((d.dispatch.tenant.clone(), d.dispatch.run_id.parts()?.0)))
+            .collect();
+        let wanted: Vec<(TenantId, JobId)> = named.iter().flatten().cloned().collect();
+        let mut jobs = match self.ports.store.get_jobs(&wanted).await {
+            Ok(jobs) => jobs.into_iter(),
+            Err(e) => {
+                let e = CoreError::from(e);
+                for delivery in &deliveries {
+                    self.unhandled(delivery, &e);
+                }
+                return;
+            }
+        };
+        let admitted = futures::future::join_all(
+            deliveries
+                .iter()
+                .zip(&named)
+                .map(|(d, named)| self.admit(d, named.as_ref().and_then(|_| jobs.next().flatten()))),
+        )
+        .await;
         let mut to_claim = Vec::with_capacity(deliveries.len());
         for (delivery, admission) in deliveries.into_iter().zip(admitted) {
             match admission {
@@ -246,15 +272,11 @@ impl Worker {
         tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %error, "delivery not handled; it will be redelivered");
     }
 
-    /// Before a claim: reads the run's job and applies the overlap checks that happen at
-    /// claim time. [`Admission::Done`] when the delivery was dealt with here.
-    async fn admit(&self, delivery: &Delivery) -> Result<Admission, CoreError> {
+    /// Before a claim: applies the overlap checks that happen at claim time, given the job
+    /// the run id names (as read). [`Admission::Done`] when the delivery was dealt with here.
+    async fn admit(&self, delivery: &Delivery, job: Option<Job>) -> Result<Admission, CoreError> {
         let store = &self.ports.store;
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
-        let job = match run_id.parts() {
-            Some((job_id, _)) => store.get_job(tenant, &job_id).await?,
-            None => None,
-        };
         // `queue_one`: the waiting run starts only once the earlier one has ended. Runs fired
         // ahead of their time (look-ahead) met no overlap check when they were fired, so theirs
         // happens here: `forbid` skips the run if the earlier one is still going, as the

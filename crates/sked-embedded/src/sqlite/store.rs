@@ -72,6 +72,16 @@ impl SqliteStore {
     }
 }
 
+/// The job's PENDING and RUNNING runs, oldest nominal time first.
+fn load_active_runs(conn: &Connection, tenant: &str, job_id: &str) -> Result<Vec<Run>, TxError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLS} FROM runs INDEXED BY runs_active
+         WHERE tenant = ?1 AND job_id = ?2 AND state IN ('PENDING', 'RUNNING')
+         ORDER BY scheduled_for, run_id"
+    ))?;
+    collect_runs(stmt.query([tenant, job_id])?)
+}
+
 /// Applies one sweep decision in the current transaction (see [`JobStore::fire`]).
 fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run>, TxError> {
     let job =
@@ -228,6 +238,16 @@ impl JobStore for SqliteStore {
     async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
         let (tenant, id) = (tenant.0.clone(), id.0.clone());
         self.read(move |conn| load_job(conn, &tenant, &id)).await
+    }
+
+    async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
+        let ids = ids.to_vec();
+        self.read(move |conn| {
+            ids.iter()
+                .map(|(tenant, id)| load_job(conn, tenant.as_str(), id.as_str()))
+                .collect()
+        })
+        .await
     }
 
     async fn update_job(
@@ -399,13 +419,15 @@ impl JobStore for SqliteStore {
 
     async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
         let (tenant, job_id) = (tenant.0.clone(), job_id.0.clone());
+        self.read(move |conn| load_active_runs(conn, &tenant, &job_id)).await
+    }
+
+    async fn active_runs_many(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+        let jobs = jobs.to_vec();
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {RUN_COLS} FROM runs INDEXED BY runs_active
-                 WHERE tenant = ?1 AND job_id = ?2 AND state IN ('PENDING', 'RUNNING')
-                 ORDER BY scheduled_for, run_id"
-            ))?;
-            collect_runs(stmt.query([&tenant, &job_id])?)
+            jobs.iter()
+                .map(|(tenant, job_id)| load_active_runs(conn, tenant.as_str(), job_id.as_str()))
+                .collect()
         })
         .await
     }

@@ -215,6 +215,22 @@ pub async fn get_job_is_tenant_scoped(store: Store) {
     assert_eq!(store.get_job(&tenant("t1"), &"zz".into()).await.unwrap(), None);
 }
 
+/// `get_jobs` answers each (tenant, id) as `get_job` would, in order.
+pub async fn get_jobs_answers_each_like_get_job(store: Store) {
+    let (a1, b1, a2) = (job("t1", "a"), job("t1", "b"), job("t2", "a"));
+    create(&store, &[a1.clone(), b1.clone()]).await;
+    create(&store, std::slice::from_ref(&a2)).await;
+    let asked = [
+        (tenant("t2"), JobId::from("a")),
+        (tenant("t1"), JobId::from("nope")),
+        (tenant("t1"), JobId::from("b")),
+        (tenant("t1"), JobId::from("a")),
+    ];
+    let answers = store.get_jobs(&asked).await.unwrap();
+    assert_eq!(answers, vec![Some(a2), None, Some(b1), Some(a1)]);
+    assert!(store.get_jobs(&[]).await.unwrap().is_empty());
+}
+
 /// `update_job` stores the job as given when the version matches, else Conflict and no change.
 pub async fn update_job_compares_and_sets_version(store: Store) {
     let a = job("t1", "a");
@@ -723,6 +739,38 @@ pub async fn active_runs_oldest_first(store: Store) {
         run_ids(&[run("t1", "a", 10), run("t1", "a", 30), run("t1", "a", 40)])
     );
     assert_eq!(active[1].state, RunState::Running);
+}
+
+/// `active_runs_many` answers each job as `active_runs` would, in order, across tenants.
+pub async fn active_runs_many_answers_each_like_active_runs(store: Store) {
+    for r in [
+        run("t1", "a", 20),
+        run("t1", "a", 10),
+        run("t1", "b", 5),
+        run("t2", "a", 5),
+    ] {
+        insert(&store, &r).await;
+    }
+    let (t1, t2) = (tenant("t1"), tenant("t2"));
+    let asked = [
+        (t2.clone(), JobId::from("a")),
+        (t1.clone(), JobId::from("a")),
+        (t1.clone(), JobId::from("none")),
+    ];
+    let answers = store.active_runs_many(&asked).await.unwrap();
+    let ids: Vec<Vec<String>> = answers.iter().map(|runs| run_ids(runs)).collect();
+    assert_eq!(
+        ids,
+        vec![
+            run_ids(&[run("t2", "a", 5)]),
+            run_ids(&[run("t1", "a", 10), run("t1", "a", 20)]),
+            vec![],
+        ]
+    );
+    for ((tenant, job), answer) in asked.iter().zip(&answers) {
+        assert_eq!(&store.active_runs(tenant, job).await.unwrap(), answer);
+    }
+    assert!(store.active_runs_many(&[]).await.unwrap().is_empty());
 }
 
 // ----- claim -----
