@@ -538,7 +538,11 @@ async fn fire_many_writes_a_chunk_in_one_call_and_a_refused_firing_leaves_no_tra
             at: secs(60),
         })
         .collect();
-    let answers = store.fire_many(&firings).await.unwrap();
+    let (answers, enqueued) = store.fire_many(&firings).await.unwrap();
+    assert!(
+        !enqueued,
+        "no SqliteQueue was opened on this database: the caller enqueues"
+    );
     assert!(answers[0].is_ok() && answers[2].is_ok());
     assert!(matches!(answers[1], Err(StoreError::Conflict(_))));
     for (i, j) in jobs.iter().enumerate() {
@@ -552,4 +556,46 @@ async fn fire_many_writes_a_chunk_in_one_call_and_a_refused_firing_leaves_no_tra
             assert_eq!(after.next_fire_at, Some(secs(120)));
         }
     }
+}
+
+#[tokio::test]
+async fn fire_many_enqueues_in_its_transaction_when_the_queue_in_use_is_in_the_same_database() {
+    let (_dir, path) = db_path();
+    let db = open(&path);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = SqliteStore::new(db.clone());
+    let queue = SqliteQueue::new(db, clock);
+    let jobs: Vec<Job> = (0..2).map(|i| job(&format!("j{i}"), &[])).collect();
+    store.create_jobs(&jobs, None).await.unwrap();
+    let firings: Vec<Firing> = jobs
+        .iter()
+        .map(|j| Firing {
+            tenant: j.tenant.clone(),
+            job_id: j.id.clone(),
+            expected_version: j.version,
+            expected_next_fire_at: j.next_fire_at,
+            next_fire_at: Some(secs(120)),
+            state: JobState::Active,
+            runs: vec![run(j.id.as_str(), 60)],
+            cancel: vec![],
+            at: secs(60),
+        })
+        .collect();
+    let (answers, enqueued) = store.fire_many(&firings).await.unwrap();
+    assert!(enqueued);
+    assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|runs| runs.len() == 1)));
+    let mut delivered: Vec<String> = queue
+        .receive(10, Dur::secs(30), Dur::ZERO)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.dispatch.run_id.to_string())
+        .collect();
+    delivered.sort();
+    let expected: Vec<String> = jobs.iter().map(|j| run(j.id.as_str(), 60).run_id.to_string()).collect();
+    assert_eq!(delivered, expected);
+    // Fired again: refused, and nothing more is queued.
+    let (again, _) = store.fire_many(&firings).await.unwrap();
+    assert!(again.iter().all(|a| matches!(a, Err(StoreError::Conflict(_)))));
+    assert_eq!(queue.depth().await.unwrap(), 2);
 }

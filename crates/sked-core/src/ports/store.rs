@@ -231,12 +231,16 @@ pub trait JobStore: Send + Sync + 'static {
     /// on its own (one that conflicts changes nothing and does not stop the others), and
     /// gets its own answer, in order. A store that can should write them in one transaction.
     /// The outer error is a failure of the call as a whole (nothing was written).
-    async fn fire_many(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
+    ///
+    /// The flag says whether the created runs were also enqueued, in the same transaction —
+    /// possible where the store holds the dispatch queue in the same database and that queue
+    /// is the one in use. When it is `false` (the default) the caller enqueues them.
+    async fn fire_many(&self, firings: &[Firing]) -> Result<(Vec<Result<Vec<Run>, StoreError>>, bool), StoreError> {
         let mut out = Vec::with_capacity(firings.len());
         for firing in firings {
             out.push(self.fire(firing).await);
         }
-        Ok(out)
+        Ok((out, false))
     }
 
     // ----- runs -----

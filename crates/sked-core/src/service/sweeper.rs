@@ -16,8 +16,14 @@ use crate::timestamp::Timestamp;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
-/// Jobs planned together, written in one store call, and enqueued together.
+/// Jobs planned together, written in one store call, and enqueued together: the first
+/// chunk of a sweep is this small so its runs start soon (burst 1k: first start 5 ms after
+/// its time); each later chunk doubles, up to [`FIRE_CHUNK_MAX`], so a big batch costs few
+/// store calls.
 const FIRE_CHUNK: usize = 32;
+
+/// The largest chunk (see [`FIRE_CHUNK`]).
+const FIRE_CHUNK_MAX: usize = 256;
 
 /// Pause after a failed sweep before trying again.
 const ERROR_BACKOFF: Dur = Dur::secs(1);
@@ -150,7 +156,11 @@ impl Sweeper {
         // Jobs fire a chunk at a time: their plans are made from one read, written in one
         // store call (one transaction where the store can), and the chunk's runs are
         // enqueued at once — the first runs of a big batch do not wait for the last ones.
-        for chunk in due.chunks(FIRE_CHUNK) {
+        let mut rest = &due[..];
+        let mut size = FIRE_CHUNK;
+        while !rest.is_empty() {
+            let (chunk, after) = rest.split_at(size.min(rest.len()));
+            (rest, size) = (after, (size * 2).min(FIRE_CHUNK_MAX));
             let planned = match plan_jobs(&self.ports, chunk, now, self.config.lookahead).await {
                 Ok(planned) => planned,
                 Err(e) => {
@@ -167,8 +177,8 @@ impl Sweeper {
                 continue;
             }
             let firings: Vec<Firing> = plans.iter().map(|(_, plan)| plan.firing.clone()).collect();
-            let results = match self.ports.store.fire_many(&firings).await {
-                Ok(results) => results,
+            let (results, enqueued) = match self.ports.store.fire_many(&firings).await {
+                Ok(answers) => answers,
                 Err(e) => {
                     failed.get_or_insert(e.into());
                     continue;
@@ -193,7 +203,7 @@ impl Sweeper {
                     }
                 }
             }
-            if !dispatches.is_empty() {
+            if !enqueued && !dispatches.is_empty() {
                 // A crash before this line leaves PENDING runs that the reaper re-enqueues.
                 self.ports.queue.enqueue(&dispatches).await?;
             }

@@ -52,6 +52,7 @@ impl std::fmt::Debug for SqliteQueue {
 impl SqliteQueue {
     /// A queue in `db` (which may also back a [`super::SqliteStore`]), timed by `clock`.
     pub fn new(db: Arc<SqliteDb>, clock: Arc<dyn Clock>) -> Self {
+        db.mark_queue_in_use();
         SqliteQueue { db, clock }
     }
 
@@ -149,25 +150,8 @@ impl DispatchQueue for SqliteQueue {
             return Ok(());
         }
         let items = items.to_vec();
-        let step = AGING_STEP.as_millis();
         self.db
-            .write(move |tx| {
-                let mut stmt = tx.prepare_cached(
-                    "INSERT INTO dispatch (tenant, run_id, priority, not_before, rank, visible_at, receipt, receive_count)
-                     VALUES (?1, ?2, ?3, ?4, ?4 - min(?3, 9) * ?5, ?4, NULL, 0)
-                     ON CONFLICT (tenant, run_id) DO UPDATE SET
-                       not_before = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before),
-                       priority   = max(priority, excluded.priority),
-                       rank       = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before)
-                                    - min(max(priority, excluded.priority), 9) * ?5,
-                       visible_at = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before),
-                       receipt    = NULL",
-                )?;
-                for d in &items {
-                    stmt.execute(params![d.tenant.as_str(), d.run_id.as_str(), i64::from(d.priority), ms(d.not_before), step])?;
-                }
-                Ok(())
-            })
+            .write(move |tx| insert_dispatches(tx, &items))
             .await
             .map_err(TxError::into_queue)?;
         self.db.notify_enqueued();
@@ -240,6 +224,34 @@ impl DispatchQueue for SqliteQueue {
             .await
             .map_err(TxError::into_queue)
     }
+}
+
+/// Enqueues `items` in the current transaction (the upsert described in the module doc).
+/// Also used by [`super::SqliteStore`] to enqueue the runs a sweep writes, in its transaction;
+/// the caller wakes this process's long polls once committed.
+pub(crate) fn insert_dispatches(conn: &Connection, items: &[Dispatch]) -> Result<(), TxError> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT INTO dispatch (tenant, run_id, priority, not_before, rank, visible_at, receipt, receive_count)
+         VALUES (?1, ?2, ?3, ?4, ?4 - min(?3, 9) * ?5, ?4, NULL, 0)
+         ON CONFLICT (tenant, run_id) DO UPDATE SET
+           not_before = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before),
+           priority   = max(priority, excluded.priority),
+           rank       = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before)
+                        - min(max(priority, excluded.priority), 9) * ?5,
+           visible_at = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before),
+           receipt    = NULL",
+    )?;
+    let step = AGING_STEP.as_millis();
+    for d in items {
+        stmt.execute(params![
+            d.tenant.as_str(),
+            d.run_id.as_str(),
+            i64::from(d.priority),
+            ms(d.not_before),
+            step
+        ])?;
+    }
+    Ok(())
 }
 
 /// Removes message `seq` if `receipt` is still its current delivery; whether it did. Also

@@ -17,14 +17,14 @@ use super::codec::{
 };
 use super::db::SqliteDb;
 use super::error::TxError;
-use super::queue::{delete_delivered, receipt_seq};
+use super::queue::{delete_delivered, insert_dispatches, receipt_seq};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
 use sked_core::lifecycle::{ClaimStep, REPLACED};
-use sked_core::ports::queue::Receipt;
+use sked_core::ports::queue::{Dispatch, Receipt};
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
@@ -342,21 +342,36 @@ impl JobStore for SqliteStore {
         self.write(move |conn| apply_firing(conn, &firing)).await
     }
 
-    async fn fire_many(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
+    async fn fire_many(&self, firings: &[Firing]) -> Result<(Vec<Result<Vec<Run>, StoreError>>, bool), StoreError> {
         let firings = firings.to_vec();
-        self.write(move |conn| {
-            let mut out = Vec::with_capacity(firings.len());
-            for firing in &firings {
-                // A refusal (the job moved on, or is gone) comes before any write, so it needs
-                // no savepoint of its own; an SQL failure fails the whole call.
-                match apply_firing(conn, firing) {
-                    Err(TxError::Store(refused)) => out.push(Err(refused)),
-                    written => out.push(Ok(written?)),
+        // The runs go into the dispatch table in this same transaction only when that table
+        // is the queue in use (a `SqliteQueue` was opened on this database handle); then a
+        // crash can no longer leave a written run unqueued, and a sweep costs one write less.
+        let enqueue = self.db.queue_in_use();
+        let answers = self
+            .write(move |conn| {
+                let mut out = Vec::with_capacity(firings.len());
+                for firing in &firings {
+                    // A refusal (the job moved on, or is gone) comes before any write, so it
+                    // needs no savepoint of its own; an SQL failure fails the whole call.
+                    match apply_firing(conn, firing) {
+                        Err(TxError::Store(refused)) => out.push(Err(refused)),
+                        written => {
+                            let runs = written?;
+                            if enqueue {
+                                insert_dispatches(conn, &runs.iter().map(Dispatch::from).collect::<Vec<_>>())?;
+                            }
+                            out.push(Ok(runs));
+                        }
+                    }
                 }
-            }
-            Ok(out)
-        })
-        .await
+                Ok(out)
+            })
+            .await?;
+        if enqueue {
+            self.db.notify_enqueued();
+        }
+        Ok((answers, enqueue))
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {

@@ -543,7 +543,7 @@ pub async fn fire_many_applies_each_firing_on_its_own(store: Store) {
     let (ra, rc) = (run("t1", "a", 60), run("t2", "c", 60));
     let mut done = firing(&c, vec![rc.clone()], None);
     done.state = JobState::Completed;
-    let answers = store
+    let (answers, _enqueued) = store
         .fire_many(&[firing(&a, vec![ra.clone()], Some(at(120))), stale, done])
         .await
         .expect("fire_many");
@@ -565,7 +565,7 @@ pub async fn fire_many_applies_each_firing_on_its_own(store: Store) {
     assert_eq!(job_of(&b).await, b, "b unchanged");
     let c_after = job_of(&c).await;
     assert_eq!((c_after.state, c_after.next_fire_at), (JobState::Completed, None));
-    assert!(store.fire_many(&[]).await.unwrap().is_empty());
+    assert!(store.fire_many(&[]).await.unwrap().0.is_empty());
 }
 
 // ----- runs -----
