@@ -15,7 +15,9 @@
 //! - Long poll: waits on an in-process [`tokio::sync::Notify`] woken by every enqueue
 //!   through the same [`SqliteDb`], on the injected clock reaching the earliest
 //!   `visible_at` or the deadline, and re-checks every [`POLL_INTERVAL`] of tokio time
-//!   for enqueues by other processes. Idle polls only read; they take no write lock.
+//!   for enqueues by other processes. Idle polls only read; they take no write lock. Only
+//!   right after a receive that got messages does the next one take at once, without that
+//!   read-only look (under load it saves a round trip per batch; the first empty take ends it).
 
 use super::codec::{ms, ts};
 use super::db::SqliteDb;
@@ -28,6 +30,7 @@ use sked_core::ports::Clock;
 use sked_core::ports::queue::{AGING_STEP, Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
 use sked_core::timestamp::Timestamp;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// How often a waiting receive looks for messages enqueued by other processes.
@@ -39,6 +42,8 @@ pub struct SqliteQueue {
     db: Arc<SqliteDb>,
     /// Time for `not_before`, visibility and the long poll's deadline.
     clock: Arc<dyn Clock>,
+    /// Whether the last receive got messages (the next one then takes without a look first).
+    busy: AtomicBool,
 }
 
 impl std::fmt::Debug for SqliteQueue {
@@ -53,7 +58,11 @@ impl SqliteQueue {
     /// A queue in `db` (which may also back a [`super::SqliteStore`]), timed by `clock`.
     pub fn new(db: Arc<SqliteDb>, clock: Arc<dyn Clock>) -> Self {
         db.mark_queue_in_use();
-        SqliteQueue { db, clock }
+        SqliteQueue {
+            db,
+            clock,
+            busy: AtomicBool::new(false),
+        }
     }
 
     /// Messages held (leased or not), for assertions and metrics (queue depth).
@@ -163,6 +172,15 @@ impl DispatchQueue for SqliteQueue {
             return Ok(Vec::new());
         }
         let deadline = self.clock.now() + wait.to_chrono();
+        // While messages keep coming, the last receive found some: take at once, without
+        // the read-only look first (one round trip less per batch under load).
+        if self.busy.load(Ordering::Relaxed) {
+            let got = self.take(max, visibility, self.clock.now()).await?;
+            if !got.is_empty() {
+                return Ok(got);
+            }
+            self.busy.store(false, Ordering::Relaxed);
+        }
         loop {
             // Register for the wake-up before looking, so an enqueue in between is not missed.
             let notified = self.db.enqueued().notified();
@@ -174,6 +192,7 @@ impl DispatchQueue for SqliteQueue {
             if visible {
                 let got = self.take(max, visibility, now).await?;
                 if !got.is_empty() {
+                    self.busy.store(true, Ordering::Relaxed);
                     return Ok(got);
                 }
                 // Another process took them first; look again.
