@@ -357,23 +357,39 @@ async fn a_partial_last_line_waits_for_its_end() {
 }
 
 #[tokio::test]
-async fn an_empty_log_exists_and_has_no_lines() {
+async fn an_empty_log_leaves_no_file_and_reads_as_not_found() {
+    // SPEC §3 asks for an attempt's lines, not for a file per attempt; core reads a missing
+    // log as an empty one (`Sked::read_page`), so a silent attempt costs no file-system work.
     let dir = tempfile::tempdir().unwrap();
     let store = FileLogStore::new(dir.path());
     let summary = store.writer(&key(1)).await.unwrap().finish().await.unwrap();
     assert_eq!((summary.bytes, summary.truncated), (0, false));
-    let page = store
-        .read(
-            &key(1),
-            &LogQuery {
-                tail: Some(10),
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
-    assert!(page.lines.is_empty());
-    assert_eq!(page.cursor, 0);
+    assert!(
+        !store.path(&key(1)).unwrap().exists(),
+        "no file for a log without lines"
+    );
+    assert!(
+        std::fs::read_dir(dir.path()).unwrap().next().is_none(),
+        "and no folder either"
+    );
+    let tail = LogQuery {
+        tail: Some(10),
+        ..Default::default()
+    };
+    assert!(matches!(store.read(&key(1), &tail).await, Err(LogError::NotFound)));
+}
+
+#[tokio::test]
+async fn the_file_exists_once_the_first_line_is_appended() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileLogStore::new(dir.path());
+    let mut writer = store.writer(&key(1)).await.unwrap();
+    assert!(!store.path(&key(1)).unwrap().exists());
+    writer.append(lines(1)[0].clone()).await.unwrap();
+    assert!(store.path(&key(1)).unwrap().exists(), "readers find the log at once");
+    let summary = writer.finish().await.unwrap();
+    assert_eq!(summary.bytes, "line 0".len() as u64);
+    assert_eq!(store.read(&key(1), &LogQuery::default()).await.unwrap().lines, lines(1));
 }
 
 #[tokio::test]

@@ -5,7 +5,7 @@
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
-use sked_core::ports::store::{AttemptResult, ClaimOutcome, JobFilter, PageRequest, RunTransition, StoreError};
+use sked_core::ports::store::{AttemptResult, ClaimOutcome, Firing, JobFilter, PageRequest, RunTransition, StoreError};
 use sked_core::ports::{Clock, Dispatch, DispatchQueue, JobStore, QueueError, SystemClock};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::timestamp::{Timestamp, parse};
@@ -437,4 +437,165 @@ async fn ten_thousand_runs_enqueue_receive_ack_quickly() {
         10_000.0 / took.as_secs_f64()
     );
     assert!(took < Duration::from_secs(60), "took {took:?}");
+}
+
+#[tokio::test]
+async fn complete_and_ack_removes_the_message_in_the_completing_transaction_only_when_it_may() {
+    let (_dir, path) = db_path();
+    let db = open(&path);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = SqliteStore::new(db.clone());
+    let queue = SqliteQueue::new(db, clock.clone());
+    let now = clock.now();
+    let fin = RunTransition::Finish(RunState::Succeeded);
+    let lease = chrono::Duration::seconds(30);
+    let mut runs = Vec::new();
+    for i in 0..2 {
+        let r = run("acked", i);
+        store.insert_run(&r).await.unwrap();
+        queue.enqueue(&[dispatch(&r.run_id, secs(i))]).await.unwrap();
+        runs.push(r);
+    }
+    let mut delivered = queue.receive(2, Dur::secs(30), Dur::ZERO).await.unwrap();
+    delivered.sort_by(|a, b| a.dispatch.run_id.cmp(&b.dispatch.run_id));
+    let mut tokens = Vec::new();
+    for r in &runs {
+        let ClaimOutcome::Claimed { token, .. } = store
+            .claim(&r.tenant, &r.run_id, &WorkerId::from("w"), now, now + lease)
+            .await
+            .unwrap()
+        else {
+            panic!("not claimed")
+        };
+        tokens.push(token);
+    }
+
+    // Fenced: nothing is written, and the message stays.
+    let fenced = store
+        .complete_and_ack(
+            &tenant(),
+            &runs[0].run_id,
+            tokens[0] + 1,
+            &done(now),
+            fin,
+            &delivered[0].receipt,
+        )
+        .await;
+    assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
+    assert_eq!(queue.depth().await.unwrap(), 2);
+
+    // The current receipt: the run ends and its message is gone, in one write.
+    let (ended, acked) = store
+        .complete_and_ack(
+            &tenant(),
+            &runs[0].run_id,
+            tokens[0],
+            &done(now),
+            fin,
+            &delivered[0].receipt,
+        )
+        .await
+        .unwrap();
+    assert_eq!((ended.state, acked), (RunState::Succeeded, true));
+    assert_eq!(queue.depth().await.unwrap(), 1);
+    assert!(matches!(
+        queue.ack(&delivered[0].receipt).await,
+        Err(QueueError::StaleReceipt)
+    ));
+
+    // A receipt that is no longer current (the message was redelivered): the run ends, the
+    // message is left for its current holder.
+    let stale = sked_core::ports::Receipt(format!("{}x", delivered[1].receipt.0));
+    let (ended, acked) = store
+        .complete_and_ack(&tenant(), &runs[1].run_id, tokens[1], &done(now), fin, &stale)
+        .await
+        .unwrap();
+    assert_eq!((ended.state, acked), (RunState::Succeeded, false));
+    assert_eq!(queue.depth().await.unwrap(), 1);
+    queue.ack(&delivered[1].receipt).await.unwrap();
+    assert_eq!(queue.depth().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn fire_many_writes_a_chunk_in_one_call_and_a_refused_firing_leaves_no_trace() {
+    let (_dir, path) = db_path();
+    let store = SqliteStore::new(open(&path));
+    let jobs: Vec<Job> = (0..3).map(|i| job(&format!("j{i}"), &[])).collect();
+    store.create_jobs(&jobs, None).await.unwrap();
+    let firings: Vec<Firing> = jobs
+        .iter()
+        .enumerate()
+        .map(|(i, j)| Firing {
+            tenant: j.tenant.clone(),
+            job_id: j.id.clone(),
+            // The middle one was decided on a version that is gone.
+            expected_version: if i == 1 { 7 } else { j.version },
+            expected_next_fire_at: j.next_fire_at,
+            next_fire_at: Some(secs(120)),
+            state: JobState::Active,
+            runs: vec![run(j.id.as_str(), 60)],
+            cancel: vec![],
+            at: secs(60),
+        })
+        .collect();
+    let (answers, enqueued) = store.fire_many(&firings).await.unwrap();
+    assert!(
+        !enqueued,
+        "no SqliteQueue was opened on this database: the caller enqueues"
+    );
+    assert!(answers[0].is_ok() && answers[2].is_ok());
+    assert!(matches!(answers[1], Err(StoreError::Conflict(_))));
+    for (i, j) in jobs.iter().enumerate() {
+        let r = run(j.id.as_str(), 60);
+        let stored = store.get_run(&r.tenant, &r.run_id).await.unwrap();
+        let after = store.get_job(&j.tenant, &j.id).await.unwrap().unwrap();
+        if i == 1 {
+            assert_eq!((stored, after.next_fire_at), (None, Some(secs(60))), "untouched");
+        } else {
+            assert!(stored.is_some());
+            assert_eq!(after.next_fire_at, Some(secs(120)));
+        }
+    }
+}
+
+#[tokio::test]
+async fn fire_many_enqueues_in_its_transaction_when_the_queue_in_use_is_in_the_same_database() {
+    let (_dir, path) = db_path();
+    let db = open(&path);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = SqliteStore::new(db.clone());
+    let queue = SqliteQueue::new(db, clock);
+    let jobs: Vec<Job> = (0..2).map(|i| job(&format!("j{i}"), &[])).collect();
+    store.create_jobs(&jobs, None).await.unwrap();
+    let firings: Vec<Firing> = jobs
+        .iter()
+        .map(|j| Firing {
+            tenant: j.tenant.clone(),
+            job_id: j.id.clone(),
+            expected_version: j.version,
+            expected_next_fire_at: j.next_fire_at,
+            next_fire_at: Some(secs(120)),
+            state: JobState::Active,
+            runs: vec![run(j.id.as_str(), 60)],
+            cancel: vec![],
+            at: secs(60),
+        })
+        .collect();
+    let (answers, enqueued) = store.fire_many(&firings).await.unwrap();
+    assert!(enqueued);
+    assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|runs| runs.len() == 1)));
+    let mut delivered: Vec<String> = queue
+        .receive(10, Dur::secs(30), Dur::ZERO)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| d.dispatch.run_id.to_string())
+        .collect();
+    delivered.sort();
+    let expected: Vec<String> = jobs.iter().map(|j| run(j.id.as_str(), 60).run_id.to_string()).collect();
+    assert_eq!(delivered, expected);
+    // Fired again: refused, and nothing more is queued.
+    let (again, _) = store.fire_many(&firings).await.unwrap();
+    assert!(again.iter().all(|a| matches!(a, Err(StoreError::Conflict(_)))));
+    assert_eq!(queue.depth().await.unwrap(), 2);
 }

@@ -100,7 +100,9 @@ pub trait LogWriter: Send {
 /// Where attempts' logs live.
 #[async_trait]
 pub trait LogStore: Send + Sync + 'static {
-    /// Opens (creates) the log of one attempt for appending.
+    /// Opens the log of one attempt for appending. A store may create it lazily, on the
+    /// first line: a log that never got a line may then read as [`LogError::NotFound`],
+    /// which readers treat as empty.
     async fn writer(&self, key: &LogKey) -> Result<Box<dyn LogWriter>, LogError>;
     /// Reads an attempt's log, also while it is being written.
     async fn read(&self, key: &LogKey, query: &LogQuery) -> Result<LogPage, LogError>;

@@ -32,6 +32,18 @@ pub struct Dispatch {
     pub not_before: Timestamp,
 }
 
+impl From<&crate::run::Run> for Dispatch {
+    /// The message of a run: due at its `not_before`, at its priority.
+    fn from(run: &crate::run::Run) -> Self {
+        Dispatch {
+            tenant: run.tenant.clone(),
+            run_id: run.run_id.clone(),
+            priority: run.priority,
+            not_before: run.not_before,
+        }
+    }
+}
+
 /// Identifies one delivery of a message; needed to extend or ack it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Receipt(pub String);

@@ -11,6 +11,7 @@
 
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, JobState};
+use crate::ports::queue::Receipt;
 use crate::run::{AttemptOutcome, Run, RunState};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
@@ -184,6 +185,16 @@ pub trait JobStore: Send + Sync + 'static {
     /// One job, in any state.
     async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError>;
 
+    /// [`JobStore::get_job`] for several jobs (of any tenants) at once: each answer in
+    /// order. A store that can should read them in one go.
+    async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
+        let mut out = Vec::with_capacity(ids.len());
+        for (tenant, id) in ids {
+            out.push(self.get_job(tenant, id).await?);
+        }
+        Ok(out)
+    }
+
     /// Replaces a job if its stored version is `expected_version` and its stored
     /// `next_fire_at` is still `expected_next_fire_at` (a sweep moves it without bumping the
     /// version, and a user change must not undo that); stores `job` as given (the caller has
@@ -216,6 +227,22 @@ pub trait JobStore: Send + Sync + 'static {
     /// [`StoreError::Conflict`] (and no change) if the job moved on.
     async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError>;
 
+    /// [`JobStore::fire`] for several jobs in one call: each firing is applied atomically and
+    /// on its own (one that conflicts changes nothing and does not stop the others), and
+    /// gets its own answer, in order. A store that can should write them in one transaction.
+    /// The outer error is a failure of the call as a whole (nothing was written).
+    ///
+    /// The flag says whether the created runs were also enqueued, in the same transaction —
+    /// possible where the store holds the dispatch queue in the same database and that queue
+    /// is the one in use. When it is `false` (the default) the caller enqueues them.
+    async fn fire_many(&self, firings: &[Firing]) -> Result<(Vec<Result<Vec<Run>, StoreError>>, bool), StoreError> {
+        let mut out = Vec::with_capacity(firings.len());
+        for firing in firings {
+            out.push(self.fire(firing).await);
+        }
+        Ok((out, false))
+    }
+
     // ----- runs -----
 
     /// Inserts a run unless its id exists. Returns whether it was inserted.
@@ -235,6 +262,16 @@ pub trait JobStore: Send + Sync + 'static {
     /// The job's runs that are PENDING or RUNNING, oldest nominal time first.
     async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError>;
 
+    /// [`JobStore::active_runs`] for several jobs (of any tenants) at once: each answer in
+    /// order. A store that can should read them in one go.
+    async fn active_runs_many(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for (tenant, job_id) in jobs {
+            out.push(self.active_runs(tenant, job_id).await?);
+        }
+        Ok(out)
+    }
+
     /// Starts an attempt. If the run is PENDING with `not_before <= now`, or RUNNING with a
     /// lease that expired before `now` (its attempt is then closed as WORKER_LOST at the
     /// lease's expiry, and if that was the last allowed attempt the run ends FAILED and
@@ -250,6 +287,24 @@ pub trait JobStore: Send + Sync + 'static {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<ClaimOutcome, StoreError>;
+
+    /// [`JobStore::claim`] for several runs at once (a worker's received batch), all for
+    /// `worker` at `now`: each answer is the one `claim` would give, in order
+    /// ([`StoreError::NotFound`] for a run that does not exist). A store that can should
+    /// make them in one transaction. The outer error is a failure of the call as a whole.
+    async fn claim_many(
+        &self,
+        runs: &[(TenantId, RunId)],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
+        let mut out = Vec::with_capacity(runs.len());
+        for (tenant, run_id) in runs {
+            out.push(self.claim(tenant, run_id, worker, now, lease_until).await);
+        }
+        Ok(out)
+    }
 
     /// Renews the lease of the attempt holding `token` until `lease_until`, if that lease has
     /// not expired before `now`. Returns the run (so the worker sees `cancel_requested`).
@@ -277,6 +332,26 @@ pub trait JobStore: Send + Sync + 'static {
         next: RunTransition,
         only_if_expired_by: Option<Timestamp>,
     ) -> Result<Run, StoreError>;
+
+    /// [`JobStore::complete`] (the worker's form), and — where this store also holds the
+    /// dispatch queue, in the same database — the removal of the delivered message
+    /// `receipt` in the same transaction. Returns the run and whether the message was
+    /// removed; when it was not (the default, for a store apart from its queue, or a receipt
+    /// that is no longer current), the caller acks it through the queue. A fenced completion
+    /// removes nothing.
+    async fn complete_and_ack(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        receipt: &Receipt,
+    ) -> Result<(Run, bool), StoreError> {
+        let _ = receipt;
+        let run = self.complete(tenant, run_id, token, result, next, None).await?;
+        Ok((run, false))
+    }
 
     /// Asks for a run to stop: a PENDING run ends CANCELLED at once (with `reason`);
     /// a RUNNING one gets `cancel_requested` (its worker stops it). A terminal run is

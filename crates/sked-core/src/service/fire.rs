@@ -13,9 +13,11 @@ use super::Ports;
 use super::sweeper::{SkipSink, SkippedOccurrence};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::firing::{SkipReason, plan};
+use crate::firing::{Plan, SkipReason, plan};
+use crate::ids::{JobId, TenantId};
 use crate::job::{Job, JobState, Overlap};
 use crate::ports::Dispatch;
+use crate::run::Run;
 use crate::timestamp::Timestamp;
 
 /// What firing one job wrote.
@@ -40,15 +42,55 @@ pub async fn fire_job(
     lookahead: Dur,
     skips: Option<&SkipSink>,
 ) -> Result<Fired, CoreError> {
-    let active = if job.spec.overlap_policy() == Overlap::Allow {
-        Vec::new()
-    } else {
-        ports.store.active_runs(&job.tenant, &job.id).await?
-    };
-    let Some(plan) = plan(job, &active, now, lookahead) else {
+    let planned = plan_jobs(ports, std::slice::from_ref(job), now, lookahead).await?;
+    let Some(plan) = planned.into_iter().next().flatten() else {
         return Ok(Fired::default());
     };
     let created = ports.store.fire(&plan.firing).await?;
+    Ok(written(job, &plan, &created, skips))
+}
+
+/// The plans for `jobs` at `now` (`None` for a job with nothing due), reading in one store
+/// call the active runs of those whose overlap policy needs them. Write them with
+/// [`JobStore::fire`] or, several at once, [`JobStore::fire_many`], then report each with
+/// [`written`].
+///
+/// [`JobStore::fire`]: crate::ports::JobStore::fire
+/// [`JobStore::fire_many`]: crate::ports::JobStore::fire_many
+pub async fn plan_jobs(
+    ports: &Ports,
+    jobs: &[Job],
+    now: Timestamp,
+    lookahead: Dur,
+) -> Result<Vec<Option<Plan>>, CoreError> {
+    let needs_active = |job: &Job| job.spec.overlap_policy() != Overlap::Allow;
+    let wanted: Vec<(TenantId, JobId)> = jobs
+        .iter()
+        .filter(|job| needs_active(job))
+        .map(|job| (job.tenant.clone(), job.id.clone()))
+        .collect();
+    let mut active = if wanted.is_empty() {
+        Vec::new()
+    } else {
+        ports.store.active_runs_many(&wanted).await?
+    }
+    .into_iter();
+    Ok(jobs
+        .iter()
+        .map(|job| {
+            let runs = if needs_active(job) {
+                active.next().unwrap_or_default()
+            } else {
+                Vec::new()
+            };
+            plan(job, &runs, now, lookahead)
+        })
+        .collect())
+}
+
+/// What the written `plan` of `job` amounts to, given the runs the store `created`; logs its
+/// skipped occurrences and reports them to `skips`.
+pub fn written(job: &Job, plan: &Plan, created: &[Run], skips: Option<&SkipSink>) -> Fired {
     for (at, reason) in &plan.skipped {
         let reason = match reason {
             SkipReason::Misfire => "misfire",
@@ -66,11 +108,11 @@ pub async fn fire_job(
             });
         }
     }
-    Ok(Fired {
+    Fired {
         dispatches: created.iter().map(super::reaper::dispatch_of).collect(),
         skipped: plan.skipped.len(),
         job_after: Some((plan.firing.next_fire_at, plan.firing.state)),
-    })
+    }
 }
 
 /// [`fire_job`] for one job, then enqueues what it created. A crash between the two leaves

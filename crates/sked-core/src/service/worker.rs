@@ -6,8 +6,9 @@ use super::reaper::dispatch_of;
 use super::{Ports, start_extra_run};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ids::WorkerId;
+use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, OnTimeout, Overlap};
+use crate::lifecycle::REPLACED;
 use crate::ports::{
     AttemptResult, ClaimOutcome, Delivery, ExecRequest, ExecResult, Executor, LogKey, LogLine, LogSummary, LogWriter,
     QueueError, RunTransition, StopReason, StoreError,
@@ -16,7 +17,7 @@ use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
 use crate::timestamp::{self, Timestamp};
 use std::sync::Arc;
-use tokio::sync::{Semaphore, mpsc, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -24,6 +25,15 @@ use tokio_util::sync::CancellationToken;
 const OUTPUT_BUFFER: usize = 1024;
 /// Pause after a failed receive before trying again.
 const RECEIVE_BACKOFF: Dur = Dur::millis(500);
+
+/// What a delivery needs before its claim.
+#[allow(clippy::large_enum_variant)] // a return value, moved once; boxing would only add an allocation
+enum Admission {
+    /// Claim it; the job as read (`None` if the run id names no existing job).
+    Claim(Option<Job>),
+    /// Already dealt with (deferred, or skipped and acked).
+    Done,
+}
 
 /// What a heartbeat learned.
 enum Beat {
@@ -115,14 +125,11 @@ impl Worker {
                     continue;
                 }
             };
-            for delivery in deliveries {
-                let Some(permit) = permits.pop() else { break };
+            if !deliveries.is_empty() {
+                permits.truncate(deliveries.len());
                 let worker = this.clone();
                 let stop = shutdown.clone();
-                attempts.spawn(async move {
-                    worker.handle(delivery, stop).await;
-                    drop(permit);
-                });
+                attempts.spawn(async move { worker.handle_batch(deliveries, permits, stop).await });
             }
             while attempts.try_join_next().is_some() {}
         }
@@ -143,46 +150,152 @@ impl Worker {
 
     /// Claims and runs one delivered run to its end (heartbeats, timeout, completion);
     /// leaves the message for redelivery where another worker (or a later try) must take it.
-    /// [`Worker::run`] calls this for every delivery; a simulation may call it directly.
+    /// [`Worker::run`] does the same for a whole received batch (one claim call for all);
+    /// a simulation may call this directly.
     pub async fn handle(&self, delivery: Delivery, shutdown: CancellationToken) {
-        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
-        match self.try_handle(&delivery, shutdown).await {
-            Ok(()) => {}
-            Err(e) => {
-                tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %e, "delivery not handled; it will be redelivered")
-            }
+        if let Err(e) = self.try_handle(&delivery, shutdown).await {
+            self.unhandled(&delivery, &e);
         }
     }
 
     async fn try_handle(&self, delivery: &Delivery, shutdown: CancellationToken) -> Result<(), CoreError> {
-        let store = &self.ports.store;
-        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
-        let job = match run_id.parts() {
-            Some((job_id, _)) => store.get_job(tenant, &job_id).await?,
+        let job = match delivery.dispatch.run_id.parts() {
+            Some((job_id, _)) => self.ports.store.get_job(&delivery.dispatch.tenant, &job_id).await?,
             None => None,
         };
-        // `queue_one`: the waiting run starts only once the earlier one has ended. `forbid`: a
-        // run fired ahead of its time (look-ahead) that finds the earlier one still going is
-        // skipped, as the sweeper would have skipped it.
+        let Admission::Claim(job) = self.admit(delivery, job).await? else {
+            return Ok(());
+        };
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        let claim = self
+            .ports
+            .store
+            .claim(tenant, run_id, &self.config.id, now, lease_until)
+            .await;
+        match self.claimed(delivery, job, claim, now).await? {
+            Some((job, run, token)) => self.run_attempt(delivery, &job, run, token, shutdown).await,
+            None => Ok(()),
+        }
+    }
+
+    /// [`Worker::handle`] for every delivery of one receive: admissions side by side, one
+    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for all, then each
+    /// claimed attempt runs in its own task, releasing its slot (`permits`, one per
+    /// delivery) when it ends.
+    async fn handle_batch(
+        self: Arc<Self>,
+        deliveries: Vec<Delivery>,
+        permits: Vec<OwnedSemaphorePermit>,
+        shutdown: CancellationToken,
+    ) {
+        // The jobs of the whole batch in one read (a run id names its job).
+        let named: Vec<Option<(TenantId, JobId)>> = deliveries
+            .iter()
+            .map(|d| Some((d.dispatch.tenant.clone(), d.dispatch.run_id.parts()?.0)))
+            .collect();
+        let wanted: Vec<(TenantId, JobId)> = named.iter().flatten().cloned().collect();
+        let mut jobs = match self.ports.store.get_jobs(&wanted).await {
+            Ok(jobs) => jobs.into_iter(),
+            Err(e) => {
+                let e = CoreError::from(e);
+                for delivery in &deliveries {
+                    self.unhandled(delivery, &e);
+                }
+                return;
+            }
+        };
+        let admitted = futures::future::join_all(
+            deliveries
+                .iter()
+                .zip(&named)
+                .map(|(d, named)| self.admit(d, named.as_ref().and_then(|_| jobs.next().flatten()))),
+        )
+        .await;
+        let mut to_claim = Vec::with_capacity(deliveries.len());
+        for (delivery, admission) in deliveries.into_iter().zip(admitted) {
+            match admission {
+                Ok(Admission::Claim(job)) => to_claim.push((delivery, job)),
+                Ok(Admission::Done) => {}
+                Err(e) => self.unhandled(&delivery, &e),
+            }
+        }
+        let mut permits = permits.into_iter();
+        if to_claim.is_empty() {
+            return;
+        }
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        let runs: Vec<(TenantId, RunId)> = to_claim
+            .iter()
+            .map(|(d, _)| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
+            .collect();
+        let claims = match self
+            .ports
+            .store
+            .claim_many(&runs, &self.config.id, now, lease_until)
+            .await
+        {
+            Ok(claims) => claims,
+            Err(e) => {
+                let e = CoreError::from(e);
+                for (delivery, _) in &to_claim {
+                    self.unhandled(delivery, &e);
+                }
+                return;
+            }
+        };
+        let mut running = JoinSet::new();
+        for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
+            match self.claimed(&delivery, job, claim, now).await {
+                Ok(Some((job, run, token))) => {
+                    let (worker, stop, permit) = (self.clone(), shutdown.clone(), permits.next());
+                    running.spawn(async move {
+                        if let Err(e) = worker.run_attempt(&delivery, &job, run, token, stop).await {
+                            worker.unhandled(&delivery, &e);
+                        }
+                        drop(permit);
+                    });
+                }
+                Ok(None) => {}
+                Err(e) => self.unhandled(&delivery, &e),
+            }
+        }
+        drop(permits); // the slots of deliveries that started nothing
+        while running.join_next().await.is_some() {}
+    }
+
+    /// Logs a delivery that could not be handled; its message will be redelivered.
+    fn unhandled(&self, delivery: &Delivery, error: &CoreError) {
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %error, "delivery not handled; it will be redelivered");
+    }
+
+    /// Before a claim: applies the overlap checks that happen at claim time, given the job
+    /// the run id names (as read). [`Admission::Done`] when the delivery was dealt with here.
+    async fn admit(&self, delivery: &Delivery, job: Option<Job>) -> Result<Admission, CoreError> {
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        // `queue_one`: the waiting run starts only once the earlier one has ended. Runs fired
+        // ahead of their time (look-ahead) met no overlap check when they were fired, so theirs
+        // happens here: `forbid` skips the run if the earlier one is still going, as the
+        // sweeper would have; `replace` asks the earlier ones to stop, then starts.
         let policy = job.as_ref().map(|j| j.spec.overlap_policy());
         let check_overlap = match policy {
             Some(Overlap::QueueOne) => true,
-            Some(Overlap::Forbid) => self.config.fired_ahead,
+            Some(Overlap::Forbid | Overlap::Replace) => self.config.fired_ahead,
             _ => false,
         };
         if let Some(job) = job.as_ref().filter(|_| check_overlap) {
             let now = self.ports.clock.now();
-            let busy_until = store
-                .active_runs(tenant, &job.id)
-                .await?
-                .iter()
-                .filter(|r| &r.run_id != run_id && r.state == RunState::Running)
-                .filter_map(|r| r.lease.as_ref().map(|l| l.expires_at))
-                .filter(|until| *until > now)
-                .max();
-            if let Some(until) = busy_until {
+            let active = store.active_runs(tenant, &job.id).await?;
+            if policy == Some(Overlap::Replace) {
+                self.replace_earlier(&active, run_id, now).await?;
+            } else if let Some(until) = busy_until(&active, run_id, now) {
                 if policy == Some(Overlap::QueueOne) {
-                    return self.defer(delivery, until).await;
+                    self.defer(delivery, until).await?;
+                    return Ok(Admission::Done);
                 }
                 if let Some(run) = store.get_run(tenant, run_id).await?
                     && run.trigger == Trigger::Schedule
@@ -192,16 +305,35 @@ impl Worker {
                     store
                         .cancel_run(tenant, run_id, timestamp::trunc_ms(now), reason)
                         .await?;
-                    return self.ack(delivery).await;
+                    self.ack(delivery).await?;
+                    return Ok(Admission::Done);
                 }
             }
         }
-        let now = timestamp::trunc_ms(self.ports.clock.now());
-        let lease_until = now + self.config.lease.to_chrono();
-        let (run, token) = match store.claim(tenant, run_id, &self.config.id, now, lease_until).await {
+        Ok(Admission::Claim(job))
+    }
+
+    /// After a claim made at `now`: the attempt to run (with its job), or `None` once the
+    /// delivery was dealt with (acked, deferred, or its run failed for want of a job).
+    async fn claimed(
+        &self,
+        delivery: &Delivery,
+        job: Option<Job>,
+        claim: Result<ClaimOutcome, StoreError>,
+        now: Timestamp,
+    ) -> Result<Option<(Job, Run, u64)>, CoreError> {
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let (run, token) = match claim {
             Ok(ClaimOutcome::Claimed { run, token }) => (run, token),
-            Ok(ClaimOutcome::Terminal(_)) | Err(StoreError::NotFound) => return self.ack(delivery).await,
-            Ok(ClaimOutcome::Leased(until) | ClaimOutcome::NotYet(until)) => return self.defer(delivery, until).await,
+            Ok(ClaimOutcome::Terminal(_)) | Err(StoreError::NotFound) => {
+                self.ack(delivery).await?;
+                return Ok(None);
+            }
+            Ok(ClaimOutcome::Leased(until) | ClaimOutcome::NotYet(until)) => {
+                self.defer(delivery, until).await?;
+                return Ok(None);
+            }
             Err(e) => return Err(e.into()),
         };
         let job = match job {
@@ -220,11 +352,33 @@ impl Worker {
                             None,
                         )
                         .await?;
-                    return self.ack(delivery).await;
+                    self.ack(delivery).await?;
+                    return Ok(None);
                 }
             },
         };
-        self.run_attempt(delivery, &job, run, token, shutdown).await
+        Ok(Some((job, run, token)))
+    }
+
+    /// `replace` for a run fired ahead: once `run_id` (a scheduled run among the job's
+    /// `active` runs) is due, every earlier active run of the job is asked to stop — a
+    /// PENDING one ends CANCELLED, a RUNNING one gets `cancel_requested` and its worker stops
+    /// it — as the sweeper's firing plan does for runs fired at their time.
+    async fn replace_earlier(&self, active: &[Run], run_id: &RunId, now: Timestamp) -> Result<(), CoreError> {
+        let Some(this) = active.iter().find(|r| &r.run_id == run_id) else {
+            return Ok(());
+        };
+        if this.trigger != Trigger::Schedule || this.state != RunState::Pending || this.not_before > now {
+            return Ok(());
+        }
+        let at = timestamp::trunc_ms(now);
+        for earlier in active.iter().filter(|r| r.scheduled_for < this.scheduled_for) {
+            self.ports
+                .store
+                .cancel_run(&earlier.tenant, &earlier.run_id, at, REPLACED)
+                .await?;
+        }
+        Ok(())
     }
 
     /// Runs the claimed attempt to its end and records it (unless the lease was lost).
@@ -356,13 +510,24 @@ impl Worker {
             }
             next => next,
         };
-        let finished = match self
-            .ports
-            .store
-            .complete(&run.tenant, &run.run_id, token, &attempt_result, next, None)
-            .await
-        {
-            Ok(run) => run,
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&run.tenant, &run.run_id);
+        let completed = match next {
+            // The run ends: its message goes in the same write where the store can.
+            RunTransition::Finish(_) => {
+                store
+                    .complete_and_ack(tenant, run_id, token, &attempt_result, next, &delivery.receipt)
+                    .await
+            }
+            // A retry is enqueued before the old message is acked (a crash in between leaves
+            // the message to be redelivered, not a PENDING run without one).
+            RunTransition::Retry { .. } => store
+                .complete(tenant, run_id, token, &attempt_result, next, None)
+                .await
+                .map(|run| (run, false)),
+        };
+        let (finished, acked) = match completed {
+            Ok(done) => done,
             Err(StoreError::Fenced) => {
                 tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "completion fenced off; nothing recorded");
                 return Ok(());
@@ -373,7 +538,9 @@ impl Worker {
         if matches!(next, RunTransition::Retry { .. }) {
             self.ports.queue.enqueue(&[dispatch_of(&finished)]).await?;
         }
-        self.ack(delivery).await?;
+        if !acked {
+            self.ack(delivery).await?;
+        }
         if finished.state.is_terminal() {
             self.after_run(job, &finished).await?;
         }
@@ -444,6 +611,16 @@ impl Worker {
     async fn ack(&self, delivery: &Delivery) -> Result<(), CoreError> {
         ignore_stale(self.ports.queue.ack(&delivery.receipt).await)
     }
+}
+
+/// Until when another run among `active` (not `run_id`) holds a live lease at `now`, if one does.
+fn busy_until(active: &[Run], run_id: &RunId, now: Timestamp) -> Option<Timestamp> {
+    active
+        .iter()
+        .filter(|r| &r.run_id != run_id && r.state == RunState::Running)
+        .filter_map(|r| r.lease.as_ref().map(|l| l.expires_at))
+        .filter(|until| *until > now)
+        .max()
 }
 
 /// A stale receipt means the message was already handled or superseded: nothing to do.

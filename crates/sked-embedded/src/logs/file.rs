@@ -1,7 +1,11 @@
 //! [`FileLogStore`]: attempt logs as files, `<root>/<tenant>/<run_id>/<attempt>.log`, one
 //! JSON object per line (see the `record` module).
 //!
-//! Writing: each [`LogWriter`] hands its lines to a task that owns the file and writes
+//! Writing: the folder and file of an attempt are created with its first line — an attempt
+//! that prints nothing leaves no file, and reads as [`LogError::NotFound`] (which core shows
+//! as an empty log). Creating a folder and a file per attempt was half the time of a burst of
+//! silent runs on ext4 (BENCHMARKS.md, optimisation 4). Each [`LogWriter`] hands its lines to
+//! a task that owns the file and writes
 //! whatever has queued up in one go, so a reader sees a line as soon as that write lands
 //! (well within 100 ms), and a chatty payload costs one write per batch, not per line. The
 //! writer counts the bytes of line text; the line that would pass the cap is replaced by one
@@ -83,20 +87,11 @@ impl LogStore for FileLogStore {
                 "tenant or run id is not a safe file name",
             ))
         })?;
-        if let Some(dir) = path.parent() {
-            tokio::fs::create_dir_all(dir).await.map_err(io_error)?;
-        }
-        // Append: a log is never overwritten, even if an attempt were opened twice.
-        let file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .await
-            .map_err(io_error)?;
-        let (lines, queue) = mpsc::channel(QUEUE);
+        // The folder and file are made on the first line (see [`FileLogWriter::open`]): an
+        // attempt that prints nothing costs no file-system work at all.
         Ok(Box::new(FileLogWriter {
-            lines,
-            task: tokio::spawn(write_batches(file, queue)),
+            path,
+            sink: None,
             cap: self.cap_bytes,
             bytes: 0,
             truncated: false,
@@ -113,12 +108,16 @@ impl LogStore for FileLogStore {
     }
 }
 
-/// Appends to one attempt's file through its writing task.
+/// The channel to an attempt's writing task, and the task (its error, if it failed).
+type Sink = (mpsc::Sender<Vec<u8>>, JoinHandle<io::Result<()>>);
+
+/// Appends to one attempt's file through its writing task, both made on the first line.
 struct FileLogWriter {
-    /// Encoded lines for the writing task.
-    lines: mpsc::Sender<Vec<u8>>,
-    /// The writing task; its error, if it failed.
-    task: JoinHandle<io::Result<()>>,
+    /// The attempt's file.
+    path: PathBuf,
+    /// Once a line came: the channel to the writing task, and the task (its error, if it
+    /// failed).
+    sink: Option<Sink>,
     /// Bytes of line text kept at most.
     cap: u64,
     /// Bytes of line text kept so far.
@@ -128,9 +127,31 @@ struct FileLogWriter {
 }
 
 impl FileLogWriter {
+    /// Creates the folder and the file and starts the writing task. Done before the first
+    /// line is queued, so the file exists (readers find the log) once `append` returns.
+    async fn open(&self) -> Result<Sink, LogError> {
+        if let Some(dir) = self.path.parent() {
+            tokio::fs::create_dir_all(dir).await.map_err(io_error)?;
+        }
+        // Append: a log is never overwritten, even if an attempt were opened twice.
+        let file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .await
+            .map_err(io_error)?;
+        let (lines, queue) = mpsc::channel(QUEUE);
+        Ok((lines, tokio::spawn(write_batches(file, queue))))
+    }
+
     /// Queues `record` for writing; a failed writing task reports here.
     async fn queue(&mut self, record: Vec<u8>) -> Result<(), LogError> {
-        if self.lines.send(record).await.is_ok() {
+        if self.sink.is_none() {
+            self.sink = Some(self.open().await?);
+        }
+        if let Some((lines, _)) = &self.sink
+            && lines.send(record).await.is_ok()
+        {
             return Ok(());
         }
         // The task stopped early: it failed. Its error is reported by `finish`.
@@ -157,15 +178,16 @@ impl LogWriter for FileLogWriter {
 
     async fn finish(self: Box<Self>) -> Result<LogSummary, LogError> {
         let FileLogWriter {
-            lines,
-            task,
-            bytes,
-            truncated,
-            ..
+            sink, bytes, truncated, ..
         } = *self;
+        let summary = LogSummary { bytes, truncated };
+        // No line came: there is no file, and readers see no log (which core reads as empty).
+        let Some((lines, task)) = sink else {
+            return Ok(summary);
+        };
         drop(lines); // the task writes what is queued, then ends
         match task.await {
-            Ok(Ok(())) => Ok(LogSummary { bytes, truncated }),
+            Ok(Ok(())) => Ok(summary),
             Ok(Err(e)) => Err(io_error(e)),
             Err(e) => Err(io_error(io::Error::other(e))),
         }

@@ -17,12 +17,14 @@ use super::codec::{
 };
 use super::db::SqliteDb;
 use super::error::TxError;
+use super::queue::{delete_delivered, insert_dispatches, receipt_seq};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
 use sked_core::lifecycle::{ClaimStep, REPLACED};
+use sked_core::ports::queue::{Dispatch, Receipt};
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
@@ -68,6 +70,90 @@ impl SqliteStore {
     fn save(conn: &Connection, stored: &StoredRun) -> Result<(), TxError> {
         RunRow::new(&stored.run, stored.last_token)?.update(conn)
     }
+}
+
+/// The job's PENDING and RUNNING runs, oldest nominal time first.
+fn load_active_runs(conn: &Connection, tenant: &str, job_id: &str) -> Result<Vec<Run>, TxError> {
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {RUN_COLS} FROM runs INDEXED BY runs_active
+         WHERE tenant = ?1 AND job_id = ?2 AND state IN ('PENDING', 'RUNNING')
+         ORDER BY scheduled_for, run_id"
+    ))?;
+    collect_runs(stmt.query([tenant, job_id])?)
+}
+
+/// Applies one sweep decision in the current transaction (see [`JobStore::fire`]).
+fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run>, TxError> {
+    let job =
+        load_job(conn, firing.tenant.as_str(), firing.job_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
+    if !firing.still_applies_to(&job) {
+        return Err(conflict(format!("job {} moved on", firing.job_id)));
+    }
+    for id in &firing.cancel {
+        if let Some(mut stored) = load_run(conn, firing.tenant.as_str(), id.as_str())?
+            && !stored.run.state.is_terminal()
+        {
+            stored.run.request_cancel(firing.at, REPLACED);
+            SqliteStore::save(conn, &stored)?;
+        }
+    }
+    let mut inserted = Vec::new();
+    for run in &firing.runs {
+        if RunRow::new(run, 0)?.insert(conn)? {
+            inserted.push(super::codec::truncated(run));
+        }
+    }
+    conn.prepare_cached("UPDATE jobs SET next_fire_at = ?3, state = ?4 WHERE tenant = ?1 AND id = ?2")?
+        .execute(params![
+            firing.tenant.as_str(),
+            firing.job_id.as_str(),
+            firing.next_fire_at.map(ms),
+            firing.state.as_str()
+        ])?;
+    Ok(inserted)
+}
+
+/// Decides and writes one claim in the current transaction (see [`JobStore::claim`]).
+/// [`StoreError::NotFound`] before any write if the run does not exist.
+fn claim_run(
+    conn: &Connection,
+    tenant: &str,
+    run_id: &str,
+    worker: &WorkerId,
+    now: Timestamp,
+    lease_until: Timestamp,
+) -> Result<ClaimOutcome, TxError> {
+    let mut stored = SqliteStore::must_load(conn, tenant, run_id)?;
+    if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
+        if changed {
+            SqliteStore::save(conn, &stored)?;
+        }
+        return Ok(outcome);
+    }
+    let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
+    stored.run.start_attempt(worker, now, lease_until, token);
+    stored.last_token = token;
+    SqliteStore::save(conn, &stored)?;
+    Ok(ClaimOutcome::Claimed { run: stored.run, token })
+}
+
+/// Closes the attempt holding `token` in the current transaction (see [`JobStore::complete`]).
+fn finish_attempt(
+    conn: &Connection,
+    tenant: &str,
+    run_id: &str,
+    token: u64,
+    result: &AttemptResult,
+    next: RunTransition,
+    only_if_expired_by: Option<Timestamp>,
+) -> Result<Run, TxError> {
+    let mut stored = SqliteStore::must_load(conn, tenant, run_id)?;
+    stored
+        .run
+        .finish_attempt(token, result, next, only_if_expired_by)
+        .map_err(TxError::Store)?;
+    SqliteStore::save(conn, &stored)?;
+    Ok(stored.run)
 }
 
 fn conflict(msg: String) -> TxError {
@@ -152,6 +238,16 @@ impl JobStore for SqliteStore {
     async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
         let (tenant, id) = (tenant.0.clone(), id.0.clone());
         self.read(move |conn| load_job(conn, &tenant, &id)).await
+    }
+
+    async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
+        let ids = ids.to_vec();
+        self.read(move |conn| {
+            ids.iter()
+                .map(|(tenant, id)| load_job(conn, tenant.as_str(), id.as_str()))
+                .collect()
+        })
+        .await
     }
 
     async fn update_job(
@@ -243,36 +339,39 @@ impl JobStore for SqliteStore {
 
     async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
         let firing = firing.clone();
-        self.write(move |conn| {
-            let job = load_job(conn, firing.tenant.as_str(), firing.job_id.as_str())?
-                .ok_or(TxError::Store(StoreError::NotFound))?;
-            if !firing.still_applies_to(&job) {
-                return Err(conflict(format!("job {} moved on", firing.job_id)));
-            }
-            for id in &firing.cancel {
-                if let Some(mut stored) = load_run(conn, firing.tenant.as_str(), id.as_str())?
-                    && !stored.run.state.is_terminal()
-                {
-                    stored.run.request_cancel(firing.at, REPLACED);
-                    Self::save(conn, &stored)?;
+        self.write(move |conn| apply_firing(conn, &firing)).await
+    }
+
+    async fn fire_many(&self, firings: &[Firing]) -> Result<(Vec<Result<Vec<Run>, StoreError>>, bool), StoreError> {
+        let firings = firings.to_vec();
+        // The runs go into the dispatch table in this same transaction only when that table
+        // is the queue in use (a `SqliteQueue` was opened on this database handle); then a
+        // crash can no longer leave a written run unqueued, and a sweep costs one write less.
+        let enqueue = self.db.queue_in_use();
+        let answers = self
+            .write(move |conn| {
+                let mut out = Vec::with_capacity(firings.len());
+                for firing in &firings {
+                    // A refusal (the job moved on, or is gone) comes before any write, so it
+                    // needs no savepoint of its own; an SQL failure fails the whole call.
+                    match apply_firing(conn, firing) {
+                        Err(TxError::Store(refused)) => out.push(Err(refused)),
+                        written => {
+                            let runs = written?;
+                            if enqueue {
+                                insert_dispatches(conn, &runs.iter().map(Dispatch::from).collect::<Vec<_>>())?;
+                            }
+                            out.push(Ok(runs));
+                        }
+                    }
                 }
-            }
-            let mut inserted = Vec::new();
-            for run in &firing.runs {
-                if RunRow::new(run, 0)?.insert(conn)? {
-                    inserted.push(super::codec::truncated(run));
-                }
-            }
-            conn.prepare_cached("UPDATE jobs SET next_fire_at = ?3, state = ?4 WHERE tenant = ?1 AND id = ?2")?
-                .execute(params![
-                    firing.tenant.as_str(),
-                    firing.job_id.as_str(),
-                    firing.next_fire_at.map(ms),
-                    firing.state.as_str()
-                ])?;
-            Ok(inserted)
-        })
-        .await
+                Ok(out)
+            })
+            .await?;
+        if enqueue {
+            self.db.notify_enqueued();
+        }
+        Ok((answers, enqueue))
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
@@ -335,13 +434,15 @@ impl JobStore for SqliteStore {
 
     async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
         let (tenant, job_id) = (tenant.0.clone(), job_id.0.clone());
+        self.read(move |conn| load_active_runs(conn, &tenant, &job_id)).await
+    }
+
+    async fn active_runs_many(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+        let jobs = jobs.to_vec();
         self.read(move |conn| {
-            let mut stmt = conn.prepare_cached(&format!(
-                "SELECT {RUN_COLS} FROM runs INDEXED BY runs_active
-                 WHERE tenant = ?1 AND job_id = ?2 AND state IN ('PENDING', 'RUNNING')
-                 ORDER BY scheduled_for, run_id"
-            ))?;
-            collect_runs(stmt.query([&tenant, &job_id])?)
+            jobs.iter()
+                .map(|(tenant, job_id)| load_active_runs(conn, tenant.as_str(), job_id.as_str()))
+                .collect()
         })
         .await
     }
@@ -356,19 +457,30 @@ impl JobStore for SqliteStore {
     ) -> Result<ClaimOutcome, StoreError> {
         let (tenant, run_id, worker) = (tenant.0.clone(), run_id.0.clone(), worker.clone());
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        self.write(move |conn| claim_run(conn, &tenant, &run_id, &worker, now, lease_until))
+            .await
+    }
+
+    async fn claim_many(
+        &self,
+        runs: &[(TenantId, RunId)],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
+        let (runs, worker) = (runs.to_vec(), worker.clone());
+        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
         self.write(move |conn| {
-            let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
-                if changed {
-                    Self::save(conn, &stored)?;
+            let mut out = Vec::with_capacity(runs.len());
+            for (tenant, run_id) in &runs {
+                // A refusal (a run that does not exist) comes before any write, so it needs
+                // no savepoint of its own; an SQL failure fails the whole call.
+                match claim_run(conn, tenant.as_str(), run_id.as_str(), &worker, now, lease_until) {
+                    Err(TxError::Store(refused)) => out.push(Err(refused)),
+                    answer => out.push(Ok(answer?)),
                 }
-                return Ok(outcome);
             }
-            let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
-            stored.run.start_attempt(&worker, now, lease_until, token);
-            stored.last_token = token;
-            Self::save(conn, &stored)?;
-            Ok(ClaimOutcome::Claimed { run: stored.run, token })
+            Ok(out)
         })
         .await
     }
@@ -406,14 +518,31 @@ impl JobStore for SqliteStore {
         only_if_expired_by: Option<Timestamp>,
     ) -> Result<Run, StoreError> {
         let (tenant, run_id, result) = (tenant.0.clone(), run_id.0.clone(), result.clone());
+        self.write(move |conn| finish_attempt(conn, &tenant, &run_id, token, &result, next, only_if_expired_by))
+            .await
+    }
+
+    async fn complete_and_ack(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        result: &AttemptResult,
+        next: RunTransition,
+        receipt: &Receipt,
+    ) -> Result<(Run, bool), StoreError> {
+        let (tenant, run_id, result) = (tenant.0.clone(), run_id.0.clone(), result.clone());
+        let receipt = receipt_seq(receipt).map(|seq| (seq, receipt.0.clone()));
         self.write(move |conn| {
-            let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            stored
-                .run
-                .finish_attempt(token, &result, next, only_if_expired_by)
-                .map_err(TxError::Store)?;
-            Self::save(conn, &stored)?;
-            Ok(stored.run)
+            let run = finish_attempt(conn, &tenant, &run_id, token, &result, next, None)?;
+            // The same file holds the dispatch queue (`SqliteQueue`): remove the message
+            // here, in this transaction. A receipt that is not (or no longer) a row's
+            // current one removes nothing, and the caller acks through its queue.
+            let acked = match receipt {
+                Some((seq, receipt)) => delete_delivered(conn, seq, &receipt)?,
+                None => false,
+            };
+            Ok((run, acked))
         })
         .await
     }

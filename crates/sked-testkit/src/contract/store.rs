@@ -10,6 +10,7 @@ pub use sked_core::ports::store::JobStore;
 use super::fixtures::{at, job, job_with_labels, result, run, spec, t0, tenant, worker};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
+use sked_core::ports::queue::Receipt;
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
@@ -212,6 +213,22 @@ pub async fn get_job_is_tenant_scoped(store: Store) {
     assert_eq!(store.get_job(&tenant("t1"), &"a".into()).await.unwrap(), Some(a));
     assert_eq!(store.get_job(&tenant("t2"), &"a".into()).await.unwrap(), None);
     assert_eq!(store.get_job(&tenant("t1"), &"zz".into()).await.unwrap(), None);
+}
+
+/// `get_jobs` answers each (tenant, id) as `get_job` would, in order.
+pub async fn get_jobs_answers_each_like_get_job(store: Store) {
+    let (a1, b1, a2) = (job("t1", "a"), job("t1", "b"), job("t2", "a"));
+    create(&store, &[a1.clone(), b1.clone()]).await;
+    create(&store, std::slice::from_ref(&a2)).await;
+    let asked = [
+        (tenant("t2"), JobId::from("a")),
+        (tenant("t1"), JobId::from("nope")),
+        (tenant("t1"), JobId::from("b")),
+        (tenant("t1"), JobId::from("a")),
+    ];
+    let answers = store.get_jobs(&asked).await.unwrap();
+    assert_eq!(answers, vec![Some(a2), None, Some(b1), Some(a1)]);
+    assert!(store.get_jobs(&[]).await.unwrap().is_empty());
 }
 
 /// `update_job` stores the job as given when the version matches, else Conflict and no change.
@@ -515,6 +532,42 @@ pub async fn fire_can_complete_the_job(store: Store) {
     assert_eq!(store.next_due_at().await.unwrap(), None);
 }
 
+/// `fire_many` applies each firing on its own, in order: one that conflicts changes nothing
+/// and gets its own `Conflict`, the others are written as `fire` would write them.
+pub async fn fire_many_applies_each_firing_on_its_own(store: Store) {
+    let (a, b, c) = (job("t1", "a"), job("t1", "b"), job("t2", "c"));
+    create(&store, &[a.clone(), b.clone()]).await;
+    create(&store, std::slice::from_ref(&c)).await;
+    let mut stale = firing(&b, vec![run("t1", "b", 60)], Some(at(120)));
+    stale.expected_version = b.version + 1;
+    let (ra, rc) = (run("t1", "a", 60), run("t2", "c", 60));
+    let mut done = firing(&c, vec![rc.clone()], None);
+    done.state = JobState::Completed;
+    let (answers, _enqueued) = store
+        .fire_many(&[firing(&a, vec![ra.clone()], Some(at(120))), stale, done])
+        .await
+        .expect("fire_many");
+    assert_eq!(answers.len(), 3);
+    assert_eq!(answers[0].as_ref().ok(), Some(&vec![ra.clone()]));
+    assert!(is_conflict(&answers[1]), "expected Conflict, got {:?}", answers[1]);
+    assert_eq!(answers[2].as_ref().ok(), Some(&vec![rc.clone()]));
+    assert_eq!(get(&store, &ra).await, ra);
+    assert_eq!(get(&store, &rc).await, rc);
+    assert!(
+        all_runs(&store, &b.tenant).await.iter().all(|r| r.job_id != b.id),
+        "b fired nothing"
+    );
+    let job_of = |j: &Job| {
+        let (store, j) = (store.clone(), j.clone());
+        async move { store.get_job(&j.tenant, &j.id).await.unwrap().unwrap() }
+    };
+    assert_eq!(job_of(&a).await.next_fire_at, Some(at(120)));
+    assert_eq!(job_of(&b).await, b, "b unchanged");
+    let c_after = job_of(&c).await;
+    assert_eq!((c_after.state, c_after.next_fire_at), (JobState::Completed, None));
+    assert!(store.fire_many(&[]).await.unwrap().0.is_empty());
+}
+
 // ----- runs -----
 
 /// `insert_run` inserts once; a second insert of the same id is a no-op returning false.
@@ -688,6 +741,38 @@ pub async fn active_runs_oldest_first(store: Store) {
     assert_eq!(active[1].state, RunState::Running);
 }
 
+/// `active_runs_many` answers each job as `active_runs` would, in order, across tenants.
+pub async fn active_runs_many_answers_each_like_active_runs(store: Store) {
+    for r in [
+        run("t1", "a", 20),
+        run("t1", "a", 10),
+        run("t1", "b", 5),
+        run("t2", "a", 5),
+    ] {
+        insert(&store, &r).await;
+    }
+    let (t1, t2) = (tenant("t1"), tenant("t2"));
+    let asked = [
+        (t2.clone(), JobId::from("a")),
+        (t1.clone(), JobId::from("a")),
+        (t1.clone(), JobId::from("none")),
+    ];
+    let answers = store.active_runs_many(&asked).await.unwrap();
+    let ids: Vec<Vec<String>> = answers.iter().map(|runs| run_ids(runs)).collect();
+    assert_eq!(
+        ids,
+        vec![
+            run_ids(&[run("t2", "a", 5)]),
+            run_ids(&[run("t1", "a", 10), run("t1", "a", 20)]),
+            vec![],
+        ]
+    );
+    for ((tenant, job), answer) in asked.iter().zip(&answers) {
+        assert_eq!(&store.active_runs(tenant, job).await.unwrap(), answer);
+    }
+    assert!(store.active_runs_many(&[]).await.unwrap().is_empty());
+}
+
 // ----- claim -----
 
 /// Claiming a run that does not exist for the tenant is NotFound.
@@ -700,6 +785,55 @@ pub async fn claim_unknown_run_is_not_found(store: Store) {
         .claim(&tenant("t1"), &RunId::from("a@nope"), &worker("w"), at(1), at(30))
         .await;
     assert!(is_not_found(&res), "expected NotFound, got {res:?}");
+}
+
+/// `claim_many` answers each run as `claim` would, in order, and starts the attempts of
+/// the claimable ones — across tenants, with an unknown run among them.
+pub async fn claim_many_answers_each_like_claim(store: Store) {
+    let (due, mut later, other) = (run("t1", "a", 0), run("t1", "b", 0), run("t2", "a", 0));
+    later.not_before = at(10);
+    for r in [&due, &later, &other] {
+        insert(&store, r).await;
+    }
+    let ids: Vec<(TenantId, RunId)> = [&due, &later, &other]
+        .iter()
+        .map(|r| (r.tenant.clone(), r.run_id.clone()))
+        .chain([(tenant("t1"), RunId::from("a@nope"))])
+        .collect();
+    let answers = store.claim_many(&ids, &worker("w1"), at(1), at(30)).await.unwrap();
+    assert_eq!(answers.len(), 4);
+    for (i, r) in [(0, &due), (2, &other)] {
+        let Ok(ClaimOutcome::Claimed { run, token }) = &answers[i] else {
+            panic!("expected Claimed, got {:?}", answers[i]);
+        };
+        assert_eq!((run.state, run.attempt_count()), (RunState::Running, 1));
+        assert_eq!(
+            run.lease.as_ref().map(|l| (l.token, l.expires_at)),
+            Some((*token, at(30)))
+        );
+        assert_eq!(&get(&store, r).await, run);
+    }
+    assert!(
+        matches!(answers[1], Ok(ClaimOutcome::NotYet(t)) if t == at(10)),
+        "{:?}",
+        answers[1]
+    );
+    assert!(is_not_found(&answers[3]), "expected NotFound, got {:?}", answers[3]);
+    assert_eq!(get(&store, &later).await, later, "unchanged");
+    // Claimed again at once: both are leased now.
+    let again = store.claim_many(&ids[..1], &worker("w2"), at(2), at(31)).await.unwrap();
+    assert!(
+        matches!(again[0], Ok(ClaimOutcome::Leased(t)) if t == at(30)),
+        "{:?}",
+        again[0]
+    );
+    assert!(
+        store
+            .claim_many(&[], &worker("w1"), at(1), at(30))
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 /// A PENDING run is not claimed before its `not_before`.
@@ -1093,6 +1227,46 @@ pub async fn complete_with_stale_token_is_fenced_and_changes_nothing(store: Stor
         .await;
     assert!(is_fenced(&res), "run not RUNNING: expected Fenced, got {res:?}");
     assert_eq!(get(&store, &r).await, done, "unchanged");
+}
+
+/// `complete_and_ack` completes as `complete` does (whether it also removed the message
+/// depends on where the queue lives), and a stale token is fenced and changes nothing.
+pub async fn complete_and_ack_completes_like_complete(store: Store) {
+    let r = run("t1", "a", 0);
+    insert(&store, &r).await;
+    let (_, t1) = claim(&store, &r, "w1", at(2), at(32)).await;
+    let (current, t2) = claim(&store, &r, "w2", at(60), at(90)).await;
+    let receipt = Receipt("1.1".into());
+    let fin = RunTransition::Finish(RunState::Succeeded);
+    let res = store
+        .complete_and_ack(
+            &r.tenant,
+            &r.run_id,
+            t1,
+            &result(AttemptOutcome::Succeeded, at(61)),
+            fin,
+            &receipt,
+        )
+        .await;
+    assert!(is_fenced(&res), "stale token: expected Fenced, got {res:?}");
+    assert_eq!(get(&store, &r).await, current, "unchanged");
+    let (done, _acked) = store
+        .complete_and_ack(
+            &r.tenant,
+            &r.run_id,
+            t2,
+            &result(AttemptOutcome::Succeeded, at(62)),
+            fin,
+            &receipt,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (done.state, done.finished_at, done.lease.clone()),
+        (RunState::Succeeded, Some(at(62)), None)
+    );
+    assert_eq!(done.attempts[1].outcome, Some(AttemptOutcome::Succeeded));
+    assert_eq!(get(&store, &r).await, done);
 }
 
 /// The reaper's form: with `only_if_expired_by = Some(t)` the write is fenced unless the

@@ -1,0 +1,151 @@
+//! Runs fired ahead of their time (a look-ahead sweeper, as on AWS) meet their overlap policy
+//! when a worker with `WorkerConfig::fired_ahead` claims them: here `replace`, whose earlier
+//! run must be asked to stop once the newer one is due, and not before.
+
+use serde_json::json;
+use sked_core::duration::Dur;
+use sked_core::ids::{JobId, TenantId, WorkerId};
+use sked_core::ports::JobStore;
+use sked_core::run::{AttemptOutcome, Run, RunState};
+use sked_core::service::jobs::NewJob;
+use sked_core::service::sweeper::{Sweeper, SweeperConfig};
+use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
+use sked_core::timestamp::{self, Timestamp};
+use sked_testkit::clock::ManualClock;
+use sked_testkit::memory::{FakeExecutor, MemLogs, MemQueue, MemStore};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+const LOOKAHEAD: Dur = Dur::secs(600);
+
+struct Harness {
+    clock: Arc<ManualClock>,
+    store: Arc<MemStore>,
+    executor: Arc<FakeExecutor>,
+    ports: Ports,
+    tenant: TenantId,
+    shutdown: CancellationToken,
+}
+
+impl Harness {
+    fn new() -> Self {
+        let clock = Arc::new(ManualClock::new(timestamp::parse("2026-12-01T10:00:00Z").unwrap()));
+        let store = Arc::new(MemStore::new());
+        let ports = Ports {
+            store: store.clone(),
+            queue: Arc::new(MemQueue::new(clock.clone())),
+            logs: Arc::new(MemLogs::new()),
+            clock: clock.clone(),
+        };
+        let executor = Arc::new(FakeExecutor::new(clock.clone()));
+        Harness {
+            clock,
+            store,
+            executor,
+            ports,
+            tenant: TenantId::default(),
+            shutdown: CancellationToken::new(),
+        }
+    }
+
+    fn in_secs(&self, secs: i64) -> Timestamp {
+        self.clock.now() + chrono::Duration::seconds(secs)
+    }
+
+    /// A worker as the AWS deployment configures it: runs may have been fired ahead.
+    fn start_worker(&self) {
+        let mut config = WorkerConfig::new(WorkerId::from("w1"));
+        config.fired_ahead = true;
+        // Heartbeats every 30 s: each clock step below is shorter than the lease.
+        config.lease = Dur::secs(90);
+        config.grace = Dur::secs(1);
+        let worker = Worker::new(self.ports.clone(), self.executor.clone(), config);
+        tokio::spawn(worker.run(self.shutdown.clone()));
+    }
+
+    /// The job's runs, oldest nominal time first.
+    async fn runs(&self) -> Vec<Run> {
+        let mut runs = self.store.all_runs();
+        runs.sort_by_key(|r| r.scheduled_for);
+        runs
+    }
+
+    /// Waits (in real time, bounded) until `check` holds for the job's runs.
+    async fn until(&self, what: &str, check: impl Fn(&[Run]) -> bool) -> Vec<Run> {
+        for _ in 0..2_000 {
+            let runs = self.runs().await;
+            if check(&runs) {
+                return runs;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        panic!("never got to: {what}; last seen {:?}", self.runs().await);
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replace_stops_the_earlier_run_when_a_run_fired_ahead_becomes_due_and_then_starts_it() {
+    let h = Harness::new();
+    let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let spec = json!({"schedule": {"every": "60s"}, "task": {"command": {"argv": ["hang"]}}, "overlap": "replace"});
+    let new = NewJob {
+        id: Some(JobId::from("hourly")),
+        spec: serde_json::from_value(spec).unwrap(),
+    };
+    sked.create_job(&h.tenant, new, None).await.unwrap();
+    let config = SweeperConfig {
+        lookahead: LOOKAHEAD,
+        ..SweeperConfig::default()
+    };
+    let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), config);
+    assert_eq!(
+        sweeper.sweep_once().await.unwrap().fired,
+        10,
+        "ten minutes ahead, one run a minute"
+    );
+    h.start_worker();
+
+    // The first run becomes due and runs (it hangs until stopped).
+    let (first_at, second_at) = (h.in_secs(60), h.in_secs(120));
+    h.clock.set(first_at);
+    let runs = h
+        .until("the first run RUNNING", |runs| runs[0].state == RunState::Running)
+        .await;
+    let (first, second) = (runs[0].run_id.clone(), runs[1].run_id.clone());
+    assert!(!runs[0].cancel_requested, "nothing newer is due yet");
+
+    // The second becomes due while the first still runs: the first is asked to stop, the
+    // second starts.
+    h.clock.set(second_at);
+    let runs = h
+        .until("the second run RUNNING", |runs| runs[1].state == RunState::Running)
+        .await;
+    assert_eq!(runs[1].run_id, second);
+    assert!(runs[0].cancel_requested, "the earlier run was asked to stop");
+    assert!(
+        runs[2..]
+            .iter()
+            .all(|r| r.state == RunState::Pending && !r.cancel_requested),
+        "runs not due yet are left alone"
+    );
+
+    // The first run's worker hears it at its next heartbeat and stops the payload.
+    h.clock.advance(Dur::secs(30));
+    let runs = h
+        .until("the first run CANCELLED", |runs| runs[0].state == RunState::Cancelled)
+        .await;
+    assert_eq!(runs[0].run_id, first);
+    assert_eq!(runs[0].attempts[0].outcome, Some(AttemptOutcome::Cancelled));
+    assert_eq!(runs[1].state, RunState::Running, "the newer run goes on");
+    let stored = h.store.get_run(&h.tenant, &second).await.unwrap().unwrap();
+    assert!(!stored.cancel_requested);
+    assert_eq!(h.executor.calls(), 2);
+}
