@@ -1,4 +1,4 @@
-//! The process executor: runs a `command` task as a child process of the worker.
+//! The process executor: runs a `command` task as a process tied to its worker.
 //!
 //! What it owns: spawning argv directly (no shell), the environment (`worker env` + task env +
 //! the `SKED_*` context, later ones winning), capturing stdout and stderr line by line, stopping
