@@ -135,7 +135,6 @@ struct Waiter {
 }
 
 /// The callers waiting on one spawner.
-#[derive(Default)]
 struct Waiting {
     /// False once the spawner is gone.
     open: bool,
