@@ -485,3 +485,45 @@ fn kill_leftover(pid: u32) {
         .args(["-9", &pid.to_string()])
         .status();
 }
+
+#[tokio::test]
+async fn a_dead_spawner_fails_its_runs_kills_their_payloads_and_is_replaced() {
+    let executor = Arc::new(executor(How::Spawner));
+    let (output, mut lines) = mpsc::channel(16);
+    let (_stop, stop_rx) = watch::channel(None);
+    // The payload's parent is the spawner.
+    let task = sh("echo $PPID $$; exec sleep 30");
+    let running = {
+        let executor = executor.clone();
+        tokio::spawn(async move { executor.execute(request(task), output, stop_rx).await })
+    };
+    let line = lines.recv().await.unwrap().line;
+    let (spawner, payload) = line.split_once(' ').unwrap();
+    let (spawner, payload): (u32, u32) = (spawner.parse().unwrap(), payload.parse().unwrap());
+    kill_leftover(spawner);
+
+    let result = running.await.unwrap();
+    assert!(!result.success);
+    assert_eq!(
+        result.error.as_deref(),
+        Some("failed to wait for `sh`: the payload spawner ended"),
+        "{result:?}"
+    );
+    assert_gone(payload).await;
+
+    let (output, lines) = mpsc::channel(16);
+    let (_stop, stop_rx) = watch::channel(None);
+    let result = executor.execute(request(sh("echo $PPID")), output, stop_rx).await;
+    assert!(result.success, "{result:?}");
+    let new_spawner: u32 = collect(lines).await[0].line.parse().unwrap();
+    assert_ne!(new_spawner, spawner);
+}
+
+/// Every line left in `lines` (its sender is gone).
+async fn collect(mut lines: mpsc::Receiver<LogLine>) -> Vec<LogLine> {
+    let mut all = Vec::new();
+    while let Some(line) = lines.recv().await {
+        all.push(line);
+    }
+    all
+}

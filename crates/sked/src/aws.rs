@@ -8,8 +8,8 @@
 //! `SKED_ECS_*`, `AWS_ENDPOINT_URL`, …); the flags `--workers`, `--concurrency`, `--lease` and
 //! `--grace` work as locally (`--data-dir` is not used).
 //!
-//! - `command` and `http` tasks run in this process (the local executors, payloads under the
-//!   same guard); `container` tasks go to ECS Fargate through `sked_aws::EcsExecutor` when
+//! - `command` and `http` tasks run in this process (the local executors, payloads started
+//!   through the same spawner); `container` tasks go to ECS Fargate through `sked_aws::EcsExecutor` when
 //!   `SKED_ECS_CLUSTER` is set, and otherwise fail with the local "no container executor"
 //!   error.
 //! - Without `SKED_LOG_BUCKET`/`SKED_LOG_GROUP`, logs are written to files under the

@@ -9,7 +9,7 @@
 //! does, or the payload is killed when that thread ends. Tokio's runtime worker threads live
 //! as long as the runtime. Setting the signal needs a `pre_exec` closure, so std forks the
 //! whole worker process for each payload (no `posix_spawn`): fine for tests, slow for a busy
-//! worker (see BENCHMARKS.md, optimisation 4).
+//! worker (see "Payloads start through a spawner process" in BENCHMARKS.md).
 //!
 //! What it must not do: outlive the payload's start (the executor owns the running payload).
 

@@ -1,4 +1,4 @@
-//! The process executor: runs a `command` task as a child process of the worker.
+//! The process executor: runs a `command` task as a process tied to its worker.
 //!
 //! What it owns: spawning argv directly (no shell), the environment (`worker env` + task env +
 //! the `SKED_*` context, later ones winning), capturing stdout and stderr line by line, stopping
@@ -117,16 +117,22 @@ impl ProcessExecutor {
             }
         };
         let (cut, cut_rx) = watch::channel(false);
+        let stdout = pump(
+            stdout,
+            LogStream::Stdout,
+            self.clock.clone(),
+            output.clone(),
+            cut_rx.clone(),
+        );
+        let stderr = pump(stderr, LogStream::Stderr, self.clock.clone(), output, cut_rx);
         let mut group = GroupGuard {
             pgid: Some(pgid),
-            readers: Vec::new(),
+            // One task reads both pipes.
+            reader: tokio::spawn(async move {
+                tokio::join!(stdout, stderr);
+            }),
             cut,
         };
-        for (pipe, stream) in [(stdout, LogStream::Stdout), (stderr, LogStream::Stderr)] {
-            let pump = pump(pipe, stream, self.clock.clone(), output.clone(), cut_rx.clone());
-            group.readers.push(tokio::spawn(pump));
-        }
-        drop(output);
 
         let ended = tokio::select! {
             status = payload.wait() => Ended::Exited(status),
@@ -276,14 +282,14 @@ async fn send(lines: &mut Vec<String>, stream: LogStream, clock: &dyn Clock, out
     }
 }
 
-/// The payload's process group and its output readers: kills the group and stops the readers
+/// The payload's process group and its output reader: kills the group and stops the reader
 /// when dropped, so a cancelled `execute` leaves nothing behind.
 struct GroupGuard {
     /// The group to signal; `None` once it must not be signalled any more.
     pgid: Option<i32>,
-    /// The stdout and stderr readers.
-    readers: Vec<JoinHandle<()>>,
-    /// Tells the readers to stop reading (they still send what they have).
+    /// Reads stdout and stderr.
+    reader: JoinHandle<()>,
+    /// Tells the reader to stop reading (it still sends what it has).
     cut: watch::Sender<bool>,
 }
 
@@ -295,16 +301,14 @@ impl GroupGuard {
         }
     }
 
-    /// Gives the readers up to `limit` to reach the end of their pipes (a descendant that
-    /// escaped the group may hold them open), then cuts them off and waits for them to hand
-    /// over what they read. The group is not signalled after this: once empty, its id may be
-    /// reused.
+    /// Gives the reader up to `limit` to reach the end of both pipes (a descendant that
+    /// escaped the group may hold them open), then cuts it off and waits for it to hand over
+    /// what it read. The group is not signalled after this: once empty, its id may be reused.
     async fn drain(&mut self, limit: Duration) {
-        let mut readers = std::pin::pin!(futures::future::join_all(self.readers.iter_mut()));
-        if tokio::time::timeout(limit, &mut readers).await.is_err() {
+        if tokio::time::timeout(limit, &mut self.reader).await.is_err() {
             tracing::debug!("payload output still open after it ended; stopped reading");
             let _ = self.cut.send(true);
-            readers.await;
+            let _ = (&mut self.reader).await;
         }
         self.pgid = None;
     }
@@ -313,8 +317,6 @@ impl GroupGuard {
 impl Drop for GroupGuard {
     fn drop(&mut self) {
         self.kill(Signal::KILL);
-        for reader in &self.readers {
-            reader.abort();
-        }
+        self.reader.abort();
     }
 }

@@ -135,7 +135,6 @@ struct Waiter {
 }
 
 /// The callers waiting on one spawner.
-#[derive(Default)]
 struct Waiting {
     /// False once the spawner is gone.
     open: bool,
@@ -223,8 +222,10 @@ impl Drop for Connection {
 /// Dispatches replies until the spawner goes away; then kills the groups it had started,
 /// fails every waiting caller and reaps the spawner.
 fn read_replies(socket: UnixStream, waiting: &Mutex<Waiting>, mut spawner: Child) {
+    // Replies often come several at once: one read takes them all.
+    let mut replies = std::io::BufReader::new(&socket);
     loop {
-        let reply = match wire::read_reply(&socket) {
+        let reply = match wire::read_reply(&mut replies) {
             Ok(Some(reply)) => reply,
             Ok(None) => break,
             Err(e) => {

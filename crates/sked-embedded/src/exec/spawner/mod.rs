@@ -8,7 +8,7 @@
 //! 'a & b'`) would outlive a worker killed with SIGKILL. The spawner is started once (an exec
 //! of the `sked` binary), starts payloads with `posix_spawn`, and watches its socket to the
 //! worker: end of file means the worker is gone, and every payload's whole process group is
-//! killed. See BENCHMARKS.md, optimisation 4, for what it gained.
+//! killed. BENCHMARKS.md ("Payloads start through a spawner process") has what it gained.
 //!
 //! - [`client`]: the worker's side ([`Spawner`]), used by the process executor.
 //! - [`serve`]: the spawner process, run by the binary's hidden `__spawner` subcommand.

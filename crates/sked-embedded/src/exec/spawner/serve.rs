@@ -20,7 +20,8 @@
 //! was told about), or outlive its worker.
 
 use super::wire::{self, Reply, SpawnRequest};
-use rustix::process::{Pid, Signal, WaitOptions};
+use crate::exec::group::signal_group;
+use rustix::process::{Signal, WaitOptions};
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::net::UnixStream;
@@ -87,7 +88,7 @@ impl Shared {
         let _no_spawn_in_flight = self.spawning.write().unwrap_or_else(PoisonError::into_inner);
         let running = self.running.lock().unwrap_or_else(PoisonError::into_inner);
         for &pid in running.ids.keys() {
-            kill_group(pid);
+            signal_group(pid, Signal::KILL);
         }
         std::process::exit(0)
     }
@@ -206,9 +207,9 @@ fn reap(shared: &Shared) {
             // Interrupted, or (never expected) no child although one is listed: try again.
             Ok(None) | Err(_) => continue,
         };
-        // At once, while the leader's id cannot have been reused by another group.
-        kill_group(pid.as_raw_nonzero().get());
         let pid = pid.as_raw_nonzero().get();
+        // At once, while the leader's id cannot have been reused by another group.
+        signal_group(pid, Signal::KILL);
         let mut running = shared.running.lock().unwrap_or_else(PoisonError::into_inner);
         match running.ids.remove(&pid) {
             Some(id) => {
@@ -223,12 +224,5 @@ fn reap(shared: &Shared) {
                 running.early.insert(pid, status.as_raw());
             }
         }
-    }
-}
-
-/// SIGKILLs process group `pgid` (a group already gone is fine).
-fn kill_group(pgid: i32) {
-    if let Some(pgid) = Pid::from_raw(pgid).filter(|p| p.as_raw_nonzero().get() > 1) {
-        let _ = rustix::process::kill_process_group(pgid, Signal::KILL);
     }
 }
