@@ -144,7 +144,24 @@ async fn crash(soak: Soak) {
     let effects_path = aws.path().join("effects");
     let mut workers: Vec<Proc> = (0..WORKER_PROCESSES).map(|_| aws.worker(WORKER_FLAGS)).collect();
 
-    // Every tick: two invocations at once.
+    // Create everything before the first job is due.
+    // Creation slows down as moto's table grows (its transactions copy the table).
+    let lead = Span::seconds(8 + (soak.jobs() * soak.jobs()) as i64 / 4000);
+    let base = (Utc::now() + lead).duration_trunc(Span::milliseconds(1)).unwrap();
+    let planned = plan(&soak, &mut rng, effects_path.to_str().unwrap(), base);
+    assert_eq!(planned.len(), soak.jobs());
+    futures::stream::iter(planned.iter().map(|p| create(&aws.api, &p.job)))
+        .buffer_unordered(CREATES_AT_ONCE)
+        .collect::<Vec<()>>()
+        .await;
+    assert!(
+        Utc::now() < base,
+        "creating the jobs took too long; the first was due already"
+    );
+    let created_in = started.elapsed();
+
+    // Every tick from now on: two invocations at once. (Not during the creation, which
+    // they would slow down: each sweep's transactions copy moto's whole table.)
     let ticks = Arc::new(Ticks::default());
     let ticking = {
         let (sweeper, ticks) = (aws.sweeper(), ticks.clone());
@@ -171,21 +188,6 @@ async fn crash(soak: Soak) {
             }
         })
     };
-
-    // Create everything before the first job is due.
-    let lead = Span::seconds(8 + soak.jobs() as i64 / 15);
-    let base = (Utc::now() + lead).duration_trunc(Span::milliseconds(1)).unwrap();
-    let planned = plan(&soak, &mut rng, effects_path.to_str().unwrap(), base);
-    assert_eq!(planned.len(), soak.jobs());
-    futures::stream::iter(planned.iter().map(|p| create(&aws.api, &p.job)))
-        .buffer_unordered(CREATES_AT_ONCE)
-        .collect::<Vec<()>>()
-        .await;
-    assert!(
-        Utc::now() < base,
-        "creating the jobs took too long; the first was due already"
-    );
-    let created_in = started.elapsed();
 
     // Chaos until every one-shot was due and the longest payloads had time to run.
     let chaos_end = base + Span::seconds(soak.window_secs + 3);
