@@ -140,7 +140,7 @@ async fn crash(soak: Soak) {
     let mut aws = Deployment::start(config, Dur::ZERO, Dur::secs(600)).await;
     // The repair pass re-enqueues runs left PENDING (e.g. written by a sweep whose enqueue
     // failed) after a few of the test's ticks rather than EventBridge's minute.
-    aws.set_stale_after(Dur::secs(10));
+    aws.set_tick(Dur(TICK_EVERY), Dur::secs(10));
     let effects_path = aws.path().join("effects");
     let mut workers: Vec<Proc> = (0..WORKER_PROCESSES).map(|_| aws.worker(WORKER_FLAGS)).collect();
 
