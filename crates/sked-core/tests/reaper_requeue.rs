@@ -79,8 +79,7 @@ async fn enqueues_over_100s(doubling: bool) -> usize {
         clock.advance(interval);
         reaper.reap_once().await.unwrap();
     }
-    let total = *queue.enqueued.lock().unwrap();
-    total
+    *queue.enqueued.lock().unwrap()
 }
 
 #[tokio::test]
