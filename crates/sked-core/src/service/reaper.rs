@@ -64,11 +64,12 @@ impl Reaper {
         }
     }
 
-    /// Re-enqueues a stale run only in the pass in which its time since it became ready
-    /// crosses `stale_after × 2^k` (k = 0, 1, 2, …) — the pass in `[that time, that time +
-    /// pass_interval)`. For queues without dedupe by run (SQS); see the module docs.
+    /// Re-enqueues a stale run only in the passes in which its time since it became ready
+    /// has just crossed `stale_after × 2^k` (k = 0, 1, 2, …): those less than twice
+    /// `pass_interval` after that time, so that a late pass does not miss it (it may then be
+    /// enqueued twice). For queues without dedupe by run (SQS); see the module docs.
     pub fn with_doubling_requeue(mut self, pass_interval: Dur) -> Self {
-        self.requeue_window = Some(pass_interval);
+        self.requeue_window = Some(Dur(pass_interval.0 * 2));
         self
     }
 
@@ -182,9 +183,12 @@ mod tests {
 
     #[test]
     fn requeue_windows_start_at_stale_after_and_double() {
-        let (stale, window) = (Dur::secs(10), Dur::secs(2));
+        let (stale, window) = (Dur::secs(10), Dur::secs(4));
         let due: Vec<i64> = (0..100).filter(|s| requeue_due(s * 1000, stale, window)).collect();
-        assert_eq!(due, vec![10, 11, 20, 21, 40, 41, 80, 81]);
+        assert_eq!(
+            due,
+            vec![10, 11, 12, 13, 20, 21, 22, 23, 40, 41, 42, 43, 80, 81, 82, 83]
+        );
         // A window as long as stale_after covers the first two without a gap.
         assert!((60..180).all(|s| requeue_due(s * 1000, Dur::secs(60), Dur::secs(60))));
         assert!(!requeue_due(200_000, Dur::secs(60), Dur::secs(60)));
