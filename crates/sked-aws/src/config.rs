@@ -225,6 +225,14 @@ pub struct AwsClients {
 /// and sends through a [`FaultyHttpClient`] when [`AwsConfig::faults`] is set.
 pub async fn connect(config: &AwsConfig) -> AwsClients {
     let region = Region::new(config.region.clone());
+    if let Some(faults) = &config.faults {
+        tracing::warn!(
+            throttle = faults.throttle,
+            lost_answer = faults.lost_answer,
+            seed = faults.seed,
+            "fault injection is on: AWS requests will fail on purpose (chaos testing only)"
+        );
+    }
     let faulty = config.faults.map(FaultyHttpClient::around_default);
     let shared = match &config.credentials {
         Some(creds) => {

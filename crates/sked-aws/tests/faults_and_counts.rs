@@ -91,3 +91,35 @@ async fn a_lost_answer_hides_a_write_that_happened() {
     let (clean, _, _) = lease_with(&config, None).await;
     assert!(!clean.acquire(0, "b", in_secs(60)).await.unwrap());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_service_s_injected_throttling_parses_as_its_own_code_and_is_retried() {
+    use aws_sdk_dynamodb::error::ProvideErrorMetadata;
+    let counter = RequestCounter::new();
+    let config = AwsConfig {
+        faults: Some(Faults::throttle(1.0, 1)),
+        request_counter: Some(counter.clone()),
+        ..common::fresh_config()
+    };
+    let clients = connect(&config).await;
+
+    let sqs = clients.sqs.list_queues().send().await.unwrap_err();
+    let s3 = clients.s3.list_buckets().send().await.unwrap_err();
+    let logs = clients.logs.describe_log_groups().send().await.unwrap_err();
+    let ecs = clients.ecs.list_clusters().send().await.unwrap_err();
+    let dynamodb = clients.dynamodb.list_tables().send().await.unwrap_err();
+    assert_eq!(sqs.code(), Some("RequestThrottled"), "{sqs:?}");
+    assert_eq!(s3.code(), Some("SlowDown"), "{s3:?}");
+    assert_eq!(logs.code(), Some("ThrottlingException"), "{logs:?}");
+    assert_eq!(ecs.code(), Some("ThrottlingException"), "{ecs:?}");
+    assert_eq!(
+        dynamodb.code(),
+        Some("ProvisionedThroughputExceededException"),
+        "{dynamodb:?}"
+    );
+    // Each was classified as retryable: three attempts apiece, none sent.
+    let counts = counter.snapshot();
+    assert_eq!(counts.len(), 5, "{counts:?}");
+    assert!(counts.values().all(|n| *n == 3), "{counts:?}");
+    assert_eq!(clients.faults.as_ref().unwrap().throttled(), 15);
+}

@@ -9,7 +9,8 @@
 //! 2. runs [`Reaper::reap_once`]: attempts whose lease expired are closed (worker lost) and
 //!    retried, and PENDING runs ready for over [`STALE_AFTER`] without being claimed — written
 //!    but never enqueued, a lost message, a retry whose backoff was beyond SQS's 15-minute
-//!    delay — are enqueued (again). It runs before the sweep so that a run this sweep fires
+//!    delay — are enqueued (again), each again only when its wait doubles (so a backlog
+//!    does not gain a duplicate per run and tick). It runs before the sweep so that a run this sweep fires
 //!    late (a one-shot whose time has passed) is not also counted stale by it;
 //! 3. runs [`Sweeper::sweep_once`] until nothing more is due within the look-ahead (each
 //!    batch's runs go to SQS with `DelaySeconds` = time until due; the look-ahead is at most
@@ -41,10 +42,13 @@ pub const SWEEP_LEASE: u32 = 0;
 pub const DEADLINE_MARGIN: Dur = Dur::secs(10);
 /// The time budget when the context carries no deadline (tests, `cargo lambda invoke`).
 pub const DEFAULT_BUDGET: Dur = Dur::secs(60);
-/// A PENDING run ready this long without a claim is enqueued again: one tick. (SQS keeps
-/// every copy; claiming makes the extra ones harmless. Workers claim within milliseconds
-/// unless the queues back up.)
+/// A PENDING run ready this long without a claim is enqueued again: one tick. SQS keeps
+/// every copy (claiming makes the extra ones harmless), so while the workers are behind a run
+/// is enqueued again only when its wait crosses this, twice this, four times, … (the reaper's
+/// doubling re-enqueue): a backlog is not buried under a copy per run and tick.
 pub const STALE_AFTER: Dur = Dur::secs(60);
+/// The time between ticks (the template's EventBridge schedule): the reaper's pass interval.
+pub const TICK: Dur = Dur::secs(60);
 
 /// A failed invocation (the Lambda reports it, and the "sweeper errors" alarm counts it).
 #[derive(Debug, thiserror::Error)]
@@ -122,13 +126,7 @@ impl SweeperFn {
                 ..SweeperConfig::default()
             },
         );
-        let reaper = Reaper::new(
-            ports.clone(),
-            ReaperConfig {
-                stale_after: STALE_AFTER,
-                ..ReaperConfig::default()
-            },
-        );
+        let reaper = repairing_reaper(&ports, STALE_AFTER, TICK);
         SweeperFn {
             ports,
             sweeper,
@@ -137,16 +135,11 @@ impl SweeperFn {
         }
     }
 
-    /// The same handler with the repair pass's `stale_after` instead of [`STALE_AFTER`] (one
-    /// tick of a schedule faster than EventBridge's minute: tests, `make local-aws`).
-    pub fn with_stale_after(mut self, stale_after: Dur) -> Self {
-        self.reaper = Reaper::new(
-            self.ports.clone(),
-            ReaperConfig {
-                stale_after,
-                ..ReaperConfig::default()
-            },
-        );
+    /// The same handler for ticks every `tick` instead of [`TICK`], re-enqueuing runs stale
+    /// after `stale_after` instead of [`STALE_AFTER`] (a schedule faster than EventBridge's
+    /// minute: tests, `make local-aws`).
+    pub fn with_tick(mut self, tick: Dur, stale_after: Dur) -> Self {
+        self.reaper = repairing_reaper(&self.ports, stale_after, tick);
         self
     }
 
@@ -208,6 +201,16 @@ impl SweeperFn {
         }
         Ok(outcome)
     }
+}
+
+/// The reaper of one tick: stale runs re-enqueued with doubling waits (SQS keeps copies).
+fn repairing_reaper(ports: &Ports, stale_after: Dur, tick: Dur) -> Reaper {
+    let config = ReaperConfig {
+        stale_after,
+        interval: tick,
+        ..ReaperConfig::default()
+    };
+    Reaper::new(ports.clone(), config).with_doubling_requeue(tick)
 }
 
 /// The invocation's deadline (ms since the epoch in the context; 0 when there is none, then

@@ -1,5 +1,12 @@
 //! The reaper: closes attempts whose worker stopped heartbeating (lease expired) and
 //! re-enqueues PENDING runs whose queue message was lost (written but never received).
+//!
+//! A stale run is re-enqueued on every pass by default, which suits a queue that keeps one
+//! message per run (the local one). A queue that keeps every copy (SQS) would gain a
+//! duplicate per run and pass while the workers are merely behind — which slows them down
+//! further. [`Reaper::with_doubling_requeue`] re-enqueues a run only when its time since it
+//! became ready crosses `stale_after`, then twice that, four times, …: a lost message is
+//! still repaired, and a backlog gains O(log) copies per run instead of one per pass.
 
 use super::Ports;
 use crate::duration::Dur;
@@ -43,12 +50,27 @@ pub struct ReapReport {
 pub struct Reaper {
     pub(crate) ports: Ports,
     pub(crate) config: ReaperConfig,
+    /// With doubling re-enqueue: the time between passes (see the module docs).
+    requeue_window: Option<Dur>,
 }
 
 impl Reaper {
     /// A reaper over `ports`.
     pub fn new(ports: Ports, config: ReaperConfig) -> Self {
-        Reaper { ports, config }
+        Reaper {
+            ports,
+            config,
+            requeue_window: None,
+        }
+    }
+
+    /// Re-enqueues a stale run only in the passes in which its time since it became ready
+    /// has just crossed `stale_after × 2^k` (k = 0, 1, 2, …): those less than twice
+    /// `pass_interval` after that time, so that a late pass does not miss it (it may then be
+    /// enqueued twice). For queues without dedupe by run (SQS); see the module docs.
+    pub fn with_doubling_requeue(mut self, pass_interval: Dur) -> Self {
+        self.requeue_window = Some(Dur(pass_interval.0 * 2));
+        self
     }
 
     /// Runs passes every `interval` until `shutdown` is cancelled.
@@ -85,6 +107,15 @@ impl Reaper {
         }
         let ready_before = now - self.config.stale_after.to_chrono();
         for run in self.ports.store.stale_pending(ready_before, self.config.batch).await? {
+            if let Some(window) = self.requeue_window
+                && !requeue_due(
+                    (now - run.not_before).num_milliseconds(),
+                    self.config.stale_after,
+                    window,
+                )
+            {
+                continue;
+            }
             report.requeued += 1;
             dispatches.push(dispatch_of(&run));
         }
@@ -129,5 +160,37 @@ pub(crate) fn dispatch_of(run: &Run) -> Dispatch {
         run_id: run.run_id.clone(),
         priority: run.priority,
         not_before: run.not_before,
+    }
+}
+
+/// Whether a run ready `age_ms` ago is in one of its re-enqueue windows: `[stale_after × 2^k,
+/// stale_after × 2^k + window)` for some k ≥ 0.
+fn requeue_due(age_ms: i64, stale_after: Dur, window: Dur) -> bool {
+    let (stale_ms, window_ms) = (stale_after.as_millis().max(1), window.as_millis().max(1));
+    let mut start = stale_ms;
+    while start <= age_ms {
+        if age_ms < start.saturating_add(window_ms) {
+            return true;
+        }
+        start = start.saturating_mul(2);
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requeue_windows_start_at_stale_after_and_double() {
+        let (stale, window) = (Dur::secs(10), Dur::secs(4));
+        let due: Vec<i64> = (0..100).filter(|s| requeue_due(s * 1000, stale, window)).collect();
+        assert_eq!(
+            due,
+            vec![10, 11, 12, 13, 20, 21, 22, 23, 40, 41, 42, 43, 80, 81, 82, 83]
+        );
+        // A window as long as stale_after covers the first two without a gap.
+        assert!((60..180).all(|s| requeue_due(s * 1000, Dur::secs(60), Dur::secs(60))));
+        assert!(!requeue_due(200_000, Dur::secs(60), Dur::secs(60)));
     }
 }

@@ -131,15 +131,15 @@ impl Deployment {
             .unwrap_or_else(|e| panic!("sweeper tick {n} failed: {e}"))
     }
 
-    /// Replaces the sweeper handler by one whose repair pass enqueues PENDING runs again
-    /// after `stale_after` (one tick of the test's own schedule) instead of a minute.
-    pub fn set_stale_after(&mut self, stale_after: Dur) {
+    /// Replaces the sweeper handler by one ticked every `tick` (the test's own schedule)
+    /// whose repair pass enqueues PENDING runs again after `stale_after` instead of a minute.
+    pub fn set_tick(&mut self, tick: Dur, stale_after: Dur) {
         let lease = SweepLease::new(
             self.clients.dynamodb.clone(),
             &self.settings.aws,
             self.ports.clock.clone(),
         );
-        let sweeper = SweeperFn::new(self.ports.clone(), lease, self.sweep_lookahead).with_stale_after(stale_after);
+        let sweeper = SweeperFn::new(self.ports.clone(), lease, self.sweep_lookahead).with_tick(tick, stale_after);
         self.sweeper = Arc::new(sweeper);
     }
 
