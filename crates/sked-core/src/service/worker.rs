@@ -26,6 +26,26 @@ const OUTPUT_BUFFER: usize = 1024;
 /// Pause after a failed receive before trying again.
 const RECEIVE_BACKOFF: Dur = Dur::millis(500);
 
+/// An attempt [`Worker::claim_batch`] started: run it with [`Worker::run_claimed`].
+#[derive(Debug)]
+pub struct ClaimedAttempt {
+    /// The delivery it came from (acked when the run ends).
+    delivery: Delivery,
+    /// The run's job, as read before the claim.
+    job: Job,
+    /// The run after the claim.
+    run: Run,
+    /// The attempt's fencing token.
+    token: u64,
+}
+
+impl ClaimedAttempt {
+    /// The claimed run (RUNNING, its last attempt the new one).
+    pub fn run(&self) -> &Run {
+        &self.run
+    }
+}
+
 /// What a delivery needs before its claim.
 #[allow(clippy::large_enum_variant)] // a return value, moved once; boxing would only add an allocation
 enum Admission {
@@ -180,16 +200,37 @@ impl Worker {
         }
     }
 
-    /// [`Worker::handle`] for every delivery of one receive: admissions side by side, one
-    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for all, then each
-    /// claimed attempt runs in its own task, releasing its slot (`permits`, one per
-    /// delivery) when it ends.
+    /// Every delivery of one receive, as [`Worker::run`] handles them: one
+    /// [`Worker::claim_batch`], then each claimed attempt in its own task, which releases its
+    /// slot (`permits`, one per delivery) when it ends.
     async fn handle_batch(
         self: Arc<Self>,
         deliveries: Vec<Delivery>,
         permits: Vec<OwnedSemaphorePermit>,
         shutdown: CancellationToken,
     ) {
+        let claimed = self.claim_batch(deliveries).await;
+        let mut permits = permits.into_iter();
+        let mut running = JoinSet::new();
+        for attempt in claimed {
+            let (worker, stop, permit) = (self.clone(), shutdown.clone(), permits.next());
+            running.spawn(async move {
+                worker.run_claimed(attempt, stop).await;
+                drop(permit);
+            });
+        }
+        drop(permits); // the slots of deliveries that started nothing
+        while running.join_next().await.is_some() {}
+    }
+
+    /// Step-wise entry point ([`Worker::run`] uses it too): [`Worker::handle`] up to the
+    /// start of the attempts, for a whole received batch — the batch's jobs in one read, the
+    /// claim-time overlap checks, one
+    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for all. Returns the
+    /// attempts to run (hand each to [`Worker::run_claimed`]); deliveries dealt with
+    /// otherwise (deferred, acked, failed for want of a job, or left for redelivery after an
+    /// error) are not returned.
+    pub async fn claim_batch(&self, deliveries: Vec<Delivery>) -> Vec<ClaimedAttempt> {
         // The jobs of the whole batch in one read (a run id names its job).
         let named: Vec<Option<(TenantId, JobId)>> = deliveries
             .iter()
@@ -203,7 +244,7 @@ impl Worker {
                 for delivery in &deliveries {
                     self.unhandled(delivery, &e);
                 }
-                return;
+                return Vec::new();
             }
         };
         let admitted = futures::future::join_all(
@@ -221,9 +262,8 @@ impl Worker {
                 Err(e) => self.unhandled(&delivery, &e),
             }
         }
-        let mut permits = permits.into_iter();
         if to_claim.is_empty() {
-            return;
+            return Vec::new();
         }
         let now = timestamp::trunc_ms(self.ports.clock.now());
         let lease_until = now + self.config.lease.to_chrono();
@@ -243,27 +283,37 @@ impl Worker {
                 for (delivery, _) in &to_claim {
                     self.unhandled(delivery, &e);
                 }
-                return;
+                return Vec::new();
             }
         };
-        let mut running = JoinSet::new();
+        let mut claimed = Vec::with_capacity(to_claim.len());
         for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
             match self.claimed(&delivery, job, claim, now).await {
-                Ok(Some((job, run, token))) => {
-                    let (worker, stop, permit) = (self.clone(), shutdown.clone(), permits.next());
-                    running.spawn(async move {
-                        if let Err(e) = worker.run_attempt(&delivery, &job, run, token, stop).await {
-                            worker.unhandled(&delivery, &e);
-                        }
-                        drop(permit);
-                    });
-                }
+                Ok(Some((job, run, token))) => claimed.push(ClaimedAttempt {
+                    delivery,
+                    job,
+                    run,
+                    token,
+                }),
                 Ok(None) => {}
                 Err(e) => self.unhandled(&delivery, &e),
             }
         }
-        drop(permits); // the slots of deliveries that started nothing
-        while running.join_next().await.is_some() {}
+        claimed
+    }
+
+    /// Runs an attempt [`Worker::claim_batch`] claimed to its end (heartbeats, timeout,
+    /// completion), as [`Worker::handle`] does after its claim.
+    pub async fn run_claimed(&self, attempt: ClaimedAttempt, shutdown: CancellationToken) {
+        let ClaimedAttempt {
+            delivery,
+            job,
+            run,
+            token,
+        } = attempt;
+        if let Err(e) = self.run_attempt(&delivery, &job, run, token, shutdown).await {
+            self.unhandled(&delivery, &e);
+        }
     }
 
     /// Logs a delivery that could not be handled; its message will be redelivered.
@@ -400,6 +450,13 @@ impl Worker {
             attempt,
         };
         let writer = self.ports.logs.writer(&key).await?;
+        // The worker may have stalled since the claim (a paused process, a long wait for a
+        // thread): once the lease has ended another worker may hold the run, so the payload
+        // must not start at all. Nothing awaits between this check and the payload's start.
+        if let Some(lease) = run.lease.as_ref().filter(|l| clock.now() > l.expires_at) {
+            tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, expired_at = %timestamp::format(&lease.expires_at), "lease ended before the payload could start; nothing started, nothing recorded");
+            return Ok(());
+        }
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_BUFFER);
         let (stop_tx, stop_rx) = watch::channel(None);
         let request = ExecRequest {
