@@ -6,12 +6,12 @@ use super::reaper::dispatch_of;
 use super::{Ports, start_extra_run};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ids::{JobId, RunId, TenantId, WorkerId};
+use crate::ids::{RunId, TenantId, WorkerId};
 use crate::job::{Job, OnTimeout, Overlap};
 use crate::lifecycle::REPLACED;
 use crate::ports::{
-    AttemptResult, ClaimOutcome, Delivery, ExecRequest, ExecResult, Executor, LogKey, LogLine, LogSummary, LogWriter,
-    QueueError, RunTransition, StopReason, StoreError,
+    AttemptResult, ClaimOutcome, Delivery, ExecRequest, ExecResult, Executor, JobClaim, LogKey, LogLine, LogSummary,
+    LogWriter, QueueError, RunTransition, StopReason, StoreError,
 };
 use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
@@ -231,14 +231,23 @@ impl Worker {
     /// otherwise (deferred, acked, failed for want of a job, or left for redelivery after an
     /// error) are not returned.
     pub async fn claim_batch(&self, deliveries: Vec<Delivery>) -> Vec<ClaimedAttempt> {
-        // The jobs of the whole batch in one read (a run id names its job).
-        let named: Vec<Option<(TenantId, JobId)>> = deliveries
+        // Jobs whose overlap policy is checked at claim time are held back by the store and
+        // go through the checks; all others are claimed at once, in the call that reads the
+        // jobs.
+        let hold = self.checked_at_claim();
+        let runs: Vec<(TenantId, RunId)> = deliveries
             .iter()
-            .map(|d| Some((d.dispatch.tenant.clone(), d.dispatch.run_id.parts()?.0)))
+            .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
             .collect();
-        let wanted: Vec<(TenantId, JobId)> = named.iter().flatten().cloned().collect();
-        let mut jobs = match self.ports.store.get_jobs(&wanted).await {
-            Ok(jobs) => jobs.into_iter(),
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        let answers = match self
+            .ports
+            .store
+            .claim_many_with_jobs(&runs, hold, &self.config.id, now, lease_until)
+            .await
+        {
+            Ok(answers) => answers,
             Err(e) => {
                 let e = CoreError::from(e);
                 for delivery in &deliveries {
@@ -247,15 +256,46 @@ impl Worker {
                 return Vec::new();
             }
         };
+        let mut claimed = Vec::with_capacity(deliveries.len());
+        let mut held = Vec::new();
+        for (delivery, answer) in deliveries.into_iter().zip(answers) {
+            let (job, claim) = match answer {
+                Ok(JobClaim::Held(job)) => {
+                    held.push((delivery, job));
+                    continue;
+                }
+                Ok(JobClaim::Claimed(outcome, job)) => (job, Ok(outcome)),
+                Err(e) => (None, Err(e)),
+            };
+            self.collect_claimed(delivery, job, claim, now, &mut claimed).await;
+        }
+        if !held.is_empty() {
+            self.claim_held(held, &mut claimed).await;
+        }
+        claimed
+    }
+
+    /// The overlap policies checked before a claim: `queue_one` always; `forbid` and
+    /// `replace` where runs may have been fired ahead of their time.
+    fn checked_at_claim(&self) -> &'static [Overlap] {
+        if self.config.fired_ahead {
+            &[Overlap::QueueOne, Overlap::Forbid, Overlap::Replace]
+        } else {
+            &[Overlap::QueueOne]
+        }
+    }
+
+    /// The held-back part of [`Worker::claim_batch`]: each delivery's overlap checks, then
+    /// one [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for those that may
+    /// start; what starts goes to `claimed`.
+    async fn claim_held(&self, held: Vec<(Delivery, Job)>, claimed: &mut Vec<ClaimedAttempt>) {
         let admitted = futures::future::join_all(
-            deliveries
-                .iter()
-                .zip(&named)
-                .map(|(d, named)| self.admit(d, named.as_ref().and_then(|_| jobs.next().flatten()))),
+            held.iter()
+                .map(|(delivery, job)| self.admit(delivery, Some(job.clone()))),
         )
         .await;
-        let mut to_claim = Vec::with_capacity(deliveries.len());
-        for (delivery, admission) in deliveries.into_iter().zip(admitted) {
+        let mut to_claim = Vec::with_capacity(held.len());
+        for ((delivery, _), admission) in held.into_iter().zip(admitted) {
             match admission {
                 Ok(Admission::Claim(job)) => to_claim.push((delivery, job)),
                 Ok(Admission::Done) => {}
@@ -263,7 +303,7 @@ impl Worker {
             }
         }
         if to_claim.is_empty() {
-            return Vec::new();
+            return;
         }
         let now = timestamp::trunc_ms(self.ports.clock.now());
         let lease_until = now + self.config.lease.to_chrono();
@@ -271,35 +311,46 @@ impl Worker {
             .iter()
             .map(|(d, _)| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
             .collect();
-        let claims = match self
+        match self
             .ports
             .store
             .claim_many(&runs, &self.config.id, now, lease_until)
             .await
         {
-            Ok(claims) => claims,
+            Ok(claims) => {
+                for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
+                    self.collect_claimed(delivery, job, claim, now, claimed).await;
+                }
+            }
             Err(e) => {
                 let e = CoreError::from(e);
                 for (delivery, _) in &to_claim {
                     self.unhandled(delivery, &e);
                 }
-                return Vec::new();
-            }
-        };
-        let mut claimed = Vec::with_capacity(to_claim.len());
-        for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
-            match self.claimed(&delivery, job, claim, now).await {
-                Ok(Some((job, run, token))) => claimed.push(ClaimedAttempt {
-                    delivery,
-                    job,
-                    run,
-                    token,
-                }),
-                Ok(None) => {}
-                Err(e) => self.unhandled(&delivery, &e),
             }
         }
-        claimed
+    }
+
+    /// [`Worker::claimed`] for one delivery of a batch: what starts goes to `claimed`, a
+    /// failure is logged (the message will be redelivered).
+    async fn collect_claimed(
+        &self,
+        delivery: Delivery,
+        job: Option<Job>,
+        claim: Result<ClaimOutcome, StoreError>,
+        now: Timestamp,
+        claimed: &mut Vec<ClaimedAttempt>,
+    ) {
+        match self.claimed(&delivery, job, claim, now).await {
+            Ok(Some((job, run, token))) => claimed.push(ClaimedAttempt {
+                delivery,
+                job,
+                run,
+                token,
+            }),
+            Ok(None) => {}
+            Err(e) => self.unhandled(&delivery, &e),
+        }
     }
 
     /// Runs an attempt [`Worker::claim_batch`] claimed to its end (heartbeats, timeout,
@@ -332,11 +383,7 @@ impl Worker {
         // happens here: `forbid` skips the run if the earlier one is still going, as the
         // sweeper would have; `replace` asks the earlier ones to stop, then starts.
         let policy = job.as_ref().map(|j| j.spec.overlap_policy());
-        let check_overlap = match policy {
-            Some(Overlap::QueueOne) => true,
-            Some(Overlap::Forbid | Overlap::Replace) => self.config.fired_ahead,
-            _ => false,
-        };
+        let check_overlap = policy.is_some_and(|p| self.checked_at_claim().contains(&p));
         if let Some(job) = job.as_ref().filter(|_| check_overlap) {
             let now = self.ports.clock.now();
             let active = store.active_runs(tenant, &job.id).await?;
