@@ -1,6 +1,7 @@
-//! The worker: receives dispatches, claims the run (fenced lease), runs the task through the
-//! executor, heartbeats at a third of the lease, enforces the timeout, and completes — or,
-//! having lost its lease, stops the payload and writes nothing.
+//! The worker: receives dispatches, claims the runs (fenced leases; a received batch in one
+//! store call), runs each task through the executor, heartbeats at a third of the lease,
+//! enforces the timeout, and completes (acking in the same store call where it can) — or,
+//! having lost its lease, stops the payload (or never starts it) and writes nothing.
 
 use super::reaper::dispatch_of;
 use super::{Ports, start_extra_run};
@@ -224,10 +225,12 @@ impl Worker {
     }
 
     /// Step-wise entry point ([`Worker::run`] uses it too): [`Worker::handle`] up to the
-    /// start of the attempts, for a whole received batch — the batch's jobs in one read, the
-    /// claim-time overlap checks, one
-    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for all. Returns the
-    /// attempts to run (hand each to [`Worker::run_claimed`]); deliveries dealt with
+    /// start of the attempts, for a whole received batch — one
+    /// [`JobStore::claim_many_with_jobs`](crate::ports::JobStore::claim_many_with_jobs) claims
+    /// the runs and reads their jobs, except runs whose job's overlap policy is checked at
+    /// claim time, which go through those checks and then one
+    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many). Returns the attempts to
+    /// run (hand each to [`Worker::run_claimed`]); deliveries dealt with
     /// otherwise (deferred, acked, failed for want of a job, or left for redelivery after an
     /// error) are not returned.
     pub async fn claim_batch(&self, deliveries: Vec<Delivery>) -> Vec<ClaimedAttempt> {
