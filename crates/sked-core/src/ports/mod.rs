@@ -13,5 +13,6 @@ pub use executor::{ExecRequest, ExecResult, Executor, StopReason};
 pub use logs::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogStream, LogSummary, LogWriter};
 pub use queue::{Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
 pub use store::{
-    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+    AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition,
+    StoreError,
 };

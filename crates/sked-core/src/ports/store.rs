@@ -10,7 +10,7 @@
 //!   `next_fire_at` and do not bump `version`.
 
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
-use crate::job::{Job, JobState};
+use crate::job::{Job, JobState, Overlap};
 use crate::ports::queue::Receipt;
 use crate::run::{AttemptOutcome, Run, RunState};
 use crate::timestamp::Timestamp;
@@ -126,6 +126,16 @@ pub enum ClaimOutcome {
     Leased(Timestamp),
     /// The run may not start before this instant (backoff or jitter).
     NotYet(Timestamp),
+}
+
+/// What [`JobStore::claim_many_with_jobs`] did with one run.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a return value, moved once; boxing would only add an allocation
+pub enum JobClaim {
+    /// Claimed (any [`ClaimOutcome`]), with the job the run id names as read in the same call.
+    Claimed(ClaimOutcome, Option<Job>),
+    /// Not claimed: its job's overlap policy must be checked before the claim.
+    Held(Job),
 }
 
 /// How a finished attempt ended, as written by [`JobStore::complete`].
@@ -304,6 +314,50 @@ pub trait JobStore: Send + Sync + 'static {
             out.push(self.claim(tenant, run_id, worker, now, lease_until).await);
         }
         Ok(out)
+    }
+
+    /// [`JobStore::claim_many`] together with [`JobStore::get_jobs`] for the jobs the run ids
+    /// name, in one call (one transaction where the store can): a run whose job's overlap
+    /// policy is one of `hold` is not claimed but answered [`JobClaim::Held`] with its job
+    /// (the caller checks overlap first, then claims it); every other run is claimed as
+    /// `claim` would, and answered with its job (`None` when the run id names no existing
+    /// job). [`StoreError::NotFound`] for a run that does not exist.
+    async fn claim_many_with_jobs(
+        &self,
+        runs: &[(TenantId, RunId)],
+        hold: &[Overlap],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
+        let named: Vec<Option<(TenantId, JobId)>> = runs
+            .iter()
+            .map(|(tenant, run_id)| Some((tenant.clone(), run_id.parts()?.0)))
+            .collect();
+        let wanted: Vec<(TenantId, JobId)> = named.iter().flatten().cloned().collect();
+        let mut read = self.get_jobs(&wanted).await?.into_iter();
+        let jobs: Vec<Option<Job>> = named
+            .iter()
+            .map(|n| n.as_ref().and_then(|_| read.next().flatten()))
+            .collect();
+        let is_held = |job: &Option<Job>| job.as_ref().is_some_and(|j| hold.contains(&j.spec.overlap_policy()));
+        let to_claim: Vec<(TenantId, RunId)> = runs
+            .iter()
+            .zip(&jobs)
+            .filter(|(_, job)| !is_held(job))
+            .map(|(run, _)| run.clone())
+            .collect();
+        let mut claims = self.claim_many(&to_claim, worker, now, lease_until).await?.into_iter();
+        Ok(jobs
+            .into_iter()
+            .map(|job| match job {
+                Some(job) if hold.contains(&job.spec.overlap_policy()) => Ok(JobClaim::Held(job)),
+                job => match claims.next() {
+                    Some(claim) => claim.map(|outcome| JobClaim::Claimed(outcome, job)),
+                    None => Err(StoreError::Other("claim_many answered too few runs".into())),
+                },
+            })
+            .collect())
     }
 
     /// Renews the lease of the attempt holding `token` until `lease_until`, if that lease has

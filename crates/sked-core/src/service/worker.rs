@@ -1,17 +1,18 @@
-//! The worker: receives dispatches, claims the run (fenced lease), runs the task through the
-//! executor, heartbeats at a third of the lease, enforces the timeout, and completes — or,
-//! having lost its lease, stops the payload and writes nothing.
+//! The worker: receives dispatches, claims the runs (fenced leases; a received batch in one
+//! store call), runs each task through the executor, heartbeats at a third of the lease,
+//! enforces the timeout, and completes (acking in the same store call where it can) — or,
+//! having lost its lease, stops the payload (or never starts it) and writes nothing.
 
 use super::reaper::dispatch_of;
 use super::{Ports, start_extra_run};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ids::{JobId, RunId, TenantId, WorkerId};
+use crate::ids::{RunId, TenantId, WorkerId};
 use crate::job::{Job, OnTimeout, Overlap};
 use crate::lifecycle::REPLACED;
 use crate::ports::{
-    AttemptResult, ClaimOutcome, Delivery, ExecRequest, ExecResult, Executor, LogKey, LogLine, LogSummary, LogWriter,
-    QueueError, RunTransition, StopReason, StoreError,
+    AttemptResult, ClaimOutcome, Delivery, ExecRequest, ExecResult, Executor, JobClaim, LogKey, LogLine, LogSummary,
+    LogWriter, QueueError, RunTransition, StopReason, StoreError,
 };
 use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
@@ -25,6 +26,26 @@ use tokio_util::sync::CancellationToken;
 const OUTPUT_BUFFER: usize = 1024;
 /// Pause after a failed receive before trying again.
 const RECEIVE_BACKOFF: Dur = Dur::millis(500);
+
+/// An attempt [`Worker::claim_batch`] started: run it with [`Worker::run_claimed`].
+#[derive(Debug)]
+pub struct ClaimedAttempt {
+    /// The delivery it came from (acked when the run ends).
+    delivery: Delivery,
+    /// The run's job, as read before the claim.
+    job: Job,
+    /// The run after the claim.
+    run: Run,
+    /// The attempt's fencing token.
+    token: u64,
+}
+
+impl ClaimedAttempt {
+    /// The claimed run (RUNNING, its last attempt the new one).
+    pub fn run(&self) -> &Run {
+        &self.run
+    }
+}
 
 /// What a delivery needs before its claim.
 #[allow(clippy::large_enum_variant)] // a return value, moved once; boxing would only add an allocation
@@ -180,48 +201,110 @@ impl Worker {
         }
     }
 
-    /// [`Worker::handle`] for every delivery of one receive: admissions side by side, one
-    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for all, then each
-    /// claimed attempt runs in its own task, releasing its slot (`permits`, one per
-    /// delivery) when it ends.
+    /// Every delivery of one receive, as [`Worker::run`] handles them: one
+    /// [`Worker::claim_batch`], then each claimed attempt in its own task, which releases its
+    /// slot (`permits`, one per delivery) when it ends.
     async fn handle_batch(
         self: Arc<Self>,
         deliveries: Vec<Delivery>,
         permits: Vec<OwnedSemaphorePermit>,
         shutdown: CancellationToken,
     ) {
-        // The jobs of the whole batch in one read (a run id names its job).
-        let named: Vec<Option<(TenantId, JobId)>> = deliveries
+        let claimed = self.claim_batch(deliveries).await;
+        let mut permits = permits.into_iter();
+        let mut running = JoinSet::new();
+        for attempt in claimed {
+            let (worker, stop, permit) = (self.clone(), shutdown.clone(), permits.next());
+            running.spawn(async move {
+                worker.run_claimed(attempt, stop).await;
+                drop(permit);
+            });
+        }
+        drop(permits); // the slots of deliveries that started nothing
+        while running.join_next().await.is_some() {}
+    }
+
+    /// Step-wise entry point ([`Worker::run`] uses it too): [`Worker::handle`] up to the
+    /// start of the attempts, for a whole received batch — one
+    /// [`JobStore::claim_many_with_jobs`](crate::ports::JobStore::claim_many_with_jobs) claims
+    /// the runs and reads their jobs, except runs whose job's overlap policy is checked at
+    /// claim time, which go through those checks and then one
+    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many). Returns the attempts to
+    /// run (hand each to [`Worker::run_claimed`]); deliveries dealt with
+    /// otherwise (deferred, acked, failed for want of a job, or left for redelivery after an
+    /// error) are not returned.
+    pub async fn claim_batch(&self, deliveries: Vec<Delivery>) -> Vec<ClaimedAttempt> {
+        // Jobs whose overlap policy is checked at claim time are held back by the store and
+        // go through the checks; all others are claimed at once, in the call that reads the
+        // jobs.
+        let hold = self.checked_at_claim();
+        let runs: Vec<(TenantId, RunId)> = deliveries
             .iter()
-            .map(|d| Some((d.dispatch.tenant.clone(), d.dispatch.run_id.parts()?.0)))
+            .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
             .collect();
-        let wanted: Vec<(TenantId, JobId)> = named.iter().flatten().cloned().collect();
-        let mut jobs = match self.ports.store.get_jobs(&wanted).await {
-            Ok(jobs) => jobs.into_iter(),
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        let answers = match self
+            .ports
+            .store
+            .claim_many_with_jobs(&runs, hold, &self.config.id, now, lease_until)
+            .await
+        {
+            Ok(answers) => answers,
             Err(e) => {
                 let e = CoreError::from(e);
                 for delivery in &deliveries {
                     self.unhandled(delivery, &e);
                 }
-                return;
+                return Vec::new();
             }
         };
+        let mut claimed = Vec::with_capacity(deliveries.len());
+        let mut held = Vec::new();
+        for (delivery, answer) in deliveries.into_iter().zip(answers) {
+            let (job, claim) = match answer {
+                Ok(JobClaim::Held(job)) => {
+                    held.push((delivery, job));
+                    continue;
+                }
+                Ok(JobClaim::Claimed(outcome, job)) => (job, Ok(outcome)),
+                Err(e) => (None, Err(e)),
+            };
+            self.collect_claimed(delivery, job, claim, now, &mut claimed).await;
+        }
+        if !held.is_empty() {
+            self.claim_held(held, &mut claimed).await;
+        }
+        claimed
+    }
+
+    /// The overlap policies checked before a claim: `queue_one` always; `forbid` and
+    /// `replace` where runs may have been fired ahead of their time.
+    fn checked_at_claim(&self) -> &'static [Overlap] {
+        if self.config.fired_ahead {
+            &[Overlap::QueueOne, Overlap::Forbid, Overlap::Replace]
+        } else {
+            &[Overlap::QueueOne]
+        }
+    }
+
+    /// The held-back part of [`Worker::claim_batch`]: each delivery's overlap checks, then
+    /// one [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for those that may
+    /// start; what starts goes to `claimed`.
+    async fn claim_held(&self, held: Vec<(Delivery, Job)>, claimed: &mut Vec<ClaimedAttempt>) {
         let admitted = futures::future::join_all(
-            deliveries
-                .iter()
-                .zip(&named)
-                .map(|(d, named)| self.admit(d, named.as_ref().and_then(|_| jobs.next().flatten()))),
+            held.iter()
+                .map(|(delivery, job)| self.admit(delivery, Some(job.clone()))),
         )
         .await;
-        let mut to_claim = Vec::with_capacity(deliveries.len());
-        for (delivery, admission) in deliveries.into_iter().zip(admitted) {
+        let mut to_claim = Vec::with_capacity(held.len());
+        for ((delivery, _), admission) in held.into_iter().zip(admitted) {
             match admission {
                 Ok(Admission::Claim(job)) => to_claim.push((delivery, job)),
                 Ok(Admission::Done) => {}
                 Err(e) => self.unhandled(&delivery, &e),
             }
         }
-        let mut permits = permits.into_iter();
         if to_claim.is_empty() {
             return;
         }
@@ -231,39 +314,60 @@ impl Worker {
             .iter()
             .map(|(d, _)| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
             .collect();
-        let claims = match self
+        match self
             .ports
             .store
             .claim_many(&runs, &self.config.id, now, lease_until)
             .await
         {
-            Ok(claims) => claims,
+            Ok(claims) => {
+                for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
+                    self.collect_claimed(delivery, job, claim, now, claimed).await;
+                }
+            }
             Err(e) => {
                 let e = CoreError::from(e);
                 for (delivery, _) in &to_claim {
                     self.unhandled(delivery, &e);
                 }
-                return;
-            }
-        };
-        let mut running = JoinSet::new();
-        for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
-            match self.claimed(&delivery, job, claim, now).await {
-                Ok(Some((job, run, token))) => {
-                    let (worker, stop, permit) = (self.clone(), shutdown.clone(), permits.next());
-                    running.spawn(async move {
-                        if let Err(e) = worker.run_attempt(&delivery, &job, run, token, stop).await {
-                            worker.unhandled(&delivery, &e);
-                        }
-                        drop(permit);
-                    });
-                }
-                Ok(None) => {}
-                Err(e) => self.unhandled(&delivery, &e),
             }
         }
-        drop(permits); // the slots of deliveries that started nothing
-        while running.join_next().await.is_some() {}
+    }
+
+    /// [`Worker::claimed`] for one delivery of a batch: what starts goes to `claimed`, a
+    /// failure is logged (the message will be redelivered).
+    async fn collect_claimed(
+        &self,
+        delivery: Delivery,
+        job: Option<Job>,
+        claim: Result<ClaimOutcome, StoreError>,
+        now: Timestamp,
+        claimed: &mut Vec<ClaimedAttempt>,
+    ) {
+        match self.claimed(&delivery, job, claim, now).await {
+            Ok(Some((job, run, token))) => claimed.push(ClaimedAttempt {
+                delivery,
+                job,
+                run,
+                token,
+            }),
+            Ok(None) => {}
+            Err(e) => self.unhandled(&delivery, &e),
+        }
+    }
+
+    /// Runs an attempt [`Worker::claim_batch`] claimed to its end (heartbeats, timeout,
+    /// completion), as [`Worker::handle`] does after its claim.
+    pub async fn run_claimed(&self, attempt: ClaimedAttempt, shutdown: CancellationToken) {
+        let ClaimedAttempt {
+            delivery,
+            job,
+            run,
+            token,
+        } = attempt;
+        if let Err(e) = self.run_attempt(&delivery, &job, run, token, shutdown).await {
+            self.unhandled(&delivery, &e);
+        }
     }
 
     /// Logs a delivery that could not be handled; its message will be redelivered.
@@ -282,11 +386,7 @@ impl Worker {
         // happens here: `forbid` skips the run if the earlier one is still going, as the
         // sweeper would have; `replace` asks the earlier ones to stop, then starts.
         let policy = job.as_ref().map(|j| j.spec.overlap_policy());
-        let check_overlap = match policy {
-            Some(Overlap::QueueOne) => true,
-            Some(Overlap::Forbid | Overlap::Replace) => self.config.fired_ahead,
-            _ => false,
-        };
+        let check_overlap = policy.is_some_and(|p| self.checked_at_claim().contains(&p));
         if let Some(job) = job.as_ref().filter(|_| check_overlap) {
             let now = self.ports.clock.now();
             let active = store.active_runs(tenant, &job.id).await?;
@@ -400,6 +500,13 @@ impl Worker {
             attempt,
         };
         let writer = self.ports.logs.writer(&key).await?;
+        // The worker may have stalled since the claim (a paused process, a long wait for a
+        // thread): once the lease has ended another worker may hold the run, so the payload
+        // must not start at all. Nothing awaits between this check and the payload's start.
+        if let Some(lease) = run.lease.as_ref().filter(|l| clock.now() > l.expires_at) {
+            tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, expired_at = %timestamp::format(&lease.expires_at), "lease ended before the payload could start; nothing started, nothing recorded");
+            return Ok(());
+        }
         let (out_tx, out_rx) = mpsc::channel(OUTPUT_BUFFER);
         let (stop_tx, stop_rx) = watch::channel(None);
         let request = ExecRequest {

@@ -22,11 +22,12 @@ use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::job::{Job, JobState};
+use sked_core::job::{Job, JobState, Overlap};
 use sked_core::lifecycle::{ClaimStep, REPLACED};
 use sked_core::ports::queue::{Dispatch, Receipt};
 use sked_core::ports::store::{
-    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+    AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition,
+    StoreError,
 };
 use sked_core::run::Run;
 use sked_core::timestamp::{Timestamp, trunc_ms};
@@ -478,6 +479,38 @@ impl JobStore for SqliteStore {
                 match claim_run(conn, tenant.as_str(), run_id.as_str(), &worker, now, lease_until) {
                     Err(TxError::Store(refused)) => out.push(Err(refused)),
                     answer => out.push(Ok(answer?)),
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn claim_many_with_jobs(
+        &self,
+        runs: &[(TenantId, RunId)],
+        hold: &[Overlap],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
+        let (runs, hold, worker) = (runs.to_vec(), hold.to_vec(), worker.clone());
+        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        self.write(move |conn| {
+            let mut out = Vec::with_capacity(runs.len());
+            for (tenant, run_id) in &runs {
+                let job = match run_id.parts() {
+                    Some((job_id, _)) => load_job(conn, tenant.as_str(), job_id.as_str())?,
+                    None => None,
+                };
+                if let Some(job) = job.as_ref().filter(|j| hold.contains(&j.spec.overlap_policy())) {
+                    out.push(Ok(JobClaim::Held(job.clone())));
+                    continue;
+                }
+                // As in `claim_many`: a refusal comes before any write.
+                match claim_run(conn, tenant.as_str(), run_id.as_str(), &worker, now, lease_until) {
+                    Err(TxError::Store(refused)) => out.push(Err(refused)),
+                    answer => out.push(Ok(JobClaim::Claimed(answer?, job))),
                 }
             }
             Ok(out)

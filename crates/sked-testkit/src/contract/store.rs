@@ -9,10 +9,10 @@ pub use sked_core::ports::store::JobStore;
 
 use super::fixtures::{at, job, job_with_labels, result, run, spec, t0, tenant, worker};
 use sked_core::ids::{JobId, RunId, TenantId};
-use sked_core::job::{Job, JobState};
+use sked_core::job::{Job, JobState, Overlap};
 use sked_core::ports::queue::Receipt;
 use sked_core::ports::store::{
-    AttemptResult, ClaimOutcome, Firing, JobFilter, Page, PageRequest, RunFilter, RunTransition, StoreError,
+    AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
 use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
 use sked_core::timestamp::Timestamp;
@@ -830,6 +830,48 @@ pub async fn claim_many_answers_each_like_claim(store: Store) {
     assert!(
         store
             .claim_many(&[], &worker("w1"), at(1), at(30))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// `claim_many_with_jobs` answers each run with its job: claimed as `claim` would when the
+/// job's overlap policy is not held, held back (unchanged) with its job when it is.
+pub async fn claim_many_with_jobs_claims_or_holds_by_overlap_policy(store: Store) {
+    let free = job("t1", "a");
+    let mut queued = job("t1", "q");
+    queued.spec.overlap = Some(Overlap::QueueOne);
+    create(&store, &[free.clone(), queued.clone()]).await;
+    let (ra, rq, orphan) = (run("t1", "a", 0), run("t1", "q", 0), run("t1", "gone", 0));
+    for r in [&ra, &rq, &orphan] {
+        insert(&store, r).await;
+    }
+    let ids: Vec<(TenantId, RunId)> = [&ra, &rq, &orphan]
+        .iter()
+        .map(|r| (r.tenant.clone(), r.run_id.clone()))
+        .chain([(tenant("t1"), RunId::from("a@nope"))])
+        .collect();
+    let answers = store
+        .claim_many_with_jobs(&ids, &[Overlap::QueueOne], &worker("w1"), at(1), at(30))
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), 4);
+    let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, Some(job_a))) = &answers[0] else {
+        panic!("expected Claimed with its job, got {:?}", answers[0]);
+    };
+    assert_eq!((run.state, job_a), (RunState::Running, &free));
+    assert_eq!(&get(&store, &ra).await, run);
+    assert_eq!(answers[1].as_ref().ok(), Some(&JobClaim::Held(queued)));
+    assert_eq!(get(&store, &rq).await, rq, "a held run is not claimed");
+    let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, None)) = &answers[2] else {
+        panic!("expected Claimed without a job, got {:?}", answers[2]);
+    };
+    assert_eq!(&get(&store, &orphan).await, run);
+    assert!(is_not_found(&answers[3]), "expected NotFound, got {:?}", answers[3]);
+    assert!(
+        store
+            .claim_many_with_jobs(&[], &[], &worker("w1"), at(1), at(30))
             .await
             .unwrap()
             .is_empty()

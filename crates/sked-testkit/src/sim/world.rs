@@ -336,10 +336,17 @@ impl World {
             let got = self.driver.block_on(worker.receive(room));
             match got {
                 Ok(deliveries) => {
-                    for d in deliveries {
+                    for d in &deliveries {
                         self.log(format!("w{i} got {} #{}", d.dispatch.run_id, d.receive_count));
+                    }
+                    // As `Worker::run` does: the batch is claimed in one store call, then
+                    // each claimed attempt runs as its own task.
+                    let claimed = self.driver.block_on(worker.claim_batch(deliveries));
+                    for attempt in claimed {
+                        self.log(format!("w{i} claimed {}", attempt.run().run_id));
                         let (worker, stop) = (worker.clone(), self.workers[i].shutdown.clone());
-                        self.driver.spawn(i, async move { worker.handle(d, stop).await });
+                        self.driver
+                            .spawn(i, async move { worker.run_claimed(attempt, stop).await });
                     }
                 }
                 Err(e) => self.log(format!("w{i} receive failed: {e}")),

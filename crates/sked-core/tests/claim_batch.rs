@@ -1,0 +1,99 @@
+//! A worker's received batch, step by step: `Worker::claim_batch` claims every delivery in one
+//! store call and `Worker::run_claimed` runs each attempt — and never starts a payload whose
+//! lease ended between the two.
+
+use serde_json::json;
+use sked_core::duration::Dur;
+use sked_core::ids::{JobId, TenantId, WorkerId};
+use sked_core::run::{AttemptOutcome, RunState};
+use sked_core::service::jobs::NewJob;
+use sked_core::service::sweeper::{Sweeper, SweeperConfig};
+use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
+use sked_core::timestamp;
+use sked_testkit::clock::ManualClock;
+use sked_testkit::memory::{FakeExecutor, MemLogs, MemQueue, MemStore};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+struct Harness {
+    clock: Arc<ManualClock>,
+    store: Arc<MemStore>,
+    executor: Arc<FakeExecutor>,
+    worker: Worker,
+}
+
+/// `jobs` one-shot jobs due now, fired by a sweep, and a worker (lease 15 s) not yet started.
+async fn harness(jobs: usize) -> Harness {
+    let clock = Arc::new(ManualClock::new(timestamp::parse("2026-12-01T10:00:00Z").unwrap()));
+    let store = Arc::new(MemStore::new());
+    let ports = Ports {
+        store: store.clone(),
+        queue: Arc::new(MemQueue::new(clock.clone())),
+        logs: Arc::new(MemLogs::new()),
+        clock: clock.clone(),
+    };
+    let sked = Sked::new(ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let at = timestamp::format(&clock.now());
+    for i in 0..jobs {
+        let spec = json!({"schedule": {"at": at}, "task": {"command": {"argv": ["ok"]}}});
+        let new = NewJob {
+            id: Some(JobId::from(format!("j{i}").as_str())),
+            spec: serde_json::from_value(spec).unwrap(),
+        };
+        sked.create_job(&TenantId::default(), new, None).await.unwrap();
+    }
+    let sweeper = Sweeper::new(ports.clone(), SweepSignal::default(), SweeperConfig::default());
+    assert_eq!(sweeper.sweep_once().await.unwrap().fired, jobs);
+    let executor = Arc::new(FakeExecutor::new(clock.clone()));
+    let mut config = WorkerConfig::new(WorkerId::from("w1"));
+    config.lease = Dur::secs(15);
+    let worker = Worker::new(ports, executor.clone(), config);
+    Harness {
+        clock,
+        store,
+        executor,
+        worker,
+    }
+}
+
+#[tokio::test]
+async fn a_received_batch_is_claimed_together_and_each_attempt_runs_to_its_end() {
+    let h = harness(3).await;
+    let deliveries = h.worker.receive(10).await.unwrap();
+    assert_eq!(deliveries.len(), 3);
+    let claimed = h.worker.claim_batch(deliveries).await;
+    assert_eq!(claimed.len(), 3);
+    let until = h.clock.now() + chrono::Duration::seconds(15);
+    for attempt in &claimed {
+        let run = attempt.run();
+        assert_eq!(run.state, RunState::Running);
+        assert_eq!(run.lease.as_ref().map(|l| l.expires_at), Some(until));
+    }
+    assert_eq!(h.executor.calls(), 0, "claimed, not started yet");
+    for attempt in claimed {
+        h.worker.run_claimed(attempt, CancellationToken::new()).await;
+    }
+    assert_eq!(h.executor.calls(), 3);
+    assert!(h.store.all_runs().iter().all(|r| r.state == RunState::Succeeded));
+    assert!(h.worker.receive(10).await.unwrap().is_empty(), "every message acked");
+}
+
+#[tokio::test]
+async fn an_attempt_whose_lease_ended_before_it_started_starts_no_payload_and_records_nothing() {
+    let h = harness(1).await;
+    let deliveries = h.worker.receive(10).await.unwrap();
+    let mut claimed = h.worker.claim_batch(deliveries).await;
+    let attempt = claimed.pop().unwrap();
+    let claimed_run = attempt.run().clone();
+    // The worker stalls past its lease: another worker may have the run by now.
+    h.clock.advance(Dur::secs(16));
+    h.worker.run_claimed(attempt, CancellationToken::new()).await;
+    assert_eq!(h.executor.calls(), 0, "no payload started");
+    let run = h.store.all_runs().pop().unwrap();
+    assert_eq!(
+        run, claimed_run,
+        "nothing recorded: the reaper or the next claim closes it"
+    );
+    assert_eq!(run.attempts[0].outcome, None::<AttemptOutcome>);
+}
