@@ -109,7 +109,7 @@ pub fn written(job: &Job, plan: &Plan, created: &[Run], skips: Option<&SkipSink>
         }
     }
     Fired {
-        dispatches: created.iter().map(super::reaper::dispatch_of).collect(),
+        dispatches: created.iter().map(Dispatch::from).collect(),
         skipped: plan.skipped.len(),
         job_after: Some((plan.firing.next_fire_at, plan.firing.state)),
     }

@@ -19,7 +19,7 @@ pub mod worker;
 
 use crate::error::CoreError;
 use crate::job::Job;
-use crate::ports::{Clock, DispatchQueue, JobStore, LogStore};
+use crate::ports::{Clock, Dispatch, DispatchQueue, JobStore, LogStore};
 use crate::run::{Run, Trigger};
 use crate::validate::Capabilities;
 use std::sync::Arc;
@@ -106,6 +106,6 @@ pub(crate) async fn start_extra_run(ports: &Ports, job: &Job, trigger: Trigger) 
     if !ports.store.insert_run(&run).await? {
         return Err(CoreError::Conflict(format!("run {} already exists", run.run_id)));
     }
-    ports.queue.enqueue(&[reaper::dispatch_of(&run)]).await?;
+    ports.queue.enqueue(&[Dispatch::from(&run)]).await?;
     Ok(run)
 }

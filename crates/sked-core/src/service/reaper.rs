@@ -117,7 +117,7 @@ impl Reaper {
                 continue;
             }
             report.requeued += 1;
-            dispatches.push(dispatch_of(&run));
+            dispatches.push(Dispatch::from(&run));
         }
         if !dispatches.is_empty() {
             self.ports.queue.enqueue(&dispatches).await?;
@@ -149,17 +149,7 @@ impl Reaper {
             .complete(&run.tenant, &run.run_id, lease.token, &result, next, Some(now))
             .await?;
         tracing::warn!(tenant = %run.tenant, run_id = %run.run_id, worker = %lease.owner, "attempt abandoned: worker lost");
-        Ok(matches!(next, RunTransition::Retry { .. }).then(|| dispatch_of(&updated)))
-    }
-}
-
-/// The queue message that hands `run` to a worker.
-pub(crate) fn dispatch_of(run: &Run) -> Dispatch {
-    Dispatch {
-        tenant: run.tenant.clone(),
-        run_id: run.run_id.clone(),
-        priority: run.priority,
-        not_before: run.not_before,
+        Ok(matches!(next, RunTransition::Retry { .. }).then(|| Dispatch::from(&updated)))
     }
 }
 

@@ -3,7 +3,6 @@
 //! enforces the timeout, and completes (acking in the same store call where it can) — or,
 //! having lost its lease, stops the payload (or never starts it) and writes nothing.
 
-use super::reaper::dispatch_of;
 use super::{Ports, start_extra_run};
 use crate::duration::Dur;
 use crate::error::CoreError;
@@ -11,8 +10,8 @@ use crate::ids::{RunId, TenantId, WorkerId};
 use crate::job::{Job, OnTimeout, Overlap};
 use crate::lifecycle::REPLACED;
 use crate::ports::{
-    AttemptResult, ClaimOutcome, Delivery, ExecRequest, ExecResult, Executor, JobClaim, LogKey, LogLine, LogSummary,
-    LogWriter, QueueError, RunTransition, StopReason, StoreError,
+    AttemptResult, ClaimOutcome, Delivery, Dispatch, ExecRequest, ExecResult, Executor, JobClaim, LogKey, LogLine,
+    LogSummary, LogWriter, QueueError, RunTransition, StopReason, StoreError,
 };
 use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
@@ -643,7 +642,7 @@ impl Worker {
         };
         tracing::info!(worker = %self.config.id, run_id = %run.run_id, attempt, outcome = %outcome, state = %finished.state, "attempt ended");
         if matches!(next, RunTransition::Retry { .. }) {
-            self.ports.queue.enqueue(&[dispatch_of(&finished)]).await?;
+            self.ports.queue.enqueue(&[Dispatch::from(&finished)]).await?;
         }
         if !acked {
             self.ack(delivery).await?;
@@ -700,7 +699,7 @@ impl Worker {
                 .await?
                 .iter()
                 .filter(|r| r.state == RunState::Pending)
-                .map(dispatch_of)
+                .map(Dispatch::from)
                 .collect();
             if !waiting.is_empty() {
                 self.ports.queue.enqueue(&waiting).await?;
