@@ -5,8 +5,9 @@
 //! message per run (the local one). A queue that keeps every copy (SQS) would gain a
 //! duplicate per run and pass while the workers are merely behind — which slows them down
 //! further. [`Reaper::with_doubling_requeue`] re-enqueues a run only when its time since it
-//! became ready crosses `stale_after`, then twice that, four times, …: a lost message is
-//! still repaired, and a backlog gains O(log) copies per run instead of one per pass.
+//! became ready crosses `stale_after`, then twice that, four times, … up to
+//! [`MAX_REQUEUE_GAP`] times, then every such gap: a lost message is still repaired, and a
+//! backlog gains a few copies per run instead of one per pass.
 
 use super::Ports;
 use crate::duration::Dur;
@@ -65,7 +66,8 @@ impl Reaper {
     }
 
     /// Re-enqueues a stale run only in the passes in which its time since it became ready
-    /// has just crossed `stale_after × 2^k` (k = 0, 1, 2, …): those less than twice
+    /// has just crossed `stale_after × 2^k` (k = 0, 1, 2, …, capped at [`MAX_REQUEUE_GAP`]
+    /// between two re-enqueues): those less than twice
     /// `pass_interval` after that time, so that a late pass does not miss it (it may then be
     /// enqueued twice). For queues without dedupe by run (SQS); see the module docs.
     pub fn with_doubling_requeue(mut self, pass_interval: Dur) -> Self {
@@ -153,16 +155,24 @@ impl Reaper {
     }
 }
 
-/// Whether a run ready `age_ms` ago is in one of its re-enqueue windows: `[stale_after × 2^k,
-/// stale_after × 2^k + window)` for some k ≥ 0.
+/// The longest gap between two re-enqueues of one waiting run, in multiples of `stale_after`:
+/// the doubling stops there, so a message lost after a long wait is still repaired within
+/// this bound (16 minutes with the sweeper function's one-minute `stale_after`).
+pub const MAX_REQUEUE_GAP: i64 = 16;
+
+/// Whether a run ready `age_ms` ago is in one of its re-enqueue windows, each `window` long,
+/// starting at `stale_after × 1, 2, 4, …, MAX_REQUEUE_GAP` and then every
+/// `stale_after × MAX_REQUEUE_GAP`.
 fn requeue_due(age_ms: i64, stale_after: Dur, window: Dur) -> bool {
     let (stale_ms, window_ms) = (stale_after.as_millis().max(1), window.as_millis().max(1));
-    let mut start = stale_ms;
+    let max_gap = stale_ms.saturating_mul(MAX_REQUEUE_GAP);
+    let (mut start, mut gap) = (stale_ms, stale_ms);
     while start <= age_ms {
         if age_ms < start.saturating_add(window_ms) {
             return true;
         }
-        start = start.saturating_mul(2);
+        start = start.saturating_add(gap);
+        gap = gap.saturating_mul(2).min(max_gap);
     }
     false
 }
@@ -182,5 +192,13 @@ mod tests {
         // A window as long as stale_after covers the first two without a gap.
         assert!((60..180).all(|s| requeue_due(s * 1000, Dur::secs(60), Dur::secs(60))));
         assert!(!requeue_due(200_000, Dur::secs(60), Dur::secs(60)));
+    }
+
+    #[test]
+    fn requeue_gaps_stop_doubling_at_the_max_gap() {
+        let (stale, window) = (Dur::secs(10), Dur::secs(1));
+        let due: Vec<i64> = (0..700).filter(|s| requeue_due(s * 1000, stale, window)).collect();
+        // 10, 20, 40, 80, 160, then every 160 s (MAX_REQUEUE_GAP × stale_after).
+        assert_eq!(due, vec![10, 20, 40, 80, 160, 320, 480, 640]);
     }
 }
