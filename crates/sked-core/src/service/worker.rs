@@ -291,6 +291,7 @@ impl Worker {
     /// one [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for those that may
     /// start; what starts goes to `claimed`.
     async fn claim_held(&self, held: Vec<(Delivery, Job)>, claimed: &mut Vec<ClaimedAttempt>) {
+        let held = self.one_queue_one_run_per_job(held).await;
         let admitted = futures::future::join_all(
             held.iter()
                 .map(|(delivery, job)| self.admit(delivery, Some(job.clone()))),
@@ -331,6 +332,28 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Of the held deliveries of one `queue_one` job, only the earliest run may go on to its
+    /// overlap check: checked side by side, none would see another running, and all would
+    /// start. The others are handed back to the queue for one lease (by then the first is
+    /// running and they wait their turn; its end enqueues them again at once).
+    async fn one_queue_one_run_per_job(&self, mut held: Vec<(Delivery, Job)>) -> Vec<(Delivery, Job)> {
+        held.sort_by_key(|(d, _)| d.dispatch.not_before);
+        let mut first_of_job = std::collections::HashSet::new();
+        let mut going_on = Vec::with_capacity(held.len());
+        for (delivery, job) in held {
+            let queue_one = job.spec.overlap_policy() == Overlap::QueueOne;
+            if !queue_one || first_of_job.insert((job.tenant.clone(), job.id.clone())) {
+                going_on.push((delivery, job));
+                continue;
+            }
+            let until = self.ports.clock.now() + self.config.lease.to_chrono();
+            if let Err(e) = self.requeue(&delivery, until).await {
+                self.unhandled(&delivery, &e);
+            }
+        }
+        going_on
     }
 
     /// [`Worker::claimed`] for one delivery of a batch: what starts goes to `claimed`, a
@@ -393,7 +416,7 @@ impl Worker {
                 self.replace_earlier(&active, run_id, now).await?;
             } else if let Some(until) = busy_until(&active, run_id, now) {
                 if policy == Some(Overlap::QueueOne) {
-                    self.defer(delivery, until).await?;
+                    self.requeue(delivery, until).await?;
                     return Ok(Admission::Done);
                 }
                 if let Some(run) = store.get_run(tenant, run_id).await?
@@ -429,7 +452,15 @@ impl Worker {
                 self.ack(delivery).await?;
                 return Ok(None);
             }
-            Ok(ClaimOutcome::Leased(until) | ClaimOutcome::NotYet(until)) => {
+            // Another worker holds the run: look again when its lease ends (if that worker
+            // died, this message takes the run over then). With a new message, not the same
+            // one deferred: a run that lasts many leases would otherwise have this message
+            // redelivered every lease until a queue with a dead-letter limit gave it up.
+            Ok(ClaimOutcome::Leased(until)) => {
+                self.requeue(delivery, until).await?;
+                return Ok(None);
+            }
+            Ok(ClaimOutcome::NotYet(until)) => {
                 self.defer(delivery, until).await?;
                 return Ok(None);
             }
@@ -706,6 +737,18 @@ impl Worker {
             }
         }
         Ok(())
+    }
+
+    /// Hands the run back to the queue as a message visible from `until`, and drops the one
+    /// delivered: for a run that waits for another run's lease (`queue_one` behind a running
+    /// run, or a duplicate message of a run another worker holds), which may take many leases. Deferring the same message instead would count each wait as a failed
+    /// delivery, and a queue with a dead-letter limit (SQS's redrive) would give the run up as
+    /// undeliverable. (A queue that keeps one message per run just moves it.)
+    async fn requeue(&self, delivery: &Delivery, until: Timestamp) -> Result<(), CoreError> {
+        let mut dispatch = delivery.dispatch.clone();
+        dispatch.not_before = dispatch.not_before.max(until);
+        self.ports.queue.enqueue(&[dispatch]).await?;
+        self.ack(delivery).await
     }
 
     /// Leaves a delivery invisible until `until`, when it is worth trying again.
