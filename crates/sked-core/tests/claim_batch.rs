@@ -9,10 +9,10 @@ use sked_core::run::{AttemptOutcome, RunState};
 use sked_core::service::jobs::NewJob;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
-use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
+use sked_core::service::{Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp;
 use sked_testkit::clock::ManualClock;
-use sked_testkit::memory::{FakeExecutor, MemLogs, MemQueue, MemStore};
+use sked_testkit::memory::{FakeExecutor, MemPorts, MemStore};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
@@ -25,14 +25,7 @@ struct Harness {
 
 /// `jobs` one-shot jobs due now, fired by a sweep, and a worker (lease 15 s) not yet started.
 async fn harness(jobs: usize) -> Harness {
-    let clock = Arc::new(ManualClock::new(timestamp::parse("2026-12-01T10:00:00Z").unwrap()));
-    let store = Arc::new(MemStore::new());
-    let ports = Ports {
-        store: store.clone(),
-        queue: Arc::new(MemQueue::new(clock.clone())),
-        logs: Arc::new(MemLogs::new()),
-        clock: clock.clone(),
-    };
+    let MemPorts { ports, clock, store } = MemPorts::at("2026-12-01T10:00:00Z");
     let sked = Sked::new(ports.clone(), SkedConfig::default(), SweepSignal::default());
     let at = timestamp::format(&clock.now());
     for i in 0..jobs {

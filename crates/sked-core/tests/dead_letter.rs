@@ -12,7 +12,7 @@ use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp;
 use sked_testkit::clock::ManualClock;
-use sked_testkit::memory::{MemLogs, MemQueue, MemStore};
+use sked_testkit::memory::{MemPorts, MemStore};
 use std::sync::Arc;
 
 struct Harness {
@@ -25,14 +25,7 @@ struct Harness {
 impl Harness {
     /// A one-shot job `job` with `max_retries`, fired: one PENDING run, ready now.
     async fn with_pending_run(max_retries: u32) -> (Harness, RunId) {
-        let clock = Arc::new(ManualClock::new(timestamp::parse("2026-12-01T10:00:00Z").unwrap()));
-        let store = Arc::new(MemStore::new());
-        let ports = Ports {
-            store: store.clone(),
-            queue: Arc::new(MemQueue::new(clock.clone())),
-            logs: Arc::new(MemLogs::new()),
-            clock: clock.clone(),
-        };
+        let MemPorts { ports, clock, store } = MemPorts::at("2026-12-01T10:00:00Z");
         let h = Harness {
             clock,
             store,

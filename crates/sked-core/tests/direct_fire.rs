@@ -12,7 +12,7 @@ use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp::{self, Timestamp};
 use sked_core::{Job, JobState};
 use sked_testkit::clock::ManualClock;
-use sked_testkit::memory::{MemLogs, MemQueue, MemStore};
+use sked_testkit::memory::{MemPorts, MemStore};
 use std::sync::Arc;
 
 const WINDOW: Dur = Dur::secs(600);
@@ -27,14 +27,7 @@ struct Harness {
 
 impl Harness {
     fn new(fire_within: Dur) -> Self {
-        let clock = Arc::new(ManualClock::new(timestamp::parse("2026-12-01T10:00:00Z").unwrap()));
-        let store = Arc::new(MemStore::new());
-        let ports = Ports {
-            store: store.clone(),
-            queue: Arc::new(MemQueue::new(clock.clone())),
-            logs: Arc::new(MemLogs::new()),
-            clock: clock.clone(),
-        };
+        let MemPorts { ports, clock, store } = MemPorts::at("2026-12-01T10:00:00Z");
         let config = SkedConfig {
             fire_within,
             ..SkedConfig::default()

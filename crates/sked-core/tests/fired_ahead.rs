@@ -11,9 +11,9 @@ use sked_core::service::jobs::NewJob;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
-use sked_core::timestamp::{self, Timestamp};
+use sked_core::timestamp::Timestamp;
 use sked_testkit::clock::ManualClock;
-use sked_testkit::memory::{FakeExecutor, MemLogs, MemQueue, MemStore};
+use sked_testkit::memory::{FakeExecutor, MemPorts, MemStore};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -31,14 +31,7 @@ struct Harness {
 
 impl Harness {
     fn new() -> Self {
-        let clock = Arc::new(ManualClock::new(timestamp::parse("2026-12-01T10:00:00Z").unwrap()));
-        let store = Arc::new(MemStore::new());
-        let ports = Ports {
-            store: store.clone(),
-            queue: Arc::new(MemQueue::new(clock.clone())),
-            logs: Arc::new(MemLogs::new()),
-            clock: clock.clone(),
-        };
+        let MemPorts { ports, clock, store } = MemPorts::at("2026-12-01T10:00:00Z");
         let executor = Arc::new(FakeExecutor::new(clock.clone()));
         Harness {
             clock,

@@ -5,6 +5,7 @@
 //! - [`queue::MemQueue`]: the dispatch queue, timed by an injected clock.
 //! - [`logs::MemLogs`]: attempt logs with a byte cap.
 //! - [`executor::FakeExecutor`]: a scripted executor for service tests.
+//! - [`MemPorts`]: the first three on a [`ManualClock`], as a service test wires them.
 //!
 //! State is guarded by std `Mutex`es that are never held across an `.await`.
 
@@ -17,3 +18,34 @@ pub use executor::FakeExecutor;
 pub use logs::MemLogs;
 pub use queue::MemQueue;
 pub use store::MemStore;
+
+use crate::clock::ManualClock;
+use sked_core::service::Ports;
+use std::sync::Arc;
+
+/// In-memory store, queue and logs on a manual clock: the ports of a service test, with the
+/// clock and the store kept typed so the test can move the one and look inside the other.
+pub struct MemPorts {
+    /// The ports to hand to core services.
+    pub ports: Ports,
+    /// The clock every port reads.
+    pub clock: Arc<ManualClock>,
+    /// The store behind `ports.store`.
+    pub store: Arc<MemStore>,
+}
+
+impl MemPorts {
+    /// Fresh ports on a manual clock set to `start` (RFC 3339).
+    pub fn at(start: &str) -> MemPorts {
+        let start = sked_core::timestamp::parse(start).expect("an RFC 3339 start time");
+        let clock = Arc::new(ManualClock::new(start));
+        let store = Arc::new(MemStore::new());
+        let ports = Ports {
+            store: store.clone(),
+            queue: Arc::new(MemQueue::new(clock.clone())),
+            logs: Arc::new(MemLogs::new()),
+            clock: clock.clone(),
+        };
+        MemPorts { ports, clock, store }
+    }
+}
