@@ -16,6 +16,7 @@ pub mod firing;
 pub mod ids;
 pub mod job;
 pub mod lifecycle;
+pub mod log_record;
 pub mod ports;
 pub mod retry;
 pub mod run;
