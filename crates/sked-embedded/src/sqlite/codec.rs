@@ -305,11 +305,13 @@ impl RunRow {
         Ok(n == 1)
     }
 
-    /// Overwrites the stored run of the same (tenant, run_id).
+    /// Overwrites the stored run of the same (tenant, run_id): the columns a run's life
+    /// changes. SQLite rewrites every index over a column an UPDATE assigns, changed or not;
+    /// the fixed ones (job, nominal time, trigger, priority, creation) stay out of the SET so
+    /// that `runs_by_job` and `runs_by_time` are not rewritten on every claim and completion.
     pub(crate) fn update(&self, conn: &Connection) -> Result<(), TxError> {
         conn.prepare_cached(
-            "UPDATE runs SET job_id = ?3, scheduled_for = ?4, trigger_kind = ?5, state = ?6, priority = ?7,
-               not_before = ?8, max_attempts = ?9, created_at = ?10, started_at = ?11, finished_at = ?12,
+            "UPDATE runs SET state = ?6, not_before = ?8, started_at = ?11, finished_at = ?12,
                lease_owner = ?13, lease_token = ?14, lease_expires = ?15, cancel_requested = ?16,
                reason = ?17, attempts = ?18, last_token = ?19
              WHERE tenant = ?1 AND run_id = ?2",

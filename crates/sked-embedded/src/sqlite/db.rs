@@ -3,9 +3,13 @@
 //!
 //! - One writer connection, owned by one writer thread. Writes are closures sent to it;
 //!   it runs whatever has queued up (at most [`GROUP_MAX`]) in one `BEGIN IMMEDIATE`
-//!   transaction, each closure inside its own `SAVEPOINT`, and commits once (group commit).
-//!   A closure that fails rolls back to its savepoint: its changes vanish and the others'
-//!   stay. Each closure still reads and writes under the file's write lock, so its
+//!   transaction and commits once (group commit). A closure that fails must leave no trace
+//!   while the others' changes stay: the group first runs without savepoints (a savepoint
+//!   copies every page a closure touches into its sub-journal: ~8 % of the writer's time);
+//!   if any closure fails, the transaction is rolled back and the group replayed with each
+//!   closure in its own `SAVEPOINT`, rolled back to it if it fails again. Closures are
+//!   therefore `FnMut` and must depend only on what they captured and what they read in the
+//!   transaction. Each closure still reads and writes under the file's write lock, so its
 //!   conditional update holds in this process and against other processes (SQLite's file
 //!   lock serialises writers; `busy_timeout` makes them wait their turn). Answers are sent
 //!   only after the commit: a caller never sees a result that is not durable in the file.
@@ -212,19 +216,16 @@ impl SqliteDb {
     }
 
     /// Runs `f` on the writer connection inside a `BEGIN IMMEDIATE` transaction (shared
-    /// with the other writes queued at the same time, each in its own savepoint). Answers
-    /// once committed; `f`'s changes are rolled back if it returns an error.
+    /// with the other writes queued at the same time). Answers once committed; `f`'s changes
+    /// are rolled back if it returns an error. `f` may run more than once (a group is
+    /// replayed when one of its writes fails), each time from the same state of the file.
     pub(crate) async fn write<T, F>(&self, f: F) -> Result<T, TxError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, TxError> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, TxError> + Send + 'static,
     {
         let (reply, answer) = oneshot::channel::<Answer<T>>();
-        let job: WriteJob = Box::new(Pending {
-            f: Some(f),
-            result: None,
-            reply,
-        });
+        let job: WriteJob = Box::new(Pending { f, result: None, reply });
         let sent = match &*self.inner.writes.lock().unwrap_or_else(PoisonError::into_inner) {
             Some(writes) => writes.send(job).is_ok(),
             None => false,
@@ -355,7 +356,8 @@ enum Answer<T> {
 
 /// One queued write, its closure's type erased.
 trait Write: Send {
-    /// Runs the closure on `conn`; whether it succeeded (to keep or roll back its savepoint).
+    /// Runs the closure on `conn` (again, if it ran before: the result replaces the earlier
+    /// one); whether it succeeded.
     fn run(&mut self, conn: &Connection) -> bool;
     /// Sends the answer once the group's fate is known: the closure's result if it ran and
     /// the group committed, else the error that stopped it.
@@ -367,8 +369,8 @@ type WriteJob = Box<dyn Write>;
 
 /// A write's closure, then its result, and where its answer goes.
 struct Pending<T, F> {
-    /// The closure, until it has run.
-    f: Option<F>,
+    /// The closure.
+    f: F,
     /// Its result (or panic), once it has run.
     result: Option<std::thread::Result<Result<T, TxError>>>,
     /// The caller.
@@ -378,10 +380,10 @@ struct Pending<T, F> {
 impl<T, F> Write for Pending<T, F>
 where
     T: Send + 'static,
-    F: FnOnce(&Connection) -> Result<T, TxError> + Send + 'static,
+    F: FnMut(&Connection) -> Result<T, TxError> + Send + 'static,
 {
     fn run(&mut self, conn: &Connection) -> bool {
-        let Some(f) = self.f.take() else { return false };
+        let f = &mut self.f;
         let result = catch_unwind(AssertUnwindSafe(|| f(conn)));
         let ok = matches!(result, Ok(Ok(_)));
         self.result = Some(result);
@@ -428,18 +430,37 @@ fn writer_loop(
             }
             continue;
         }
-        for mut job in group.drain(..) {
-            // An I/O or disk-full failure can end the whole transaction early; the writes
-            // after it must not run outside one.
-            let failed = if conn.is_autocommit() {
-                Some(rusqlite::Error::SqliteFailure(
-                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
-                    Some("the group's transaction ended early".into()),
-                ))
+        // Optimistic pass: no savepoints. If every write succeeds, that is the group.
+        let all_ran = group.iter_mut().all(|job| !conn.is_autocommit() && job.run(&conn));
+        if all_ran {
+            ran.extend(group.drain(..).map(|job| (job, None)));
+        } else {
+            // One failed: undo the whole pass and replay every write in its own savepoint,
+            // so that only the failing ones leave no trace.
+            let replay = if conn.is_autocommit() {
+                exec_cached(&conn, "BEGIN IMMEDIATE")
             } else {
-                run_in_savepoint(&conn, job.as_mut())
+                exec_cached(&conn, "ROLLBACK").and_then(|()| exec_cached(&conn, "BEGIN IMMEDIATE"))
             };
-            ran.push((job, failed));
+            if let Err(e) = &replay {
+                for job in group.drain(..) {
+                    job.deliver(Err(e));
+                }
+                continue;
+            }
+            for mut job in group.drain(..) {
+                // An I/O or disk-full failure can end the whole transaction early; the
+                // writes after it must not run outside one.
+                let failed = if conn.is_autocommit() {
+                    Some(rusqlite::Error::SqliteFailure(
+                        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                        Some("the group's transaction ended early".into()),
+                    ))
+                } else {
+                    run_in_savepoint(&conn, job.as_mut())
+                };
+                ran.push((job, failed));
+            }
         }
         let committed = exec_cached(&conn, "COMMIT");
         if committed.is_err() {
@@ -514,5 +535,111 @@ fn copy_error(e: &rusqlite::Error) -> rusqlite::Error {
             rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ERROR),
             Some(other.to_string()),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// How many rows `t` holds with key `k`.
+    fn count(conn: &Connection, k: i64) -> Result<i64, TxError> {
+        Ok(conn.query_row("SELECT count(*) FROM t WHERE k = ?1", [k], |r| r.get(0))?)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_failing_or_panicking_write_leaves_no_trace_and_the_rest_of_its_group_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
+        db.write(|c| Ok(c.execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY)")?))
+            .await
+            .unwrap();
+        // The writer thread is held inside a first write until the others have been sent,
+        // so they run as one group.
+        let (release, gate) = std::sync::mpsc::channel::<()>();
+        let held = tokio::spawn({
+            let db = db.clone();
+            // Replay-safe, as every write must be: the group may run it twice.
+            let mut released = false;
+            async move {
+                db.write(move |_| {
+                    released = released || gate.recv_timeout(Duration::from_secs(10)).is_ok();
+                    Ok(released)
+                })
+                .await
+            }
+        });
+        let insert = |k: i64, outcome: Result<(), &'static str>| {
+            let db = db.clone();
+            tokio::spawn(async move {
+                db.write(move |c| {
+                    c.execute("INSERT INTO t (k) VALUES (?1)", [k])?;
+                    match outcome {
+                        Ok(()) => Ok(k),
+                        Err("panic") => panic!("write {k} panics"),
+                        Err(why) => Err(TxError::bad(why)),
+                    }
+                })
+                .await
+            })
+        };
+        let writes = [
+            insert(1, Ok(())),
+            insert(2, Err("refused")),
+            insert(3, Ok(())),
+            insert(4, Err("panic")),
+            insert(5, Ok(())),
+        ];
+        // On this single-threaded runtime, yielding lets every spawned write send itself.
+        tokio::task::yield_now().await;
+        release.send(()).unwrap();
+        assert!(held.await.unwrap().unwrap(), "the first write was released");
+
+        let mut answers = Vec::new();
+        for write in writes {
+            answers.push(match write.await {
+                Ok(Ok(k)) => format!("ok {k}"),
+                Ok(Err(e)) => format!("err {e:?}"),
+                Err(join) => format!("panicked {}", join.is_panic()),
+            });
+        }
+        assert_eq!(answers[0], "ok 1");
+        assert!(answers[1].starts_with("err "), "{}", answers[1]);
+        assert_eq!(answers[2], "ok 3");
+        assert_eq!(answers[3], "panicked true");
+        assert_eq!(answers[4], "ok 5");
+        let kept = db
+            .read(|c| (1..=5).map(|k| count(c, k)).collect::<Result<Vec<_>, _>>())
+            .await
+            .unwrap();
+        assert_eq!(kept, [1, 0, 1, 0, 1], "rows of keys 1..=5 after the group");
+    }
+
+    #[tokio::test]
+    async fn a_group_without_failures_runs_each_write_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
+        db.write(|c| Ok(c.execute_batch("CREATE TABLE t (k INTEGER PRIMARY KEY, n INTEGER NOT NULL)")?))
+            .await
+            .unwrap();
+        let writes: Vec<_> = (0..50)
+            .map(|k| {
+                let db = db.clone();
+                tokio::spawn(async move {
+                    let mut runs = 0;
+                    db.write(move |c| {
+                        runs += 1;
+                        c.execute("INSERT INTO t (k, n) VALUES (?1, ?2)", [k, runs])?;
+                        Ok(runs)
+                    })
+                    .await
+                })
+            })
+            .collect();
+        let mut runs = Vec::new();
+        for write in writes {
+            runs.push(write.await.unwrap().unwrap());
+        }
+        assert!(runs.iter().all(|&n| n == 1), "{runs:?}");
     }
 }

@@ -46,10 +46,10 @@ impl SqliteStore {
         SqliteStore { db }
     }
 
-    async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    async fn write<T, F>(&self, mut f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T, TxError> + Send + 'static,
+        F: FnMut(&Connection) -> Result<T, TxError> + Send + 'static,
     {
         self.db.write(move |tx| f(tx)).await.map_err(TxError::into_store)
     }
@@ -194,7 +194,7 @@ impl JobStore for SqliteStore {
                     _ => put_job(conn, job)?,
                 }
             }
-            if let (Some((key, fingerprint)), Some(first)) = (idempotency, jobs.first()) {
+            if let (Some((key, fingerprint)), Some(first)) = (&idempotency, jobs.first()) {
                 let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
                 let inserted = conn
                     .prepare_cached(
@@ -571,8 +571,8 @@ impl JobStore for SqliteStore {
             // The same file holds the dispatch queue (`SqliteQueue`): remove the message
             // here, in this transaction. A receipt that is not (or no longer) a row's
             // current one removes nothing, and the caller acks through its queue.
-            let acked = match receipt {
-                Some((seq, receipt)) => delete_delivered(conn, seq, &receipt)?,
+            let acked = match &receipt {
+                Some((seq, receipt)) => delete_delivered(conn, *seq, receipt)?,
                 None => false,
             };
             Ok((run, acked))
