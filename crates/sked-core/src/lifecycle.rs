@@ -4,7 +4,7 @@
 //! A store whose writes are conditional expressions (DynamoDB) must keep the same rules; the
 //! contract suites in sked-testkit check that they do.
 
-use crate::ids::WorkerId;
+use crate::ids::{RunId, WorkerId};
 use crate::ports::{AttemptResult, ClaimOutcome, RunTransition, StoreError};
 use crate::run::{Attempt, AttemptOutcome, Lease, Run, RunState};
 use crate::timestamp::{Timestamp, trunc_ms};
@@ -15,6 +15,17 @@ pub const WORKER_LOST: &str = "worker lost";
 pub const CANCELLED: &str = "cancelled";
 /// Reason of a run cancelled by the `replace` overlap policy.
 pub const REPLACED: &str = "replaced by a newer run";
+
+/// Until when another run among `active` (a job's PENDING and RUNNING runs; not `run_id`)
+/// holds a lease live at `now`, if one does: a `queue_one` run waits that long.
+pub fn another_run_leased_until(active: &[Run], run_id: &RunId, now: Timestamp) -> Option<Timestamp> {
+    active
+        .iter()
+        .filter(|r| &r.run_id != run_id && r.state == RunState::Running)
+        .filter_map(|r| r.lease.as_ref().map(|l| l.expires_at))
+        .filter(|until| *until > now)
+        .max()
+}
 
 /// What a claim does to a loaded run.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,8 +4,10 @@
 
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::job::{Job, JobSpec, JobState};
-use sked_core::ports::store::{AttemptResult, ClaimOutcome, Firing, JobFilter, PageRequest, RunTransition, StoreError};
+use sked_core::job::{Job, JobSpec, JobState, Overlap};
+use sked_core::ports::store::{
+    AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, PageRequest, RunTransition, StoreError,
+};
 use sked_core::ports::{Clock, Dispatch, DispatchQueue, JobStore, QueueError, SystemClock};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::timestamp::{Timestamp, parse};
@@ -598,4 +600,86 @@ async fn fire_many_enqueues_in_its_transaction_when_the_queue_in_use_is_in_the_s
     let (again, _) = store.fire_many(&firings).await.unwrap();
     assert!(again.iter().all(|a| matches!(a, Err(StoreError::Conflict(_)))));
     assert_eq!(queue.depth().await.unwrap(), 2);
+}
+
+#[tokio::test]
+async fn receive_and_claim_leases_visible_messages_and_claims_their_runs_in_one_call() {
+    let (_dir, path) = db_path();
+    let db = open(&path);
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = SqliteStore::new(db.clone());
+    let worker = WorkerId::from("w");
+    let lease = chrono::Duration::seconds(30);
+    let now = clock.now();
+    assert!(
+        store
+            .receive_and_claim(10, Dur::secs(30), &[], &worker, now, now + lease)
+            .await
+            .unwrap()
+            .is_none(),
+        "no SqliteQueue was opened on this database: receive from the queue, then claim"
+    );
+
+    let queue = SqliteQueue::new(db, clock.clone());
+    let mut waits = job("waits", &[]);
+    waits.spec.overlap = Some(Overlap::QueueOne);
+    store.create_jobs(&[job("plain", &[]), waits], None).await.unwrap();
+    // Due: one run of each job. Not yet visible: a later run of the plain job.
+    let (plain, held, later) = (run("plain", 0), run("waits", 0), run("plain", 60));
+    for r in [&plain, &held, &later] {
+        store.insert_run(r).await.unwrap();
+    }
+    let soon = now + chrono::Duration::hours(1);
+    queue
+        .enqueue(&[
+            dispatch(&plain.run_id, now),
+            dispatch(&held.run_id, now),
+            dispatch(&later.run_id, soon),
+        ])
+        .await
+        .unwrap();
+
+    let answers = store
+        .receive_and_claim(10, Dur::secs(30), &[Overlap::QueueOne], &worker, now, now + lease)
+        .await
+        .unwrap()
+        .expect("the queue in use shares the database");
+    let mut by_run: Vec<(String, String)> = answers
+        .iter()
+        .map(|(delivery, answer)| {
+            let what = match answer {
+                Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, Some(job))) => {
+                    format!("claimed {:?} job {}", run.state, job.id)
+                }
+                Ok(JobClaim::Held(job)) => format!("held job {}", job.id),
+                other => format!("{other:?}"),
+            };
+            assert_eq!(delivery.receive_count, 1);
+            (delivery.dispatch.run_id.to_string(), what)
+        })
+        .collect();
+    by_run.sort();
+    assert_eq!(
+        by_run,
+        [
+            (plain.run_id.to_string(), "claimed Running job plain".to_string()),
+            (held.run_id.to_string(), "held job waits".to_string()),
+        ]
+    );
+    let stored = |r: &Run| {
+        let store = &store;
+        let id = r.run_id.clone();
+        async move { store.get_run(&tenant(), &id).await.unwrap().unwrap().state }
+    };
+    assert_eq!(stored(&plain).await, RunState::Running);
+    assert_eq!(stored(&held).await, RunState::Pending, "held: checked, then claimed");
+    assert_eq!(stored(&later).await, RunState::Pending);
+    // Both messages are leased: nothing more to receive now, all three still held.
+    assert!(queue.receive(10, Dur::secs(30), Dur::ZERO).await.unwrap().is_empty());
+    assert_eq!(queue.depth().await.unwrap(), 3);
+    // The receipts are live ones: acking works.
+    for (delivery, _) in &answers {
+        queue.ack(&delivery.receipt).await.unwrap();
+    }
+    assert_eq!(queue.depth().await.unwrap(), 1);
 }

@@ -9,9 +9,10 @@
 //! - Job updates are compare-and-set on `version`; sweeps are compare-and-set on
 //!   `next_fire_at` and do not bump `version`.
 
+use crate::duration::Dur;
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, JobState, Overlap};
-use crate::ports::queue::Receipt;
+use crate::ports::queue::{Delivery, Receipt};
 use crate::run::{AttemptOutcome, Run, RunState};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
@@ -316,6 +317,36 @@ pub trait JobStore: Send + Sync + 'static {
         Ok(out)
     }
 
+    /// [`JobStore::claim_many`] for runs of `queue_one` jobs: a run is not claimed while
+    /// another run of its job is RUNNING under a lease live at `now`; it is answered
+    /// [`ClaimOutcome::Leased`] with the end of that lease (see
+    /// [`another_run_leased_until`](crate::lifecycle::another_run_leased_until)). A store that
+    /// can makes the check in the claim's transaction, so that two workers (or two batches of
+    /// one worker) checking at the same time cannot both start a run of the job. The default
+    /// checks with [`JobStore::active_runs`], then claims: not atomic.
+    async fn claim_many_alone(
+        &self,
+        runs: &[(TenantId, RunId)],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
+        let mut out = Vec::with_capacity(runs.len());
+        for (tenant, run_id) in runs {
+            let busy_until = match run_id.parts() {
+                Some((job_id, _)) => {
+                    crate::lifecycle::another_run_leased_until(&self.active_runs(tenant, &job_id).await?, run_id, now)
+                }
+                None => None,
+            };
+            out.push(match busy_until {
+                Some(until) => Ok(ClaimOutcome::Leased(until)),
+                None => self.claim(tenant, run_id, worker, now, lease_until).await,
+            });
+        }
+        Ok(out)
+    }
+
     /// [`JobStore::claim_many`] together with [`JobStore::get_jobs`] for the jobs the run ids
     /// name, in one call (one transaction where the store can): a run whose job's overlap
     /// policy is one of `hold` is not claimed but answered [`JobClaim::Held`] with its job
@@ -358,6 +389,26 @@ pub trait JobStore: Send + Sync + 'static {
                 },
             })
             .collect())
+    }
+
+    /// Where this store's database also holds the dispatch queue in use (the local
+    /// deployment: SQLite with its queue on the same file), receives without waiting up to
+    /// `max` messages visible at `now`, leased for `visibility` as
+    /// [`DispatchQueue::receive`](crate::ports::DispatchQueue::receive) would, and answers
+    /// each as [`JobStore::claim_many_with_jobs`] would, all in one transaction: a worker
+    /// under load saves a round trip per batch. `None` where the store cannot (the default):
+    /// receive from the queue, then claim.
+    async fn receive_and_claim(
+        &self,
+        max: usize,
+        visibility: Dur,
+        hold: &[Overlap],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Option<Vec<(Delivery, Result<JobClaim, StoreError>)>>, StoreError> {
+        let _ = (max, visibility, hold, worker, now, lease_until);
+        Ok(None)
     }
 
     /// Renews the lease of the attempt holding `token` until `lease_until`, if that lease has

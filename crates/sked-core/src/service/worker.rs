@@ -8,7 +8,7 @@ use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::ids::{RunId, TenantId, WorkerId};
 use crate::job::{Job, OnTimeout, Overlap};
-use crate::lifecycle::REPLACED;
+use crate::lifecycle::{REPLACED, another_run_leased_until};
 use crate::ports::{
     AttemptResult, ClaimOutcome, Delivery, Dispatch, ExecRequest, ExecResult, Executor, JobClaim, LogKey, LogLine,
     LogSummary, LogWriter, QueueError, RunTransition, StopReason, StoreError,
@@ -121,6 +121,10 @@ impl Worker {
         let this = Arc::new(self);
         let slots = Arc::new(Semaphore::new(this.config.concurrency.max(1)));
         let mut attempts = JoinSet::new();
+        // While receives find work, and where the store holds the queue too, receive and
+        // claim in one store call (`None` once the store has said it cannot).
+        let mut busy = false;
+        let mut joined = true;
         loop {
             let first = tokio::select! {
                 biased;
@@ -130,6 +134,22 @@ impl Worker {
             let mut permits = vec![first];
             while let Ok(p) = slots.clone().try_acquire_owned() {
                 permits.push(p);
+            }
+            if busy && joined {
+                match this.receive_and_claim(permits.len()).await {
+                    Some(answers) if !answers.is_empty() => {
+                        permits.truncate(answers.len());
+                        let (worker, stop) = (this.clone(), shutdown.clone());
+                        attempts.spawn(async move {
+                            let claimed = worker.sort_claims(answers).await;
+                            worker.run_batch(claimed, permits, stop).await;
+                        });
+                        while attempts.try_join_next().is_some() {}
+                        continue;
+                    }
+                    Some(_) => busy = false,
+                    None => joined = false,
+                }
             }
             let received = tokio::select! {
                 biased;
@@ -145,7 +165,8 @@ impl Worker {
                     continue;
                 }
             };
-            if !deliveries.is_empty() {
+            busy = !deliveries.is_empty();
+            if busy {
                 permits.truncate(deliveries.len());
                 let worker = this.clone();
                 let stop = shutdown.clone();
@@ -210,6 +231,17 @@ impl Worker {
         shutdown: CancellationToken,
     ) {
         let claimed = self.claim_batch(deliveries).await;
+        self.run_batch(claimed, permits, shutdown).await;
+    }
+
+    /// Runs each claimed attempt in its own task, which releases its slot (`permits`, at
+    /// least one per attempt) when it ends; the slots left over are released at once.
+    async fn run_batch(
+        self: &Arc<Self>,
+        claimed: Vec<ClaimedAttempt>,
+        permits: Vec<OwnedSemaphorePermit>,
+        shutdown: CancellationToken,
+    ) {
         let mut permits = permits.into_iter();
         let mut running = JoinSet::new();
         for attempt in claimed {
@@ -243,24 +275,54 @@ impl Worker {
             .collect();
         let now = timestamp::trunc_ms(self.ports.clock.now());
         let lease_until = now + self.config.lease.to_chrono();
-        let answers = match self
+        match self
             .ports
             .store
             .claim_many_with_jobs(&runs, hold, &self.config.id, now, lease_until)
             .await
         {
-            Ok(answers) => answers,
+            Ok(answers) => self.sort_claims(deliveries.into_iter().zip(answers).collect()).await,
             Err(e) => {
                 let e = CoreError::from(e);
                 for delivery in &deliveries {
                     self.unhandled(delivery, &e);
                 }
-                return Vec::new();
+                Vec::new()
             }
-        };
-        let mut claimed = Vec::with_capacity(deliveries.len());
+        }
+    }
+
+    /// [`JobStore::receive_and_claim`](crate::ports::JobStore::receive_and_claim) for up to
+    /// `max` deliveries: `None` if the store cannot (receive from the queue instead), an
+    /// empty batch if nothing is visible or the call failed (logged; the long poll comes
+    /// next).
+    async fn receive_and_claim(&self, max: usize) -> Option<Vec<(Delivery, Result<JobClaim, StoreError>)>> {
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        let hold = self.checked_at_claim();
+        match self
+            .ports
+            .store
+            .receive_and_claim(max, self.config.lease, hold, &self.config.id, now, lease_until)
+            .await
+        {
+            Ok(answers) => answers,
+            Err(e) => {
+                tracing::warn!(worker = %self.config.id, error = %e, "receive and claim failed");
+                Some(Vec::new())
+            }
+        }
+    }
+
+    /// After the claim call of a batch (the claim's answer beside each delivery): the held
+    /// deliveries go through their overlap checks and a claim of their own, every answer is
+    /// dealt with, and the attempts to start are returned.
+    async fn sort_claims(&self, answers: Vec<(Delivery, Result<JobClaim, StoreError>)>) -> Vec<ClaimedAttempt> {
+        // When a run whose job no longer exists is recorded as failed.
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let mut claimed = Vec::with_capacity(answers.len());
         let mut held = Vec::new();
-        for (delivery, answer) in deliveries.into_iter().zip(answers) {
+        for (delivery, answer) in answers {
             let (job, claim) = match answer {
                 Ok(JobClaim::Held(job)) => {
                     held.push((delivery, job));
@@ -297,14 +359,34 @@ impl Worker {
                 .map(|(delivery, job)| self.admit(delivery, Some(job.clone()))),
         )
         .await;
-        let mut to_claim = Vec::with_capacity(held.len());
-        for ((delivery, _), admission) in held.into_iter().zip(admitted) {
+        // `queue_one` runs are claimed only if no other run of their job is running, checked
+        // again in the claim itself: the check above may be stale by then (another worker,
+        // or another batch of this one, may have just claimed a run of the job).
+        let (mut alone, mut others) = (Vec::new(), Vec::new());
+        for ((delivery, held_job), admission) in held.into_iter().zip(admitted) {
             match admission {
-                Ok(Admission::Claim(job)) => to_claim.push((delivery, job)),
+                Ok(Admission::Claim(job)) if held_job.spec.overlap_policy() == Overlap::QueueOne => {
+                    alone.push((delivery, job))
+                }
+                Ok(Admission::Claim(job)) => others.push((delivery, job)),
                 Ok(Admission::Done) => {}
                 Err(e) => self.unhandled(&delivery, &e),
             }
         }
+        self.claim_admitted(alone, true, claimed).await;
+        self.claim_admitted(others, false, claimed).await;
+    }
+
+    /// One claim call for deliveries admitted after their overlap checks
+    /// ([`JobStore::claim_many_alone`](crate::ports::JobStore::claim_many_alone) if `alone`,
+    /// else [`JobStore::claim_many`](crate::ports::JobStore::claim_many)); what starts goes to
+    /// `claimed`.
+    async fn claim_admitted(
+        &self,
+        to_claim: Vec<(Delivery, Option<Job>)>,
+        alone: bool,
+        claimed: &mut Vec<ClaimedAttempt>,
+    ) {
         if to_claim.is_empty() {
             return;
         }
@@ -314,12 +396,13 @@ impl Worker {
             .iter()
             .map(|(d, _)| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
             .collect();
-        match self
-            .ports
-            .store
-            .claim_many(&runs, &self.config.id, now, lease_until)
-            .await
-        {
+        let (store, worker) = (&self.ports.store, &self.config.id);
+        let claims = if alone {
+            store.claim_many_alone(&runs, worker, now, lease_until).await
+        } else {
+            store.claim_many(&runs, worker, now, lease_until).await
+        };
+        match claims {
             Ok(claims) => {
                 for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
                     self.collect_claimed(delivery, job, claim, now, claimed).await;
@@ -414,7 +497,7 @@ impl Worker {
             let active = store.active_runs(tenant, &job.id).await?;
             if policy == Some(Overlap::Replace) {
                 self.replace_earlier(&active, run_id, now).await?;
-            } else if let Some(until) = busy_until(&active, run_id, now) {
+            } else if let Some(until) = another_run_leased_until(&active, run_id, now) {
                 if policy == Some(Overlap::QueueOne) {
                     self.requeue(delivery, until).await?;
                     return Ok(Admission::Done);
@@ -760,16 +843,6 @@ impl Worker {
     async fn ack(&self, delivery: &Delivery) -> Result<(), CoreError> {
         ignore_stale(self.ports.queue.ack(&delivery.receipt).await)
     }
-}
-
-/// Until when another run among `active` (not `run_id`) holds a live lease at `now`, if one does.
-fn busy_until(active: &[Run], run_id: &RunId, now: Timestamp) -> Option<Timestamp> {
-    active
-        .iter()
-        .filter(|r| &r.run_id != run_id && r.state == RunState::Running)
-        .filter_map(|r| r.lease.as_ref().map(|l| l.expires_at))
-        .filter(|until| *until > now)
-        .max()
 }
 
 /// A stale receipt means the message was already handled or superseded: nothing to do.

@@ -98,53 +98,62 @@ impl SqliteQueue {
 
     /// Leases up to `max` messages visible at `now`.
     async fn take(&self, max: usize, visibility: Dur, now: Timestamp) -> Result<Vec<Delivery>, QueueError> {
-        let now_ms = ms(now);
-        let until = now_ms.saturating_add(visibility.as_millis());
-        let max = max.min(i64::MAX as usize) as i64;
         self.db
-            .write(move |tx| {
-                let mut picked = Vec::new();
-                {
-                    let mut stmt = tx.prepare_cached(
-                        "SELECT seq, tenant, run_id, priority, not_before, receive_count
-                         FROM dispatch INDEXED BY dispatch_receive
-                         WHERE visible_at <= ?1 ORDER BY rank, seq LIMIT ?2",
-                    )?;
-                    let mut rows = stmt.query(params![now_ms, max])?;
-                    while let Some(row) = rows.next()? {
-                        let seq: i64 = row.get(0)?;
-                        let priority = u8::try_from(row.get::<_, i64>(3)?).map_err(|e| TxError::bad(e.to_string()))?;
-                        let count: i64 = row.get(5)?;
-                        picked.push((
-                            seq,
-                            Dispatch {
-                                tenant: TenantId(row.get(1)?),
-                                run_id: RunId(row.get(2)?),
-                                priority,
-                                not_before: ts(row.get(4)?),
-                            },
-                            count + 1,
-                        ));
-                    }
-                }
-                let mut lease = tx.prepare_cached(
-                    "UPDATE dispatch SET visible_at = ?2, receipt = ?3, receive_count = ?4 WHERE seq = ?1",
-                )?;
-                let mut out = Vec::with_capacity(picked.len());
-                for (seq, dispatch, count) in picked {
-                    let receipt = format!("{seq}.{count}");
-                    lease.execute(params![seq, until, receipt, count])?;
-                    out.push(Delivery {
-                        dispatch,
-                        receipt: Receipt(receipt),
-                        receive_count: count as u32,
-                    });
-                }
-                Ok(out)
-            })
+            .write(move |tx| take_visible(tx, max, visibility, now))
             .await
             .map_err(TxError::into_queue)
     }
+}
+
+/// Leases, in the current transaction, up to `max` messages visible at `now` (in serving
+/// order) for `visibility`. Also used by [`super::SqliteStore`] to receive and claim in one
+/// transaction.
+pub(crate) fn take_visible(
+    conn: &Connection,
+    max: usize,
+    visibility: Dur,
+    now: Timestamp,
+) -> Result<Vec<Delivery>, TxError> {
+    let now_ms = ms(now);
+    let until = now_ms.saturating_add(visibility.as_millis());
+    let max = max.min(i64::MAX as usize) as i64;
+    let mut picked = Vec::new();
+    {
+        let mut stmt = conn.prepare_cached(
+            "SELECT seq, tenant, run_id, priority, not_before, receive_count
+             FROM dispatch INDEXED BY dispatch_receive
+             WHERE visible_at <= ?1 ORDER BY rank, seq LIMIT ?2",
+        )?;
+        let mut rows = stmt.query(params![now_ms, max])?;
+        while let Some(row) = rows.next()? {
+            let seq: i64 = row.get(0)?;
+            let priority = u8::try_from(row.get::<_, i64>(3)?).map_err(|e| TxError::bad(e.to_string()))?;
+            let count: i64 = row.get(5)?;
+            picked.push((
+                seq,
+                Dispatch {
+                    tenant: TenantId(row.get(1)?),
+                    run_id: RunId(row.get(2)?),
+                    priority,
+                    not_before: ts(row.get(4)?),
+                },
+                count + 1,
+            ));
+        }
+    }
+    let mut lease =
+        conn.prepare_cached("UPDATE dispatch SET visible_at = ?2, receipt = ?3, receive_count = ?4 WHERE seq = ?1")?;
+    let mut out = Vec::with_capacity(picked.len());
+    for (seq, dispatch, count) in picked {
+        let receipt = format!("{seq}.{count}");
+        lease.execute(params![seq, until, receipt, count])?;
+        out.push(Delivery {
+            dispatch,
+            receipt: Receipt(receipt),
+            receive_count: count as u32,
+        });
+    }
+    Ok(out)
 }
 
 /// The row a receipt names (`<seq>.<count>`), if it is well formed.

@@ -11,20 +11,26 @@
 //!
 //! Fencing tokens grow per run (`runs.last_token`): a claim hands out
 //! `max(last_token, attempts) + 1`.
+//!
+//! Where the same handle holds the queue in use (a [`super::SqliteQueue`] was opened on
+//! it), the hot path's queue work joins the store's transactions: `fire_many` enqueues the
+//! runs it writes, `complete_and_ack` removes the message, and `receive_and_claim` leases
+//! messages and claims their runs.
 
 use super::codec::{
     JOB_COLS, RUN_COLS, RunRow, StoredRun, collect_jobs, collect_runs, job_state, load_job, load_run, ms, put_job,
 };
 use super::db::SqliteDb;
 use super::error::TxError;
-use super::queue::{delete_delivered, insert_dispatches, receipt_seq};
+use super::queue::{delete_delivered, insert_dispatches, receipt_seq, take_visible};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState, Overlap};
-use sked_core::lifecycle::{ClaimStep, REPLACED};
-use sked_core::ports::queue::{Dispatch, Receipt};
+use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
+use sked_core::ports::queue::{Delivery, Dispatch, Receipt};
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition,
     StoreError,
@@ -155,6 +161,35 @@ fn finish_attempt(
         .map_err(TxError::Store)?;
     SqliteStore::save(conn, &stored)?;
     Ok(stored.run)
+}
+
+/// [`JobStore::claim_many_with_jobs`] in the current transaction: each run's job read, the
+/// run claimed unless the job's overlap policy is in `hold`.
+fn claim_with_jobs(
+    conn: &Connection,
+    runs: &[(TenantId, RunId)],
+    hold: &[Overlap],
+    worker: &WorkerId,
+    now: Timestamp,
+    lease_until: Timestamp,
+) -> Result<Vec<Result<JobClaim, StoreError>>, TxError> {
+    let mut out = Vec::with_capacity(runs.len());
+    for (tenant, run_id) in runs {
+        let job = match run_id.parts() {
+            Some((job_id, _)) => load_job(conn, tenant.as_str(), job_id.as_str())?,
+            None => None,
+        };
+        if let Some(job) = job.as_ref().filter(|j| hold.contains(&j.spec.overlap_policy())) {
+            out.push(Ok(JobClaim::Held(job.clone())));
+            continue;
+        }
+        // As in `claim_many`: a refusal comes before any write.
+        match claim_run(conn, tenant.as_str(), run_id.as_str(), worker, now, lease_until) {
+            Err(TxError::Store(refused)) => out.push(Err(refused)),
+            answer => out.push(Ok(JobClaim::Claimed(answer?, job))),
+        }
+    }
+    Ok(out)
 }
 
 fn conflict(msg: String) -> TxError {
@@ -486,6 +521,36 @@ impl JobStore for SqliteStore {
         .await
     }
 
+    async fn claim_many_alone(
+        &self,
+        runs: &[(TenantId, RunId)],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
+        let (runs, worker) = (runs.to_vec(), worker.clone());
+        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        self.write(move |conn| {
+            let mut out = Vec::with_capacity(runs.len());
+            for (tenant, run_id) in &runs {
+                // Checked under the write lock, in the claim's transaction.
+                if let Some((job_id, _)) = run_id.parts() {
+                    let active = load_active_runs(conn, tenant.as_str(), job_id.as_str())?;
+                    if let Some(until) = another_run_leased_until(&active, run_id, now) {
+                        out.push(Ok(ClaimOutcome::Leased(until)));
+                        continue;
+                    }
+                }
+                match claim_run(conn, tenant.as_str(), run_id.as_str(), &worker, now, lease_until) {
+                    Err(TxError::Store(refused)) => out.push(Err(refused)),
+                    answer => out.push(Ok(answer?)),
+                }
+            }
+            Ok(out)
+        })
+        .await
+    }
+
     async fn claim_many_with_jobs(
         &self,
         runs: &[(TenantId, RunId)],
@@ -496,24 +561,32 @@ impl JobStore for SqliteStore {
     ) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
         let (runs, hold, worker) = (runs.to_vec(), hold.to_vec(), worker.clone());
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        self.write(move |conn| claim_with_jobs(conn, &runs, &hold, &worker, now, lease_until))
+            .await
+    }
+
+    async fn receive_and_claim(
+        &self,
+        max: usize,
+        visibility: Dur,
+        hold: &[Overlap],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Option<Vec<(Delivery, Result<JobClaim, StoreError>)>>, StoreError> {
+        if !self.db.queue_in_use() {
+            return Ok(None);
+        }
+        let (hold, worker) = (hold.to_vec(), worker.clone());
+        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
         self.write(move |conn| {
-            let mut out = Vec::with_capacity(runs.len());
-            for (tenant, run_id) in &runs {
-                let job = match run_id.parts() {
-                    Some((job_id, _)) => load_job(conn, tenant.as_str(), job_id.as_str())?,
-                    None => None,
-                };
-                if let Some(job) = job.as_ref().filter(|j| hold.contains(&j.spec.overlap_policy())) {
-                    out.push(Ok(JobClaim::Held(job.clone())));
-                    continue;
-                }
-                // As in `claim_many`: a refusal comes before any write.
-                match claim_run(conn, tenant.as_str(), run_id.as_str(), &worker, now, lease_until) {
-                    Err(TxError::Store(refused)) => out.push(Err(refused)),
-                    answer => out.push(Ok(JobClaim::Claimed(answer?, job))),
-                }
-            }
-            Ok(out)
+            let deliveries = take_visible(conn, max, visibility, now)?;
+            let runs: Vec<(TenantId, RunId)> = deliveries
+                .iter()
+                .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
+                .collect();
+            let claims = claim_with_jobs(conn, &runs, &hold, &worker, now, lease_until)?;
+            Ok(Some(deliveries.into_iter().zip(claims).collect()))
         })
         .await
     }

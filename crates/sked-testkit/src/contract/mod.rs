@@ -78,6 +78,7 @@ macro_rules! store_contract {
             claim_before_not_before_is_not_yet,
             claim_many_answers_each_like_claim,
             claim_many_with_jobs_claims_or_holds_by_overlap_policy,
+            claim_many_alone_waits_for_another_running_run_of_the_job,
             claim_starts_first_attempt,
             claim_while_leased_is_leased,
             claim_after_retry_starts_next_attempt,

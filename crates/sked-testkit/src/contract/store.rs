@@ -878,6 +878,62 @@ pub async fn claim_many_with_jobs_claims_or_holds_by_overlap_policy(store: Store
     );
 }
 
+/// `claim_many_alone` claims a run only while no other run of its job holds a live lease:
+/// otherwise it answers `Leased` with the end of that lease and changes nothing. A run of
+/// another job, and a run whose job's running run has ended or whose lease has expired, is
+/// claimed as `claim` would.
+pub async fn claim_many_alone_waits_for_another_running_run_of_the_job(store: Store) {
+    let (first, second, other) = (run("t1", "q", 0), run("t1", "q", 10), run("t1", "b", 0));
+    for r in [&first, &second, &other] {
+        insert(&store, r).await;
+    }
+    claim(&store, &first, "w1", at(11), at(41)).await;
+    let ids = |runs: &[&Run]| -> Vec<(TenantId, RunId)> {
+        runs.iter().map(|r| (r.tenant.clone(), r.run_id.clone())).collect()
+    };
+    let answers = store
+        .claim_many_alone(&ids(&[&second, &other]), &worker("w2"), at(12), at(42))
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), 2);
+    assert_eq!(answers[0].as_ref().ok(), Some(&ClaimOutcome::Leased(at(41))));
+    assert_eq!(get(&store, &second).await, second, "unchanged while the first runs");
+    let Ok(ClaimOutcome::Claimed { run: claimed, .. }) = &answers[1] else {
+        panic!("another job's run is claimed, got {:?}", answers[1]);
+    };
+    assert_eq!(claimed.state, RunState::Running);
+
+    // Past the first run's lease, the second may start (the claim of the first is then
+    // closed as lost when that run is next claimed, not here).
+    let late = store
+        .claim_many_alone(&ids(&[&second]), &worker("w2"), at(42), at(72))
+        .await
+        .unwrap();
+    assert!(matches!(late[0], Ok(ClaimOutcome::Claimed { .. })), "{late:?}");
+
+    // Once the running run has ended, the next one starts at once.
+    let (third, fourth) = (run("t1", "z", 0), run("t1", "z", 10));
+    insert(&store, &third).await;
+    insert(&store, &fourth).await;
+    let (_, z_token) = claim(&store, &third, "w1", at(11), at(41)).await;
+    store
+        .complete(
+            &third.tenant,
+            &third.run_id,
+            z_token,
+            &result(AttemptOutcome::Succeeded, at(12)),
+            RunTransition::Finish(RunState::Succeeded),
+            None,
+        )
+        .await
+        .unwrap();
+    let after = store
+        .claim_many_alone(&ids(&[&fourth]), &worker("w2"), at(13), at(43))
+        .await
+        .unwrap();
+    assert!(matches!(after[0], Ok(ClaimOutcome::Claimed { .. })), "{after:?}");
+}
+
 /// A PENDING run is not claimed before its `not_before`.
 pub async fn claim_before_not_before_is_not_yet(store: Store) {
     let mut r = run("t1", "a", 0);

@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
-use sked_core::lifecycle::{ClaimStep, REPLACED};
+use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
@@ -313,19 +313,34 @@ impl JobStore for MemStore {
         now: Timestamp,
         lease_until: Timestamp,
     ) -> Result<ClaimOutcome, StoreError> {
+        claim_locked(&mut self.lock(), tenant, run_id, worker, now, lease_until)
+    }
+
+    async fn claim_many_alone(
+        &self,
+        runs: &[(TenantId, RunId)],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
+        // The check and the claims under one lock, as a transaction would make them.
         let mut st = self.lock();
-        let next_token = st.last_token + 1;
-        let run = st
-            .runs
-            .get_mut(&(tenant.clone(), run_id.clone()))
-            .ok_or(StoreError::NotFound)?;
-        if let ClaimStep::Answer { outcome, .. } = run.decide_claim(now) {
-            return Ok(outcome);
+        let mut out = Vec::with_capacity(runs.len());
+        for (tenant, run_id) in runs {
+            let job_id = run_id.parts().map(|(job_id, _)| job_id);
+            let active: Vec<Run> = st
+                .runs
+                .values()
+                .filter(|r| &r.tenant == tenant && Some(&r.job_id) == job_id.as_ref() && !r.state.is_terminal())
+                .cloned()
+                .collect();
+            if let Some(until) = another_run_leased_until(&active, run_id, now) {
+                out.push(Ok(ClaimOutcome::Leased(until)));
+                continue;
+            }
+            out.push(claim_locked(&mut st, tenant, run_id, worker, now, lease_until));
         }
-        run.start_attempt(worker, now, lease_until, next_token);
-        let run = run.clone();
-        st.last_token = next_token;
-        Ok(ClaimOutcome::Claimed { run, token: next_token })
+        Ok(out)
     }
 
     async fn heartbeat(
@@ -402,4 +417,27 @@ impl JobStore for MemStore {
         });
         Ok(runs.into_iter().take(limit).cloned().collect())
     }
+}
+
+/// [`JobStore::claim`] on the locked state.
+fn claim_locked(
+    st: &mut State,
+    tenant: &TenantId,
+    run_id: &RunId,
+    worker: &WorkerId,
+    now: Timestamp,
+    lease_until: Timestamp,
+) -> Result<ClaimOutcome, StoreError> {
+    let next_token = st.last_token + 1;
+    let run = st
+        .runs
+        .get_mut(&(tenant.clone(), run_id.clone()))
+        .ok_or(StoreError::NotFound)?;
+    if let ClaimStep::Answer { outcome, .. } = run.decide_claim(now) {
+        return Ok(outcome);
+    }
+    run.start_attempt(worker, now, lease_until, next_token);
+    let run = run.clone();
+    st.last_token = next_token;
+    Ok(ClaimOutcome::Claimed { run, token: next_token })
 }

@@ -1,0 +1,162 @@
+//! The core worker on one SQLite file (store and queue on the same handle, as in
+//! `sked server`): under load it receives and claims in one store call
+//! (`JobStore::receive_and_claim`), and the overlap checks made at claim time still hold.
+
+use async_trait::async_trait;
+use sked_core::duration::Dur;
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::job::{Job, JobSpec, JobState, Overlap};
+use sked_core::ports::{
+    Clock, Dispatch, DispatchQueue, ExecRequest, ExecResult, Executor, JobStore, LogLine, StopReason, SystemClock,
+};
+use sked_core::run::{Run, RunState, Trigger};
+use sked_core::service::Ports;
+use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_core::timestamp::Timestamp;
+use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
+use sked_testkit::memory::MemLogs;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+fn tenant() -> TenantId {
+    TenantId::from("t1")
+}
+
+/// Records when each run's payload ran; every payload takes `each`.
+struct Recording {
+    each: Duration,
+    ran: Mutex<Vec<(String, Instant, Instant)>>,
+}
+
+#[async_trait]
+impl Executor for Recording {
+    async fn execute(
+        &self,
+        request: ExecRequest,
+        _output: mpsc::Sender<LogLine>,
+        _stop: watch::Receiver<Option<StopReason>>,
+    ) -> ExecResult {
+        let job = request
+            .context
+            .iter()
+            .find(|(k, _)| k == "SKED_JOB_ID")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default();
+        let start = Instant::now();
+        tokio::time::sleep(self.each).await;
+        self.ran.lock().unwrap().push((job, start, Instant::now()));
+        ExecResult {
+            success: true,
+            ..Default::default()
+        }
+    }
+}
+
+fn job(id: &str, overlap: Overlap, now: Timestamp) -> Job {
+    let mut spec: JobSpec = serde_json::from_value(serde_json::json!({
+        "schedule": {"every": "1h", "anchor": "2026-03-01T00:00:00.000Z"},
+        "task": {"command": {"argv": ["true"]}},
+    }))
+    .unwrap();
+    spec.overlap = Some(overlap);
+    Job {
+        tenant: tenant(),
+        id: JobId::from(id),
+        spec: spec.normalised(now),
+        state: JobState::Active,
+        next_fire_at: None,
+        version: 1,
+        created_at: now,
+        updated_at: now,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_worker_on_one_sqlite_file_runs_everything_and_queue_one_runs_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = Arc::new(SqliteStore::new(db.clone()));
+    let queue = Arc::new(SqliteQueue::new(db, clock.clone()));
+    let now = sked_core::timestamp::trunc_ms(clock.now());
+    store
+        .create_jobs(
+            &[
+                job("serial", Overlap::QueueOne, now),
+                job("parallel", Overlap::Allow, now),
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    // 4 runs of the queue_one job and 60 of the other, all due now.
+    let mut runs: Vec<RunId> = Vec::new();
+    let mut dispatches = Vec::new();
+    for (job_id, n) in [("serial", 4), ("parallel", 60)] {
+        for i in 0..n {
+            let at = now - chrono::Duration::milliseconds(i64::from(n - i));
+            let run = Run::new_pending(tenant(), JobId::from(job_id), at, Trigger::Manual, 5, at, 1, now);
+            store.insert_run(&run).await.unwrap();
+            dispatches.push(Dispatch::from(&run));
+            runs.push(run.run_id);
+        }
+    }
+    queue.enqueue(&dispatches).await.unwrap();
+
+    let executor = Arc::new(Recording {
+        each: Duration::from_millis(20),
+        ran: Mutex::new(Vec::new()),
+    });
+    let ports = Ports {
+        store: store.clone(),
+        queue: queue.clone(),
+        logs: Arc::new(MemLogs::new()),
+        clock,
+    };
+    let mut config = WorkerConfig::new(WorkerId::from("w1"));
+    config.concurrency = 8;
+    config.lease = Dur::secs(2);
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(Worker::new(ports, executor.clone(), config).run(shutdown.clone()));
+
+    // Until every run has ended (or 30 s have passed).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let states = loop {
+        let mut states = Vec::new();
+        for id in &runs {
+            states.push(store.get_run(&tenant(), id).await.unwrap().unwrap().state);
+        }
+        if states.iter().all(|s| s.is_terminal()) || Instant::now() > deadline {
+            break states;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    shutdown.cancel();
+    worker.await.unwrap();
+
+    assert!(states.iter().all(|s| *s == RunState::Succeeded), "{states:?}");
+    let ran = executor.ran.lock().unwrap().clone();
+    assert_eq!(ran.len(), runs.len(), "each run's payload ran once");
+    let mut serial: Vec<(Instant, Instant)> = ran
+        .iter()
+        .filter(|(job, ..)| job == "serial")
+        .map(|(_, start, end)| (*start, *end))
+        .collect();
+    serial.sort();
+    for pair in serial.windows(2) {
+        assert!(pair[0].1 <= pair[1].0, "queue_one runs overlapped: {serial:?}");
+    }
+    let parallel_peak = ran
+        .iter()
+        .filter(|(job, ..)| job == "parallel")
+        .map(|(_, start, _)| {
+            ran.iter()
+                .filter(|(job, s, e)| job == "parallel" && s <= start && start < e)
+                .count()
+        })
+        .max()
+        .unwrap();
+    assert!(parallel_peak > 1, "the other job's runs ran side by side");
+}
