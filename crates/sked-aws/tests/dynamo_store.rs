@@ -1,5 +1,6 @@
 //! What the DynamoDB store does beyond the shared contract, against a real moto server:
-//! transactions larger than DynamoDB's 100-item limit, racing claims, TTL on finished runs,
+//! transactions larger than DynamoDB's 100-item limit, racing claims (of one run, and of
+//! runs of one `queue_one` job), TTL on finished runs,
 //! the due index's look-ahead, and error mapping with sources kept.
 
 mod common;
@@ -147,6 +148,48 @@ async fn racing_claims_start_exactly_one_attempt() {
     assert_eq!(claimed, 1);
     let stored = store.get_run(&run.tenant, &run.run_id).await.unwrap().unwrap();
     assert_eq!(stored.attempts.len(), 1);
+}
+
+#[tokio::test]
+async fn racing_claims_of_different_runs_of_one_job_alone_start_exactly_one() {
+    let (store, _, _) = store().await;
+    let at = now();
+    // Eight runs of one job, each claimed "alone" (queue_one) by its own worker at once.
+    let runs: Vec<Run> = (0..8)
+        .map(|i| run_at("serial", at - chrono::Duration::seconds(i)))
+        .collect();
+    for run in &runs {
+        store.insert_run(run).await.unwrap();
+    }
+    let mut tasks = Vec::new();
+    for (i, run) in runs.iter().enumerate() {
+        let (store, run) = (store.clone(), run.clone());
+        tasks.push(tokio::spawn(async move {
+            let lease = at + chrono::Duration::seconds(60);
+            let ids = [(run.tenant.clone(), run.run_id.clone())];
+            store
+                .claim_many_alone(&ids, &WorkerId(format!("w{i}")), at, lease)
+                .await
+                .unwrap()
+                .remove(0)
+                .unwrap()
+        }));
+    }
+    let mut claimed = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            ClaimOutcome::Claimed { .. } => claimed += 1,
+            ClaimOutcome::Leased(_) => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(claimed, 1, "one run of the job at a time");
+    let mut running = 0;
+    for run in &runs {
+        let stored = store.get_run(&run.tenant, &run.run_id).await.unwrap().unwrap();
+        running += usize::from(stored.state == RunState::Running);
+    }
+    assert_eq!(running, 1);
 }
 
 #[tokio::test]

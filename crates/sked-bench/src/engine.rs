@@ -146,20 +146,15 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Opens a fresh engine in a new directory under `parent` (or a temporary directory).
-    /// The harness passes one parent for the whole process and removes it at exit: removing
-    /// each scenario's many log files right away would slow the next scenario's file
-    /// creation (ext4 skips recently freed inodes).
+    /// Opens a fresh engine in a new temporary directory under `parent` (or the system's),
+    /// removed with the engine: a case's data goes when the case ends (since silent payloads
+    /// leave no log files, removing it is cheap; keeping every case's data to the end took
+    /// ~10 GB and slowed the later cases while the disk wrote it back).
     pub fn fresh(parent: Option<&Path>) -> anyhow::Result<Engine> {
-        match parent {
-            Some(p) => Engine::open(&fresh_dir(p)?),
-            None => {
-                let dir = tempfile::Builder::new().prefix("sked-bench-").tempdir()?;
-                let mut engine = Engine::open(dir.path())?;
-                engine._dir = Some(dir);
-                Ok(engine)
-            }
-        }
+        let dir = case_dir(parent)?;
+        let mut engine = Engine::open(dir.path())?;
+        engine._dir = Some(dir);
+        Ok(engine)
     }
 
     /// Opens (creating) the engine's files in `dir`; starts nothing.
@@ -278,12 +273,13 @@ impl Engine {
     }
 }
 
-/// A new, empty directory under `parent`.
-pub fn fresh_dir(parent: &Path) -> anyhow::Result<PathBuf> {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = parent.join(format!("case-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
-    std::fs::create_dir_all(&dir)?;
-    Ok(dir)
+/// A new, empty temporary directory under `parent` (or the system's), removed on drop.
+pub fn case_dir(parent: Option<&Path>) -> anyhow::Result<tempfile::TempDir> {
+    let builder = tempfile::Builder::new().prefix("case-").to_owned();
+    Ok(match parent {
+        Some(p) => builder.tempdir_in(p)?,
+        None => builder.tempdir()?,
+    })
 }
 
 /// Every run of `store`'s bench tenant with `scheduled_for` in `[since, until)`, read back

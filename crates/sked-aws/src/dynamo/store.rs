@@ -27,7 +27,7 @@ use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, KeysAndAttributes,
 use futures::stream::{self, StreamExt, TryStreamExt};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
-use sked_core::lifecycle::{ClaimStep, REPLACED};
+use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
 use sked_core::ports::Clock;
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
@@ -364,6 +364,103 @@ impl DynamoStore {
         }
         Err(StoreError::Transient(
             format!("run {run_id} kept changing under {MAX_RMW_ATTEMPTS} read-modify-writes").into(),
+        ))
+    }
+
+    /// The job's PENDING and RUNNING runs with their item versions, oldest nominal time
+    /// first (a strongly consistent query of the job's partition).
+    async fn active_stored_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<StoredRun>, StoreError> {
+        let mut q = QuerySpec::new(None, "#pk = :pk AND begins_with(#sk, :runs)")
+            .name("#pk", PK)
+            .name("#sk", SK)
+            .name("#st", "state")
+            .value(":pk", s(job_pk(tenant.as_str(), job_id.as_str())))
+            .value(":runs", s(RUN_SK_PREFIX))
+            .value(":p", s(RunState::Pending.as_str()))
+            .value(":r", s(RunState::Running.as_str()))
+            .and_filter("#st IN (:p, :r)".into());
+        q.consistent = true;
+        let items = self.query(&q, usize::MAX).await?;
+        let mut runs: Vec<StoredRun> = items.iter().map(run_from_item).collect::<Result<_, _>>()?;
+        runs.sort_by(|a, b| (a.run.scheduled_for, &a.run.run_id).cmp(&(b.run.scheduled_for, &b.run.run_id)));
+        Ok(runs)
+    }
+
+    /// [`JobStore::claim_many_alone`] for one run: the job's active runs are read; if none
+    /// other holds a live lease, the claim is written in one transaction with a condition
+    /// that each of those runs is still at the version read (so none of them was claimed
+    /// meanwhile: two workers claiming two runs of the job at once each check the other's
+    /// run, and at most one transaction succeeds). A lost race reads and decides again.
+    async fn claim_alone(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let Some((job_id, _)) = run_id.parts() else {
+            return Err(StoreError::NotFound);
+        };
+        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        for _ in 0..MAX_RMW_ATTEMPTS {
+            let active = self.active_stored_runs(tenant, &job_id).await?;
+            let runs: Vec<Run> = active.iter().map(|stored| stored.run.clone()).collect();
+            if let Some(until) = another_run_leased_until(&runs, run_id, now) {
+                return Ok(ClaimOutcome::Leased(until));
+            }
+            let mut stored = match active.iter().find(|stored| &stored.run.run_id == run_id) {
+                Some(stored) => stored.clone(),
+                // Not active: ended (or never existed); `claim` answers that.
+                None => return self.claim(tenant, run_id, worker, now, lease_until).await,
+            };
+            let outcome = match stored.run.decide_claim(now) {
+                ClaimStep::Answer { .. } => return self.claim(tenant, run_id, worker, now, lease_until).await,
+                ClaimStep::Start => {
+                    let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
+                    stored.run.start_attempt(worker, now, lease_until, token);
+                    stored.last_token = token;
+                    ClaimOutcome::Claimed {
+                        run: stored.run.clone(),
+                        token,
+                    }
+                }
+            };
+            let others: Vec<&StoredRun> = active.iter().filter(|o| &o.run.run_id != run_id).collect();
+            if others.len() >= MAX_TRANSACTION {
+                return Err(StoreError::Other(
+                    format!(
+                        "job {job_id} has {} active runs: too many to claim one alone",
+                        others.len()
+                    )
+                    .into(),
+                ));
+            }
+            let next = StoredRun {
+                rv: stored.rv + 1,
+                ..stored.clone()
+            };
+            let mut items = vec![self.put(self.stored_run_item(&next)?, "rv = :rv", vec![(":rv", n(stored.rv))])?];
+            for other in others {
+                let k = run_key(&other.run.tenant, &other.run.run_id)
+                    .ok_or_else(|| StoreError::Other(format!("run id {} names no job", other.run.run_id).into()))?;
+                let check = ConditionCheck::builder()
+                    .table_name(&self.table)
+                    .set_key(Some(k))
+                    .condition_expression("rv = :rv")
+                    .expression_attribute_values(":rv", n(other.rv))
+                    .build()
+                    .map_err(build_error)?;
+                items.push(TransactWriteItem::builder().condition_check(check).build());
+            }
+            match self.transact(items).await {
+                Ok(()) => return Ok(outcome),
+                Err(Failure::Condition { .. }) => continue,
+                Err(f) => return Err(f.into_store(String::new)),
+            }
+        }
+        Err(StoreError::Transient(
+            format!("job {job_id}'s runs kept changing under {MAX_RMW_ATTEMPTS} claims").into(),
         ))
     }
 
@@ -1005,23 +1102,26 @@ impl JobStore for DynamoStore {
     }
 
     async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
-        let mut q = QuerySpec::new(None, "#pk = :pk AND begins_with(#sk, :runs)")
-            .name("#pk", PK)
-            .name("#sk", SK)
-            .name("#st", "state")
-            .value(":pk", s(job_pk(tenant.as_str(), job_id.as_str())))
-            .value(":runs", s(RUN_SK_PREFIX))
-            .value(":p", s(RunState::Pending.as_str()))
-            .value(":r", s(RunState::Running.as_str()))
-            .and_filter("#st IN (:p, :r)".into());
-        q.consistent = true;
-        let items = self.query(&q, usize::MAX).await?;
-        let mut runs: Vec<Run> = items
-            .iter()
-            .map(|i| run_from_item(i).map(|s| s.run))
-            .collect::<Result<_, _>>()?;
-        runs.sort_by(|a, b| (a.scheduled_for, &a.run_id).cmp(&(b.scheduled_for, &b.run_id)));
-        Ok(runs)
+        Ok(self
+            .active_stored_runs(tenant, job_id)
+            .await?
+            .into_iter()
+            .map(|stored| stored.run)
+            .collect())
+    }
+
+    async fn claim_many_alone(
+        &self,
+        runs: &[(TenantId, RunId)],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
+        let mut out = Vec::with_capacity(runs.len());
+        for (tenant, run_id) in runs {
+            out.push(self.claim_alone(tenant, run_id, worker, now, lease_until).await);
+        }
+        Ok(out)
     }
 
     async fn claim(

@@ -24,7 +24,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
     let dir = super::data_dir(settings)?;
     let mut server = Command::new(&sked)
         .args(["server", "--listen", "127.0.0.1:0", "--workers", "1", "--data-dir"])
-        .arg(&dir)
+        .arg(dir.path())
         .env("SKED_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -57,10 +57,9 @@ pub(crate) fn runs_at(settings: &Settings, exec: Exec, n: usize, sizes: &[usize]
     !(settings.quick && exec == Exec::Process && sizes.iter().any(|&s| s < n))
 }
 
-/// A fresh directory for a scenario's data (under the harness's root).
-pub(crate) fn data_dir(settings: &Settings) -> anyhow::Result<std::path::PathBuf> {
-    let root = settings.tmp.clone().unwrap_or_else(std::env::temp_dir);
-    crate::engine::fresh_dir(&root)
+/// A fresh directory for a scenario's data (under the harness's root), removed on drop.
+pub(crate) fn data_dir(settings: &Settings) -> anyhow::Result<tempfile::TempDir> {
+    crate::engine::case_dir(settings.tmp.as_deref())
 }
 
 /// A fresh engine with the settings' sweeper.

@@ -22,7 +22,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
     for n in settings.sizes_or(&[20_000], &[1_000_000]) {
         let dir = super::data_dir(settings)?;
         let (create_rate, rss_after_create) = {
-            let engine = Engine::open(&dir)?;
+            let engine = Engine::open(dir.path())?;
             let template = jobs::template(&["/bin/true"]);
             let mut rng = rand::rng();
             let spent = jobs::create(&engine.sked, n, |i| {
@@ -33,7 +33,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
             (n as f64 / secs(spent), rss_mib().0)
         };
         for &exec in &settings.execs {
-            let mut engine = Engine::open(&dir)?;
+            let mut engine = Engine::open(dir.path())?;
             out.push(one(&mut engine, settings, exec, n, window, create_rate, rss_after_create).await?);
         }
     }

@@ -1,5 +1,7 @@
 //! The worker: receives dispatches, claims the runs (fenced leases; a received batch in one
-//! store call), runs each task through the executor, heartbeats at a third of the lease,
+//! store call, or received and claimed in one where the store holds the queue too; a
+//! `queue_one` run only while no other run of its job runs, checked in the claim), runs each
+//! task through the executor, heartbeats at a third of the lease,
 //! enforces the timeout, and completes (acking in the same store call where it can) — or,
 //! having lost its lease, stops the payload (or never starts it) and writes nothing.
 
@@ -210,11 +212,19 @@ impl Worker {
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         let now = timestamp::trunc_ms(self.ports.clock.now());
         let lease_until = now + self.config.lease.to_chrono();
-        let claim = self
-            .ports
-            .store
-            .claim(tenant, run_id, &self.config.id, now, lease_until)
-            .await;
+        let store = &self.ports.store;
+        let claim = if job
+            .as_ref()
+            .is_some_and(|j| j.spec.overlap_policy() == Overlap::QueueOne)
+        {
+            let runs = [(tenant.clone(), run_id.clone())];
+            match store.claim_many_alone(&runs, &self.config.id, now, lease_until).await {
+                Ok(answers) => answers.into_iter().next().unwrap_or(Err(StoreError::NotFound)),
+                Err(e) => Err(e),
+            }
+        } else {
+            store.claim(tenant, run_id, &self.config.id, now, lease_until).await
+        };
         match self.claimed(delivery, job, claim, now).await? {
             Some((job, run, token)) => self.run_attempt(delivery, &job, run, token, shutdown).await,
             None => Ok(()),
