@@ -100,6 +100,9 @@ async fn main() -> anyhow::Result<()> {
     for name in &args.only {
         let mut runs: Vec<Vec<Record>> = Vec::new();
         for _ in 0..args.repeat.max(1) {
+            // Each case starts on a quiet disk: what earlier cases wrote (and removed) is
+            // flushed first, not in the middle of this case's measurements.
+            settle_disk();
             let records = match name.as_str() {
                 "burst" => scenario::burst::run(&settings).await?,
                 "stream" => scenario::stream::run(&settings).await?,
@@ -138,4 +141,12 @@ fn medians(mut runs: Vec<Vec<Record>>) -> Vec<Record> {
             m
         })
         .collect()
+}
+
+/// Flushes every file system's dirty data (`sync`), so writeback left by an earlier case does
+/// not stall this one. Best effort: a failure only makes the figures noisier.
+fn settle_disk() {
+    if let Err(e) = std::process::Command::new("sync").status() {
+        eprintln!("sync failed ({e}); figures may include an earlier case's writeback");
+    }
 }

@@ -421,46 +421,16 @@ fn writer_loop(
                 Err(_) => break,
             }
         }
-        let began = exec_cached(&conn, "BEGIN IMMEDIATE");
-        if let Err(e) = &began {
+        if let Err(e) = run_group(&conn, &mut group, &mut ran) {
             // No transaction (the file is locked past the busy timeout): every write of the
-            // group fails with that error, untried.
+            // group fails with that error.
+            if !conn.is_autocommit() {
+                let _ = exec_cached(&conn, "ROLLBACK");
+            }
             for job in group.drain(..) {
-                job.deliver(Err(e));
+                job.deliver(Err(&e));
             }
             continue;
-        }
-        // Optimistic pass: no savepoints. If every write succeeds, that is the group.
-        let all_ran = group.iter_mut().all(|job| !conn.is_autocommit() && job.run(&conn));
-        if all_ran {
-            ran.extend(group.drain(..).map(|job| (job, None)));
-        } else {
-            // One failed: undo the whole pass and replay every write in its own savepoint,
-            // so that only the failing ones leave no trace.
-            let replay = if conn.is_autocommit() {
-                exec_cached(&conn, "BEGIN IMMEDIATE")
-            } else {
-                exec_cached(&conn, "ROLLBACK").and_then(|()| exec_cached(&conn, "BEGIN IMMEDIATE"))
-            };
-            if let Err(e) = &replay {
-                for job in group.drain(..) {
-                    job.deliver(Err(e));
-                }
-                continue;
-            }
-            for mut job in group.drain(..) {
-                // An I/O or disk-full failure can end the whole transaction early; the
-                // writes after it must not run outside one.
-                let failed = if conn.is_autocommit() {
-                    Some(rusqlite::Error::SqliteFailure(
-                        rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
-                        Some("the group's transaction ended early".into()),
-                    ))
-                } else {
-                    run_in_savepoint(&conn, job.as_mut())
-                };
-                ran.push((job, failed));
-            }
         }
         let committed = exec_cached(&conn, "COMMIT");
         if committed.is_err() {
@@ -495,6 +465,41 @@ fn writer_loop(
     let _ = conn.execute_batch("PRAGMA optimize;");
     drop(checkpoints);
     let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+}
+
+/// Runs a group's writes in one transaction, left open for the caller to commit: first all
+/// of them without savepoints; if one fails, the transaction is rolled back and every write
+/// replayed in its own savepoint, so that only the failing ones leave no trace. Each write
+/// moves to `ran` with the error of its savepoint statements, if any. An error here means
+/// no transaction could begin; the writes are then still in `group`.
+fn run_group(
+    conn: &Connection,
+    group: &mut Vec<WriteJob>,
+    ran: &mut Vec<(WriteJob, Option<rusqlite::Error>)>,
+) -> rusqlite::Result<()> {
+    exec_cached(conn, "BEGIN IMMEDIATE")?;
+    if group.iter_mut().all(|job| !conn.is_autocommit() && job.run(conn)) {
+        ran.extend(group.drain(..).map(|job| (job, None)));
+        return Ok(());
+    }
+    if !conn.is_autocommit() {
+        exec_cached(conn, "ROLLBACK")?;
+    }
+    exec_cached(conn, "BEGIN IMMEDIATE")?;
+    for mut job in group.drain(..) {
+        // An I/O or disk-full failure can end the whole transaction early; the writes after
+        // it must not run outside one.
+        let failed = if conn.is_autocommit() {
+            Some(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_ABORT),
+                Some("the group's transaction ended early".into()),
+            ))
+        } else {
+            run_in_savepoint(conn, job.as_mut())
+        };
+        ran.push((job, failed));
+    }
+    Ok(())
 }
 
 /// A `PASSIVE` checkpoint on `conn`: the WAL frames it could not copy yet (`None` if it

@@ -144,6 +144,22 @@ fn claim_run(
     Ok(ClaimOutcome::Claimed { run: stored.run, token })
 }
 
+/// One run's answer in a batch of claims: [`claim_run`]'s refusal (a run that does not
+/// exist, found before any write) is that run's answer; an SQL failure fails the whole call.
+fn claim_answer(
+    conn: &Connection,
+    tenant: &TenantId,
+    run_id: &RunId,
+    worker: &WorkerId,
+    now: Timestamp,
+    lease_until: Timestamp,
+) -> Result<Result<ClaimOutcome, StoreError>, TxError> {
+    match claim_run(conn, tenant.as_str(), run_id.as_str(), worker, now, lease_until) {
+        Err(TxError::Store(refused)) => Ok(Err(refused)),
+        answer => Ok(Ok(answer?)),
+    }
+}
+
 /// Closes the attempt holding `token` in the current transaction (see [`JobStore::complete`]).
 fn finish_attempt(
     conn: &Connection,
@@ -183,11 +199,8 @@ fn claim_with_jobs(
             out.push(Ok(JobClaim::Held(job.clone())));
             continue;
         }
-        // As in `claim_many`: a refusal comes before any write.
-        match claim_run(conn, tenant.as_str(), run_id.as_str(), worker, now, lease_until) {
-            Err(TxError::Store(refused)) => out.push(Err(refused)),
-            answer => out.push(Ok(JobClaim::Claimed(answer?, job))),
-        }
+        let answer = claim_answer(conn, tenant, run_id, worker, now, lease_until)?;
+        out.push(answer.map(|outcome| JobClaim::Claimed(outcome, job)));
     }
     Ok(out)
 }
@@ -507,16 +520,9 @@ impl JobStore for SqliteStore {
         let (runs, worker) = (runs.to_vec(), worker.clone());
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
         self.write(move |conn| {
-            let mut out = Vec::with_capacity(runs.len());
-            for (tenant, run_id) in &runs {
-                // A refusal (a run that does not exist) comes before any write, so it needs
-                // no savepoint of its own; an SQL failure fails the whole call.
-                match claim_run(conn, tenant.as_str(), run_id.as_str(), &worker, now, lease_until) {
-                    Err(TxError::Store(refused)) => out.push(Err(refused)),
-                    answer => out.push(Ok(answer?)),
-                }
-            }
-            Ok(out)
+            runs.iter()
+                .map(|(tenant, run_id)| claim_answer(conn, tenant, run_id, &worker, now, lease_until))
+                .collect()
         })
         .await
     }
@@ -541,10 +547,7 @@ impl JobStore for SqliteStore {
                         continue;
                     }
                 }
-                match claim_run(conn, tenant.as_str(), run_id.as_str(), &worker, now, lease_until) {
-                    Err(TxError::Store(refused)) => out.push(Err(refused)),
-                    answer => out.push(Ok(answer?)),
-                }
+                out.push(claim_answer(conn, tenant, run_id, &worker, now, lease_until)?);
             }
             Ok(out)
         })
