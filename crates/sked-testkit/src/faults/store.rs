@@ -154,6 +154,19 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.after("claim", r)
     }
 
+    async fn claim_many_alone(
+        &self,
+        runs: &[(TenantId, RunId)],
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
+        // Forwarded whole, so the check and the claims stay one step of the inner store.
+        self.before("claim_many_alone").await?;
+        let r = self.inner.claim_many_alone(runs, worker, now, lease_until).await;
+        self.after("claim_many_alone", r)
+    }
+
     async fn heartbeat(
         &self,
         tenant: &TenantId,
