@@ -55,6 +55,10 @@ pub const CHECKPOINT_ROWS: u64 = 2_000;
 /// grow without bound. 16,384 pages of 4 KiB = 64 MiB.
 pub const WAL_LIMIT_FRAMES: u32 = 16_384;
 
+/// How long a `RESTART` checkpoint may wait for readers (and hold writers back) before it
+/// gives up until the next pass.
+pub const RESTART_WAIT: Duration = Duration::from_millis(2);
+
 /// The size the WAL file is cut back to when the WAL restarts (`journal_size_limit`): the
 /// same 64 MiB as [`WAL_LIMIT_FRAMES`].
 pub const WAL_SIZE_LIMIT_BYTES: i64 = WAL_LIMIT_FRAMES as i64 * 4096;
@@ -174,6 +178,7 @@ impl SqliteDb {
         let checkpointer = Connection::open(&path).map_err(classify)?;
         configure(&checkpointer, &options).map_err(classify)?;
         let (checkpoints, wanted) = mpsc::sync_channel::<()>(1);
+        let busy_timeout = options.busy_timeout;
         let wal_frames = Arc::new(AtomicU32::new(0));
         let wal_frames_writer = wal_frames.clone();
         std::thread::Builder::new()
@@ -182,6 +187,9 @@ impl SqliteDb {
                 while wanted.recv().is_ok() {
                     if let Some(left) = checkpoint(&checkpointer) {
                         wal_frames.store(left, Ordering::Relaxed);
+                        if left == 0 {
+                            restart_wal(&checkpointer, busy_timeout);
+                        }
                     }
                 }
             })
@@ -465,6 +473,18 @@ fn writer_loop(
     let _ = conn.execute_batch("PRAGMA optimize;");
     drop(checkpoints);
     let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+}
+
+/// After a complete passive checkpoint: restarts the WAL from its beginning if it can within
+/// [`RESTART_WAIT`] (a `RESTART` checkpoint waits for readers still on the WAL, and writers
+/// wait while it is pending). Under a steady light load every write commits alone, and the
+/// idle workers' polls keep a reader on the WAL almost always, so a passive checkpoint never
+/// let the WAL restart: it grew to hundreds of MiB, and cutting it back stalled writes.
+fn restart_wal(conn: &Connection, busy_timeout: Duration) {
+    if conn.busy_timeout(RESTART_WAIT).is_ok() {
+        let _ = conn.query_row("PRAGMA wal_checkpoint(RESTART)", [], |_| Ok(()));
+    }
+    let _ = conn.busy_timeout(busy_timeout);
 }
 
 /// Runs a group's writes in one transaction, left open for the caller to commit: first all
