@@ -181,9 +181,9 @@ fn finish_attempt(
 
 /// [`JobStore::claim_many_with_jobs`] in the current transaction: each run's job read, the
 /// run claimed unless the job's overlap policy is in `hold`.
-fn claim_with_jobs(
+fn claim_with_jobs<'a>(
     conn: &Connection,
-    runs: &[(TenantId, RunId)],
+    runs: impl ExactSizeIterator<Item = (&'a TenantId, &'a RunId)>,
     hold: &[Overlap],
     worker: &WorkerId,
     now: Timestamp,
@@ -195,12 +195,13 @@ fn claim_with_jobs(
             Some((job_id, _)) => load_job(conn, tenant.as_str(), job_id.as_str())?,
             None => None,
         };
-        if let Some(job) = job.as_ref().filter(|j| hold.contains(&j.spec.overlap_policy())) {
-            out.push(Ok(JobClaim::Held(job.clone())));
-            continue;
+        match job {
+            Some(job) if hold.contains(&job.spec.overlap_policy()) => out.push(Ok(JobClaim::Held(job))),
+            job => {
+                let answer = claim_answer(conn, tenant, run_id, worker, now, lease_until)?;
+                out.push(answer.map(|outcome| JobClaim::Claimed(outcome, job)));
+            }
         }
-        let answer = claim_answer(conn, tenant, run_id, worker, now, lease_until)?;
-        out.push(answer.map(|outcome| JobClaim::Claimed(outcome, job)));
     }
     Ok(out)
 }
@@ -564,8 +565,10 @@ impl JobStore for SqliteStore {
     ) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
         let (runs, hold, worker) = (runs.to_vec(), hold.to_vec(), worker.clone());
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
-        self.write(move |conn| claim_with_jobs(conn, &runs, &hold, &worker, now, lease_until))
-            .await
+        self.write(move |conn| {
+            claim_with_jobs(conn, runs.iter().map(|(t, r)| (t, r)), &hold, &worker, now, lease_until)
+        })
+        .await
     }
 
     async fn receive_and_claim(
@@ -584,11 +587,8 @@ impl JobStore for SqliteStore {
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
         self.write(move |conn| {
             let deliveries = take_visible(conn, max, visibility, now)?;
-            let runs: Vec<(TenantId, RunId)> = deliveries
-                .iter()
-                .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
-                .collect();
-            let claims = claim_with_jobs(conn, &runs, &hold, &worker, now, lease_until)?;
+            let runs = deliveries.iter().map(|d| (&d.dispatch.tenant, &d.dispatch.run_id));
+            let claims = claim_with_jobs(conn, runs, &hold, &worker, now, lease_until)?;
             Ok(Some(deliveries.into_iter().zip(claims).collect()))
         })
         .await

@@ -294,15 +294,7 @@ impl JobStore for MemStore {
     }
 
     async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
-        let st = self.lock();
-        let mut runs: Vec<Run> = st
-            .runs
-            .values()
-            .filter(|r| &r.tenant == tenant && &r.job_id == job_id && !r.state.is_terminal())
-            .cloned()
-            .collect();
-        runs.sort_by(|a, b| (a.scheduled_for, &a.run_id).cmp(&(b.scheduled_for, &b.run_id)));
-        Ok(runs)
+        Ok(active_locked(&self.lock(), tenant, job_id))
     }
 
     async fn claim(
@@ -327,13 +319,10 @@ impl JobStore for MemStore {
         let mut st = self.lock();
         let mut out = Vec::with_capacity(runs.len());
         for (tenant, run_id) in runs {
-            let job_id = run_id.parts().map(|(job_id, _)| job_id);
-            let active: Vec<Run> = st
-                .runs
-                .values()
-                .filter(|r| &r.tenant == tenant && Some(&r.job_id) == job_id.as_ref() && !r.state.is_terminal())
-                .cloned()
-                .collect();
+            let active = match run_id.parts() {
+                Some((job_id, _)) => active_locked(&st, tenant, &job_id),
+                None => Vec::new(),
+            };
             if let Some(until) = another_run_leased_until(&active, run_id, now) {
                 out.push(Ok(ClaimOutcome::Leased(until)));
                 continue;
@@ -417,6 +406,18 @@ impl JobStore for MemStore {
         });
         Ok(runs.into_iter().take(limit).cloned().collect())
     }
+}
+
+/// [`JobStore::active_runs`] on the locked state.
+fn active_locked(st: &State, tenant: &TenantId, job_id: &JobId) -> Vec<Run> {
+    let mut runs: Vec<Run> = st
+        .runs
+        .values()
+        .filter(|r| &r.tenant == tenant && &r.job_id == job_id && !r.state.is_terminal())
+        .cloned()
+        .collect();
+    runs.sort_by(|a, b| (a.scheduled_for, &a.run_id).cmp(&(b.scheduled_for, &b.run_id)));
+    runs
 }
 
 /// [`JobStore::claim`] on the locked state.
