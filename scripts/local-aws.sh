@@ -55,14 +55,14 @@ export AWS_REGION="${AWS_REGION:-us-east-1}"
 export AWS_ACCESS_KEY_ID="${AWS_ACCESS_KEY_ID:-test}"
 export AWS_SECRET_ACCESS_KEY="${AWS_SECRET_ACCESS_KEY:-test}"
 export AWS_EC2_METADATA_DISABLED=true
-moto_server="$(scripts/moto-env.sh)"
-python="$(dirname "$moto_server")/python" # has boto3 (a moto dependency)
+python="$(scripts/moto-env.sh)" # the moto venv's python; it has boto3 (a moto dependency)
 if [ -n "${AWS_ENDPOINT_URL:-}" ]; then
     say "using the endpoint $AWS_ENDPOINT_URL (not starting moto)"
 else
     export AWS_ENDPOINT_URL="http://127.0.0.1:$LOCAL_AWS_PORT"
     say "starting moto server on $AWS_ENDPOINT_URL (log: $LOCAL_AWS_DIR/moto.log)"
-    "$moto_server" -H 127.0.0.1 -p "$LOCAL_AWS_PORT" >"$LOCAL_AWS_DIR/moto.log" 2>&1 &
+    # DynamoDB requests one at a time, so transactions are isolated as on DynamoDB.
+    "$python" scripts/moto-server.py -H 127.0.0.1 -p "$LOCAL_AWS_PORT" >"$LOCAL_AWS_DIR/moto.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 300); do
         curl -sf -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" && break

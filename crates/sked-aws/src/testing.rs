@@ -2,11 +2,14 @@
 //! fresh, uniquely named AWS resources per test. Used by this crate's tests and by the Lambda
 //! functions' handler tests.
 //!
-//! The server comes from `.venv-moto/` at the repository root (installed by
-//! `scripts/moto-env.sh`, run here if needed). It is started on a free port once, on first
-//! use, by a small shell wrapper that kills it when the wrapper's stdin closes — which happens
-//! when the fixture is dropped or when the test process exits, however it exits. No hand-written
-//! SDK mocks: every call goes over HTTP to moto.
+//! The server comes from `.venv-moto/` at the repository root (pinned, installed by
+//! `scripts/moto-env.sh`, run here if needed) and is started through `scripts/moto-server.py`,
+//! which handles DynamoDB requests one at a time: moto's transactions are not isolated under
+//! concurrent requests, DynamoDB's are serializable, so without it a test that races
+//! conditional writes would prove nothing and flake. It is started on a free port once, on
+//! first use, by a small shell wrapper that kills it when the wrapper's stdin closes — which
+//! happens when the fixture is dropped or when the test process exits, however it exits. No
+//! hand-written SDK mocks: every call goes over HTTP to moto.
 
 use crate::{AwsClients, AwsConfig, QueueUrls, connect};
 use std::io::{Read, Write};
@@ -41,19 +44,16 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The moto_server executable, installing it first if needed.
-fn moto_server_path() -> PathBuf {
-    let root = repo_root();
-    let server = root.join(".venv-moto/bin/moto_server");
-    if !root.join(".venv-moto/.installed").exists() || !server.exists() {
-        let status = Command::new("bash")
-            .arg(root.join("scripts/moto-env.sh"))
-            .stdout(Stdio::null())
-            .status()
-            .expect("run scripts/moto-env.sh");
-        assert!(status.success(), "scripts/moto-env.sh failed: {status}");
-    }
-    server
+/// The moto venv's python, installing the pinned moto first if needed (the script does
+/// nothing when it is installed).
+fn moto_python() -> PathBuf {
+    let out = Command::new("bash")
+        .arg(repo_root().join("scripts/moto-env.sh"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("run scripts/moto-env.sh");
+    assert!(out.status.success(), "scripts/moto-env.sh failed: {}", out.status);
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 fn free_port() -> u16 {
@@ -81,11 +81,11 @@ fn answers(port: u16) -> bool {
 impl MotoServer {
     /// Starts moto on a free port of 127.0.0.1 and waits until it answers.
     pub fn start() -> MotoServer {
-        let server = moto_server_path();
+        let python = moto_python();
         let port = free_port();
         let log = std::env::temp_dir().join(format!("sked-moto-{port}.log"));
         let script = r#"
-            "$0" -H 127.0.0.1 -p "$1" >"$2" 2>&1 </dev/null &
+            "$0" "$3" -H 127.0.0.1 -p "$1" >"$2" 2>&1 </dev/null &
             pid=$!
             read -r _ || true
             kill "$pid" 2>/dev/null
@@ -95,9 +95,10 @@ impl MotoServer {
         let mut child = Command::new("sh")
             .arg("-c")
             .arg(script)
-            .arg(&server)
+            .arg(&python)
             .arg(port.to_string())
             .arg(&log)
+            .arg(repo_root().join("scripts/moto-server.py"))
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

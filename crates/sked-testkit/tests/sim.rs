@@ -4,6 +4,8 @@
 //! - `cargo test -p sked-testkit --test sim` runs 500 seeds (the CI count).
 //! - `SKED_SIM_SEEDS=100000` runs more; `SKED_SIM_FIRST=<n>` starts elsewhere.
 //! - `SKED_SIM_SEED=<n>` replays one seed and prints its report.
+//! - `SKED_SIM_TRACE_LINES=<n>` shows the last n events of a failing seed (default 60).
+//! - `RUST_LOG=<filter>` with `SKED_SIM_SEED` prints the services' own log lines as well.
 //! - `SKED_SIM_RACE_API=0` keeps user changes from racing sweeps (they race by default; see
 //!   `SimConfig::race_api_with_sweeps`).
 //!
@@ -20,6 +22,9 @@ const CI_SEEDS: u64 = 500;
 fn config(seed: u64) -> SimConfig {
     let mut c = SimConfig::new(seed);
     c.race_api_with_sweeps = std::env::var("SKED_SIM_RACE_API").map_or(true, |v| v != "0");
+    if let Some(n) = env_u64("SKED_SIM_TRACE_LINES") {
+        c.trace_lines = n as usize;
+    }
     c
 }
 
@@ -78,6 +83,12 @@ fn run_seeds(seeds: Vec<u64>) -> Vec<SimReport> {
 #[test]
 fn sim_seeds_keep_every_invariant() {
     if let Some(seed) = env_u64("SKED_SIM_SEED") {
+        if std::env::var_os("RUST_LOG").is_some() {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+                .with_test_writer()
+                .try_init();
+        }
         let report = simulate(config(seed));
         println!("{report}");
         assert!(report.ok(), "seed {seed} broke an invariant:\n{report}");

@@ -40,6 +40,9 @@ pub struct SimConfig {
     /// lost update: a user change written on a job read before a concurrent sweep put back the
     /// `next_fire_at` the sweep had advanced; `update_job` now also checks `next_fire_at`.
     pub race_api_with_sweeps: bool,
+    /// How many of the last events a report shows ([`trace::KEPT`] by default; a replay can
+    /// ask for the whole log).
+    pub trace_lines: usize,
 }
 
 impl SimConfig {
@@ -52,6 +55,7 @@ impl SimConfig {
             settle_limit: Dur::secs(1200),
             faults: FaultPlan::standard(),
             race_api_with_sweeps: true,
+            trace_lines: trace::KEPT,
         }
     }
 }

@@ -6,8 +6,8 @@
 use std::collections::VecDeque;
 use std::fmt::Write;
 
-/// Lines kept for a failure report.
-const KEPT: usize = 60;
+/// Lines kept for a failure report by default.
+pub const KEPT: usize = 60;
 
 /// The event log of one simulation.
 #[derive(Debug, Clone)]
@@ -18,19 +18,27 @@ pub struct Trace {
     lines: u64,
     /// The latest lines.
     tail: VecDeque<String>,
+    /// How many of the latest lines to keep.
+    kept: usize,
 }
 
 impl Default for Trace {
     fn default() -> Self {
-        Trace {
-            hash: 0xcbf2_9ce4_8422_2325,
-            lines: 0,
-            tail: VecDeque::new(),
-        }
+        Trace::keeping(KEPT)
     }
 }
 
 impl Trace {
+    /// An empty log that keeps its latest `kept` lines for the report.
+    pub fn keeping(kept: usize) -> Self {
+        Trace {
+            hash: 0xcbf2_9ce4_8422_2325,
+            lines: 0,
+            tail: VecDeque::new(),
+            kept,
+        }
+    }
+
     /// Appends one line.
     pub fn line(&mut self, text: String) {
         for b in text.as_bytes().iter().chain(b"\n") {
@@ -38,7 +46,7 @@ impl Trace {
             self.hash = self.hash.wrapping_mul(0x0000_0100_0000_01b3);
         }
         self.lines += 1;
-        if self.tail.len() == KEPT {
+        if self.tail.len() >= self.kept {
             self.tail.pop_front();
         }
         self.tail.push_back(text);

@@ -189,7 +189,7 @@ impl World {
             sweeper_clocks,
             reaper,
             reaper_clock,
-            trace: Trace::default(),
+            trace: Trace::keeping(config.trace_lines),
             jobs: 0,
             tenant,
             steps: 0,
