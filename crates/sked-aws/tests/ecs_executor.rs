@@ -62,6 +62,7 @@ fn request(task: Task, resources: Option<&str>) -> ExecRequest {
         task,
         context,
         grace: Dur::secs(1),
+        lease_lost_grace: Dur::secs(1),
     }
 }
 

@@ -291,3 +291,131 @@ pub struct Job {
     /// When a user last changed it.
     pub updated_at: Timestamp,
 }
+
+/// Most occurrences [`Job::first_fire_after_change`] passes over (a bound on its work; the
+/// occurrences it skips lie between now and the old timing's next occurrence, so a real
+/// schedule needs a handful).
+const MAX_ACCOUNTED_SKIPS: usize = 10_000;
+
+impl Job {
+    /// The first occurrence of `new`'s timing for this job when its schedule, window or DST
+    /// rule changes to `new`'s at `now`: the first after `now`
+    /// ([`first_fire`](crate::schedule::next::first_fire)), passing over the nominal times the
+    /// current timing has already accounted for — its occurrences before `next_fire_at`, each
+    /// fired or skipped by a sweep (all of them once `next_fire_at` is `None`).
+    ///
+    /// Why: the process making the change may have a clock behind the sweeper's. A sweep at
+    /// 10:40:00.06 (its clock) fires 10:40:00; a change computed at 10:39:59.93 (another
+    /// clock) would give back 10:40:00 as the next occurrence, and it would be fired — and
+    /// accounted — a second time.
+    pub fn first_fire_after_change(&self, new: &JobSpec, now: Timestamp) -> Option<Timestamp> {
+        use crate::schedule::next::{first_fire, next_fire_after};
+        let (old, old_window) = (&self.spec, self.spec.window());
+        let accounted = |t: Timestamp| {
+            self.next_fire_at.is_none_or(|until| t < until)
+                && next_fire_after(
+                    &old.schedule,
+                    &old.dst,
+                    &old_window,
+                    t - chrono::Duration::milliseconds(1),
+                ) == Some(t)
+        };
+        let window = new.window();
+        let mut next = first_fire(&new.schedule, &new.dst, &window, now);
+        for _ in 0..MAX_ACCOUNTED_SKIPS {
+            match next {
+                Some(t) if accounted(t) => next = next_fire_after(&new.schedule, &new.dst, &window, t),
+                _ => break,
+            }
+        }
+        next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timestamp::parse;
+
+    fn ts(s: &str) -> Timestamp {
+        parse(s).unwrap()
+    }
+
+    fn spec(cron: &str) -> JobSpec {
+        serde_json::from_value(serde_json::json!({
+            "schedule": {"cron": cron},
+            "task": {"command": {"argv": ["true"]}},
+        }))
+        .unwrap()
+    }
+
+    /// A job on `cron` whose next unaccounted occurrence is `next`.
+    fn job(cron: &str, next: Option<&str>) -> Job {
+        Job {
+            tenant: "t".into(),
+            id: "j".into(),
+            spec: spec(cron),
+            state: if next.is_some() {
+                JobState::Active
+            } else {
+                JobState::Completed
+            },
+            next_fire_at: next.map(ts),
+            version: 1,
+            created_at: ts("2026-12-01T10:00:00Z"),
+            updated_at: ts("2026-12-01T10:00:00Z"),
+        }
+    }
+
+    #[test]
+    fn a_change_from_a_clock_behind_the_sweeper_does_not_give_back_a_fired_occurrence() {
+        // Given: the sweeper fired 10:40:00 (next 10:40:30), and the change is made on a
+        // clock 70 ms behind it.
+        let fired = job("*/30 * * * * *", Some("2026-12-01T10:40:30Z"));
+        let now = ts("2026-12-01T10:39:59.930Z");
+        // Then: 10:40:00 (an occurrence of both timings, already fired) is passed over.
+        assert_eq!(
+            fired.first_fire_after_change(&spec("*/15 * * * * *"), now),
+            Some(ts("2026-12-01T10:40:15Z"))
+        );
+    }
+
+    #[test]
+    fn occurrences_the_old_timing_never_had_still_fire() {
+        // 10:40:00 is not an occurrence of `10 * * * * *` (second 10 of each minute):
+        // nothing accounted it.
+        let fired = job("10 * * * * *", Some("2026-12-01T10:40:10Z"));
+        let now = ts("2026-12-01T10:39:59.930Z");
+        assert_eq!(
+            fired.first_fire_after_change(&spec("*/20 * * * * *"), now),
+            Some(ts("2026-12-01T10:40:00Z"))
+        );
+        // An hourly job changed to every minute starts at the next minute, not the next hour.
+        let hourly = job("0 * * * *", Some("2026-12-01T11:00:00Z"));
+        assert_eq!(
+            hourly.first_fire_after_change(&spec("* * * * *"), ts("2026-12-01T10:20:30Z")),
+            Some(ts("2026-12-01T10:21:00Z"))
+        );
+    }
+
+    #[test]
+    fn a_job_with_nothing_left_to_fire_accounted_all_its_occurrences() {
+        let done = job("0 10 1 12 *", None);
+        let now = ts("2026-12-01T09:59:59.900Z");
+        // 10:00:00 on 1 December was the old timing's last occurrence, fired.
+        assert_eq!(
+            done.first_fire_after_change(&spec("0 10 * * *"), now),
+            Some(ts("2026-12-02T10:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn without_skew_the_change_is_first_fire() {
+        let fired = job("*/30 * * * * *", Some("2026-12-01T10:40:30Z"));
+        let now = ts("2026-12-01T10:40:00.100Z");
+        assert_eq!(
+            fired.first_fire_after_change(&spec("*/15 * * * * *"), now),
+            Some(ts("2026-12-01T10:40:15Z"))
+        );
+    }
+}

@@ -6,7 +6,7 @@
 
 use crate::ids::{RunId, WorkerId};
 use crate::ports::{AttemptResult, ClaimOutcome, RunTransition, StoreError};
-use crate::run::{Attempt, AttemptOutcome, Lease, Run, RunState};
+use crate::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
 use crate::timestamp::{Timestamp, trunc_ms};
 
 /// Error text of an attempt closed because its worker stopped renewing its lease.
@@ -25,6 +25,25 @@ pub fn another_run_leased_until(active: &[Run], run_id: &RunId, now: Timestamp) 
         .filter_map(|r| r.lease.as_ref().map(|l| l.expires_at))
         .filter(|until| *until > now)
         .max()
+}
+
+/// Under `queue_one`, whether `run_id` — a scheduled run among its job's `active` runs, due at
+/// `now` while another run of the job holds a lease — would be a second run waiting: an
+/// earlier run of the job is already PENDING. `queue_one` keeps one run waiting behind the
+/// running one, so this one is skipped, as the sweeper skips an occurrence it fires while one
+/// waits. Runs reach this point without that check when they were fired ahead of their time
+/// (look-ahead), or created under another overlap policy before the job was changed to
+/// `queue_one`; without it they would all wait, one after another.
+pub fn queue_one_already_waiting(active: &[Run], run_id: &RunId, now: Timestamp) -> bool {
+    let Some(this) = active.iter().find(|r| &r.run_id == run_id) else {
+        return false;
+    };
+    this.trigger == Trigger::Schedule
+        && this.state == RunState::Pending
+        && this.scheduled_for <= now
+        && active
+            .iter()
+            .any(|r| r.run_id != this.run_id && r.state == RunState::Pending && r.scheduled_for < this.scheduled_for)
 }
 
 /// What a claim does to a loaded run.
@@ -213,7 +232,6 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::Trigger;
     use crate::timestamp::parse;
 
     fn t(secs: i64) -> Timestamp {
@@ -231,6 +249,31 @@ mod tests {
             max_attempts,
             t(0),
         )
+    }
+
+    /// A run of `j` scheduled at `t(at)`, PENDING (or RUNNING with a lease to `t(at + 15)`).
+    fn run_at(at: i64, trigger: Trigger, running: bool) -> Run {
+        let mut run = Run::new_pending("t".into(), "j".into(), t(at), trigger, 5, t(at), 4, t(at));
+        if running {
+            run.start_attempt(&"w".into(), t(at), t(at + 15), 1);
+        }
+        run
+    }
+
+    #[test]
+    fn queue_one_keeps_one_run_waiting_behind_the_running_one() {
+        let running = run_at(0, Trigger::Schedule, true);
+        let first = run_at(10, Trigger::Schedule, false);
+        let second = run_at(20, Trigger::Schedule, false);
+        let active = vec![running, first.clone(), second.clone()];
+        // The earliest waiting run stays; a later one would be a second waiter.
+        assert!(!queue_one_already_waiting(&active, &first.run_id, t(25)));
+        assert!(queue_one_already_waiting(&active, &second.run_id, t(25)));
+        // Not before its time (fired ahead), and never a manual trigger.
+        assert!(!queue_one_already_waiting(&active, &second.run_id, t(15)));
+        let manual = run_at(30, Trigger::Manual, false);
+        let with_manual = vec![active[0].clone(), first, manual.clone()];
+        assert!(!queue_one_already_waiting(&with_manual, &manual.run_id, t(35)));
     }
 
     fn result(outcome: AttemptOutcome, at: i64) -> AttemptResult {

@@ -123,6 +123,7 @@ fn request(task: HttpTask) -> ExecRequest {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         grace: Dur::millis(200),
+        lease_lost_grace: Dur::millis(200),
     }
 }
 

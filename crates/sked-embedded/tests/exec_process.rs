@@ -35,6 +35,7 @@ fn request(task: CommandTask) -> ExecRequest {
         task: Task::Command(task),
         context: context(),
         grace: Dur::millis(200),
+        lease_lost_grace: Dur::millis(200),
     }
 }
 
@@ -127,7 +128,11 @@ fn start(how: How, task: CommandTask, grace: Dur) -> Running {
     let executor = executor(how);
     let (output, lines) = mpsc::channel(1024);
     let (stop, stop_rx) = watch::channel(None);
-    let request = ExecRequest { grace, ..request(task) };
+    let request = ExecRequest {
+        grace,
+        lease_lost_grace: grace,
+        ..request(task)
+    };
     let result = tokio::spawn(async move { executor.execute(request, output, stop_rx).await });
     Running { result, lines, stop }
 }
@@ -383,6 +388,7 @@ async fn the_router_runs_commands_and_refuses_containers() {
         task: Task::Container(container),
         context: context(),
         grace: Dur::millis(200),
+        lease_lost_grace: Dur::millis(200),
     };
     let (output, _lines) = mpsc::channel(16);
     let result = executor.execute(request, output, stop_rx).await;

@@ -19,10 +19,8 @@
 use crate::cli::WorkerArgs;
 use crate::runtime;
 use anyhow::Context as _;
-use sked_core::WorkerId;
-use sked_core::duration::Dur;
 use sked_core::ports::{Clock, Executor, SystemClock};
-use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_core::service::worker::Worker;
 use sked_embedded::logs::FileLogStore;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -54,13 +52,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let executor: Arc<dyn Executor> = Arc::new(executor);
 
     let mut tasks = JoinSet::new();
-    let host = runtime::hostname();
-    let pid = std::process::id();
     for n in 1..=args.runtime.workers {
-        let mut config = WorkerConfig::new(WorkerId(format!("{host}-{pid}-{n}")));
-        config.concurrency = args.runtime.concurrency.max(1);
-        config.lease = Dur::secs(args.runtime.lease.max(1));
-        config.grace = Dur::secs(args.runtime.grace);
+        let mut config = runtime::worker_config(&args.runtime, n)?;
         // The sweeper and the API fire runs ahead of their time (SQS delays them).
         config.fired_ahead = true;
         tracing::info!(worker = %config.id, concurrency = config.concurrency, "starting worker");

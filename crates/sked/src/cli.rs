@@ -71,6 +71,12 @@ pub struct RuntimeArgs {
     /// Seconds between SIGTERM and SIGKILL when a payload is stopped (timeout, cancel).
     #[arg(long, default_value_t = 5)]
     pub grace: u64,
+    /// The operating assumption on clocks, in ms: no host's clock is further than this from
+    /// the true time. A worker that cannot renew its lease stops its payload twice this
+    /// (plus a share of the grace) before the lease ends, so no other worker can have taken
+    /// the run over meanwhile. One host (the local deployment) has no skew.
+    #[arg(long, default_value_t = 100)]
+    pub max_clock_skew_ms: u64,
     /// Structured logs as JSON lines (on stderr); the filter comes from `SKED_LOG`.
     #[arg(long)]
     pub log_json: bool,

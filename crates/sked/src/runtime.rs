@@ -103,26 +103,35 @@ pub fn hostname() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// Spawns `args.workers` workers (ids `<hostname>-<pid>-<n>`) and one reaper onto `tasks`.
+/// The settings of worker `n` of this process (id `<hostname>-<pid>-<n>`), checked.
+pub fn worker_config(args: &RuntimeArgs, n: usize) -> anyhow::Result<WorkerConfig> {
+    let mut config = WorkerConfig::new(WorkerId(format!("{}-{}-{n}", hostname(), std::process::id())));
+    config.concurrency = args.concurrency.max(1);
+    config.lease = Dur::secs(args.lease.max(1));
+    config.grace = Dur::secs(args.grace);
+    config.max_clock_skew = Dur::millis(args.max_clock_skew_ms);
+    config
+        .check()
+        .map_err(|e| anyhow::anyhow!("--lease, --grace, --max-clock-skew-ms: {e}"))?;
+    Ok(config)
+}
+
+/// Spawns `args.workers` workers and one reaper onto `tasks`.
 pub fn spawn_workers_and_reaper(
     local: &Local,
     args: &RuntimeArgs,
     shutdown: &CancellationToken,
     tasks: &mut JoinSet<()>,
-) {
-    let host = hostname();
-    let pid = std::process::id();
+) -> anyhow::Result<()> {
     for n in 1..=args.workers {
-        let mut config = WorkerConfig::new(WorkerId(format!("{host}-{pid}-{n}")));
-        config.concurrency = args.concurrency.max(1);
-        config.lease = Dur::secs(args.lease.max(1));
-        config.grace = Dur::secs(args.grace);
+        let config = worker_config(args, n)?;
         tracing::info!(worker = %config.id, concurrency = config.concurrency, "starting worker");
         let worker = Worker::new(local.ports.clone(), local.executor.clone(), config);
         tasks.spawn(worker.run(shutdown.clone()));
     }
     let reaper = Reaper::new(local.ports.clone(), ReaperConfig::default());
     tasks.spawn(reaper.run(shutdown.clone()));
+    Ok(())
 }
 
 /// Waits for the background tasks to stop after shutdown, at most `limit`.

@@ -27,7 +27,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let mut tasks = JoinSet::new();
     let sweeper = Sweeper::new(local.ports.clone(), signal, SweeperConfig::default());
     tasks.spawn(sweeper.run(shutdown.clone()));
-    runtime::spawn_workers_and_reaper(&local, &args.runtime, &shutdown, &mut tasks);
+    runtime::spawn_workers_and_reaper(&local, &args.runtime, &shutdown, &mut tasks)?;
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

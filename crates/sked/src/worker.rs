@@ -24,7 +24,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let local = runtime::open(&args.runtime)?;
 
     let mut tasks = JoinSet::new();
-    runtime::spawn_workers_and_reaper(&local, &args.runtime, &shutdown, &mut tasks);
+    runtime::spawn_workers_and_reaper(&local, &args.runtime, &shutdown, &mut tasks)?;
     tracing::info!(data_dir = %args.runtime.data_dir.display(), workers = args.runtime.workers, "sked worker started");
     runtime::announce("sked worker ready");
 

@@ -70,5 +70,6 @@ fn true_request() -> ExecRequest {
         }),
         context: vec![("SKED_JOB_ID".into(), "spawn".into())],
         grace: Dur::secs(1),
+        lease_lost_grace: Dur::secs(1),
     }
 }

@@ -29,6 +29,20 @@ pub struct ExecRequest {
     pub context: Vec<(String, String)>,
     /// Time between the polite stop (SIGTERM) and the forced one (SIGKILL).
     pub grace: Dur,
+    /// The same when the stop is [`StopReason::LeaseLost`]: the worker asks for that stop this
+    /// long (plus the clock-skew bound) before its lease can end, so the payload must be gone
+    /// by then; never longer than `grace`.
+    pub lease_lost_grace: Dur,
+}
+
+impl ExecRequest {
+    /// Time between the polite stop and the forced one for a stop asked for `reason`.
+    pub fn grace_for(&self, reason: StopReason) -> Dur {
+        match reason {
+            StopReason::LeaseLost => self.lease_lost_grace.min(self.grace),
+            _ => self.grace,
+        }
+    }
 }
 
 /// How the payload ended.
@@ -50,7 +64,8 @@ pub struct ExecResult {
 #[async_trait]
 pub trait Executor: Send + Sync + 'static {
     /// Runs `request.task` to its end. Output lines go to `output` as they come. When `stop`
-    /// turns `Some(reason)`, the payload is stopped (TERM, `grace`, KILL for processes) and
+    /// turns `Some(reason)`, the payload is stopped (TERM, [`ExecRequest::grace_for`] the
+    /// reason, KILL for processes) and
     /// the result carries `stopped: Some(reason)`. Never panics on payload failure: every
     /// failure is an `ExecResult` with `success: false` and an `error`.
     async fn execute(

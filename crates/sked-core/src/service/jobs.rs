@@ -209,7 +209,7 @@ impl Sked {
                     || spec.dst != job.spec.dst;
                 let mut updated = job.clone();
                 if timing_changed {
-                    updated.next_fire_at = first_fire(&spec.schedule, &spec.dst, &spec.window(), now);
+                    updated.next_fire_at = job.first_fire_after_change(&spec, now);
                     updated.state = match (job.state, updated.next_fire_at) {
                         (JobState::Paused, _) => JobState::Paused,
                         (_, Some(_)) => JobState::Active,

@@ -10,7 +10,7 @@ use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::ids::{RunId, TenantId, WorkerId};
 use crate::job::{Job, OnTimeout, Overlap};
-use crate::lifecycle::{REPLACED, another_run_leased_until};
+use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
 use crate::ports::{
     AttemptResult, ClaimOutcome, Delivery, Dispatch, ExecRequest, ExecResult, Executor, JobClaim, LogKey, LogLine,
     LogSummary, LogWriter, QueueError, RunTransition, StopReason, StoreError,
@@ -78,6 +78,13 @@ pub struct WorkerConfig {
     pub lease: Dur,
     /// TERM → KILL grace when stopping a payload.
     pub grace: Dur,
+    /// The operating assumption on clocks: no process's clock is further than this from the
+    /// true time. A lease's end is written by its holder's clock and judged by a claimer's,
+    /// so a worker that cannot renew its lease stops its payload [`Self::lease_stop_margin`]
+    /// before the lease ends by its own clock: by then no other worker can have found it
+    /// ended. Default 100 ms (NTP-synchronised hosts; Amazon Time Sync is within a
+    /// millisecond); one host, as the local deployment, has no skew at all.
+    pub max_clock_skew: Dur,
     /// Longest single receive wait.
     pub poll_wait: Dur,
     /// Runs may be fired ahead of their time (a sweeper or API look-ahead, as on AWS): a
@@ -94,9 +101,41 @@ impl WorkerConfig {
             concurrency: 4,
             lease: Dur::secs(15),
             grace: Dur::secs(5),
+            max_clock_skew: Dur::millis(100),
             poll_wait: Dur::secs(1),
             fired_ahead: false,
         }
+    }
+
+    /// TERM → KILL grace when the lease is being lost: `grace`, but at most a fifth of the
+    /// lease, so the stop fits well inside it.
+    pub fn lease_lost_grace(&self) -> Dur {
+        self.grace.min(Dur::millis(self.lease.as_millis() as u64 / 5))
+    }
+
+    /// How long before its lease ends (by its own clock) a worker that could not renew it
+    /// asks its payload to stop: twice the clock-skew bound (the holder's clock may be that
+    /// far behind, a claimer's that far ahead) plus [`Self::lease_lost_grace`], for the
+    /// payload to be gone before any other worker can claim the run.
+    pub fn lease_stop_margin(&self) -> Dur {
+        Dur::millis(2 * self.max_clock_skew.as_millis() as u64 + self.lease_lost_grace().as_millis() as u64)
+    }
+
+    /// Whether the settings make sense together: the lease must leave room for at least one
+    /// renewal (a third of it) before the stop margin, or payloads would be stopped as soon
+    /// as they start.
+    pub fn check(&self) -> Result<(), String> {
+        let lease = self.lease.as_millis();
+        if lease < 1 || 3 * self.lease_stop_margin().as_millis() > 2 * lease {
+            return Err(format!(
+                "a lease of {} is too short for a clock-skew bound of {} and a grace of {}: the payload would have to stop {} before the lease ends",
+                self.lease,
+                self.max_clock_skew,
+                self.lease_lost_grace(),
+                self.lease_stop_margin()
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -509,23 +548,41 @@ impl Worker {
                 self.replace_earlier(&active, run_id, now).await?;
             } else if let Some(until) = another_run_leased_until(&active, run_id, now) {
                 if policy == Some(Overlap::QueueOne) {
-                    self.requeue(delivery, until).await?;
+                    if queue_one_already_waiting(&active, run_id, now) {
+                        let reason = "skipped: a run was already waiting for the running one (overlap: queue_one)";
+                        self.skip_at_claim(delivery, now, reason).await?;
+                    } else {
+                        self.requeue(delivery, until).await?;
+                    }
                     return Ok(Admission::Done);
                 }
-                if let Some(run) = store.get_run(tenant, run_id).await?
-                    && run.trigger == Trigger::Schedule
-                    && run.state == RunState::Pending
-                {
-                    let reason = "skipped: the previous run was still running (overlap: forbid)";
-                    store
-                        .cancel_run(tenant, run_id, timestamp::trunc_ms(now), reason)
-                        .await?;
-                    self.ack(delivery).await?;
+                let reason = "skipped: the previous run was still running (overlap: forbid)";
+                if self.skip_at_claim(delivery, now, reason).await? {
                     return Ok(Admission::Done);
                 }
             }
         }
         Ok(Admission::Claim(job))
+    }
+
+    /// Ends the delivery's run CANCELLED with `reason` if it is still a PENDING scheduled
+    /// run (an occurrence skipped by the overlap policy at claim time), and acks the
+    /// delivery; `false` (nothing done) otherwise.
+    async fn skip_at_claim(&self, delivery: &Delivery, now: Timestamp, reason: &str) -> Result<bool, CoreError> {
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let Some(run) = store.get_run(tenant, run_id).await? else {
+            return Ok(false);
+        };
+        if run.trigger != Trigger::Schedule || run.state != RunState::Pending {
+            return Ok(false);
+        }
+        store
+            .cancel_run(tenant, run_id, timestamp::trunc_ms(now), reason)
+            .await?;
+        tracing::info!(worker = %self.config.id, %tenant, %run_id, reason, "occurrence skipped at claim");
+        self.ack(delivery).await?;
+        Ok(true)
     }
 
     /// After a claim made at `now`: the attempt to run (with its job), or `None` once the
@@ -624,9 +681,11 @@ impl Worker {
         };
         let writer = self.ports.logs.writer(&key).await?;
         // The worker may have stalled since the claim (a paused process, a long wait for a
-        // thread): once the lease has ended another worker may hold the run, so the payload
-        // must not start at all. Nothing awaits between this check and the payload's start.
-        if let Some(lease) = run.lease.as_ref().filter(|l| clock.now() > l.expires_at) {
+        // thread): once the lease is within its stop margin another worker may soon hold
+        // the run, so the payload must not start at all. Nothing awaits between this check
+        // and the payload's start.
+        let margin = self.config.lease_stop_margin().to_chrono();
+        if let Some(lease) = run.lease.as_ref().filter(|l| clock.now() >= l.expires_at - margin) {
             tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, expired_at = %timestamp::format(&lease.expires_at), "lease ended before the payload could start; nothing started, nothing recorded");
             return Ok(());
         }
@@ -636,6 +695,7 @@ impl Worker {
             task: job.spec.task.clone(),
             context: context_env(&run, job, token),
             grace: self.config.grace,
+            lease_lost_grace: self.config.lease_lost_grace(),
         };
 
         // The log pump runs beside the attempt in this same future (not a spawned task), so
@@ -645,11 +705,15 @@ impl Worker {
         let attempt_loop = async {
             tokio::pin!(execution);
             let beat_every = Dur::millis((self.config.lease.as_millis() / 3).max(1) as u64).to_chrono();
+            // After a failed renewal, try again sooner: the lease must be renewed before its
+            // stop margin, not only before it ends.
+            let retry_every = Dur::millis((self.config.lease.as_millis() / 15).max(1) as u64).to_chrono();
             let deadline = started + job.spec.timeout.to_chrono();
             let mut next_beat = started + beat_every;
             // The lease as last granted by the store: once it has passed without a renewal
-            // the store may hand the run to another worker, so the payload must stop then —
-            // not only when a later heartbeat hears it was fenced.
+            // the store may hand the run to another worker, so the payload must be gone by
+            // then — asked to stop the stop margin before, not only when a later heartbeat
+            // hears it was fenced.
             let mut held_until = run
                 .lease
                 .as_ref()
@@ -675,11 +739,11 @@ impl Worker {
                                 stop = Some(StopReason::LeaseLost);
                                 let _ = stop_tx.send(stop);
                             }
-                            Beat::Failed => {}
+                            Beat::Failed => next_beat = clock.now() + retry_every,
                         }
                     }
-                    _ = clock.sleep_until(held_until + chrono::Duration::milliseconds(1)), if stop != Some(StopReason::LeaseLost) => {
-                        tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "lease expired without renewal; stopping the payload");
+                    _ = clock.sleep_until(held_until - margin), if stop != Some(StopReason::LeaseLost) => {
+                        tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "lease about to end without renewal; stopping the payload");
                         stop = Some(StopReason::LeaseLost);
                         let _ = stop_tx.send(stop);
                     }

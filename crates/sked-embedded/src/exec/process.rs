@@ -140,7 +140,10 @@ impl ProcessExecutor {
         };
         let (status, stopped) = match ended {
             Ended::Exited(status) => (status, None),
-            Ended::StopAsked(reason) => (terminate(&mut payload, &group, request.grace.0).await, Some(reason)),
+            Ended::StopAsked(reason) => (
+                terminate(&mut payload, &group, request.grace_for(reason).0).await,
+                Some(reason),
+            ),
         };
         // Whatever is left of the group (background children) ends with the payload.
         if !payload.group_ended_with_it() {

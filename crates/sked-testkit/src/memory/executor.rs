@@ -182,6 +182,7 @@ mod tests {
             task,
             context: vec![("SKED_RUN_ID".into(), "a@x".into())],
             grace: Dur::secs(1),
+            lease_lost_grace: Dur::secs(1),
         }
     }
 
@@ -296,6 +297,7 @@ mod tests {
                 task: serde_json::from_value(task).unwrap(),
                 context: vec![],
                 grace: Dur::secs(1),
+                lease_lost_grace: Dur::secs(1),
             };
             let r = h.exec.execute(req, h.tx.clone(), h.stop.subscribe()).await;
             assert!(!r.success);

@@ -425,6 +425,8 @@ impl World {
         let mut config = WorkerConfig::new(WorkerId(format!("w{i}")));
         config.lease = LEASE;
         config.grace = Dur::secs(1);
+        // The clock skew the simulation injects is the bound the workers assume.
+        config.max_clock_skew = Dur::millis(self.config.faults.max_skew_ms);
         config.concurrency = self.rng.range(1, 4) as usize;
         let store = Arc::new(Faulty::new(self.audit.clone(), self.chaos.clone()));
         let mut ports = self.ports(clock.clone());
