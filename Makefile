@@ -18,8 +18,9 @@ build:
 ## Lint (formatting and clippy with warnings as errors), then every test: unit, contract
 ## suites (in-memory, SQLite, DynamoDB/SQS on moto), API, and end-to-end tests of the real
 ## binary — locally and, with `sked/aws`, as the AWS deployment on moto (tests/aws_*.rs).
+## SKED_SIM_WINDOW: the simulation's moving window of seeds starts where the commit's hash says.
 test: lint
-	$(CARGO) test --workspace --no-fail-fast --features sked/aws
+	SKED_SIM_WINDOW="$$(git rev-parse HEAD 2>/dev/null)" $(CARGO) test --workspace --no-fail-fast --features sked/aws
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -1,19 +1,23 @@
 //! The invariants, checked after every step ([`Checker::step`]) and at the end
-//! ([`Checker::finish`]). Each finding is a sentence naming the run or job and the time.
+//! ([`Checker::finish`]). Each finding is a sentence naming the run or job and the time. This is
+//! the one list of what the simulation checks; each item names the guarantee of the README
+//! ("Guarantees, and what they assume") it stands for.
 //!
-//! - Leases: no two live leases on one run, no completion or renewal by a fenced-off token
-//!   (found by the audit, call by call); a RUNNING run holds a lease and one open attempt,
-//!   other states hold neither.
-//! - Attempts: never more than `max_retries + 1`; attempts of one run never overlap in time;
-//!   a retry after a failure or timeout starts no earlier than its backoff allows (jitter and
-//!   clock skew accounted for).
-//! - Payloads: two executions of one run never overlap in true time (beyond the clock skew),
-//!   unless the earlier one's worker was paused — a paused process cannot stop its payload;
-//!   the fencing token is what keeps its late writes out.
-//! - Occurrences: every occurrence a sweep passed over became a run or was skipped with a
-//!   reason, exactly once; `next_fire_at` only moves by a firing or by a user change of the
-//!   schedule; an ACTIVE job is never more than [`LAG_BOUND`] behind.
-//! - The end: once jobs stop and faults cease, every run ends.
+//! - **Leases** (guarantees 2 and 3): no two live leases on one run, no completion or renewal
+//!   by a fenced-off token (found by the audit, call by call); a RUNNING run holds a lease and
+//!   one open attempt, other states hold neither.
+//! - **Attempts** (guarantees 2 and 4): never more than `max_retries + 1`; attempts of one run
+//!   never overlap in time; a retry after a failure or timeout starts no earlier than its
+//!   backoff allows (jitter and clock skew accounted for).
+//! - **Payloads** (guarantee 2): two executions of one run never overlap in true time (beyond
+//!   the clock skew), unless the earlier one's worker was paused — a paused process cannot
+//!   stop its payload; the fencing token is what keeps its late writes out.
+//! - **Occurrences** (guarantee 1): every occurrence a sweep passed over became a run or was
+//!   skipped with a reason, exactly once — never lost, never fired twice or fired and skipped;
+//!   every run is of a due occurrence; a skip is of an occurrence some firing passed over;
+//!   `next_fire_at` only moves by a firing or by a user change of the schedule.
+//! - **Lag** (guarantee 6): an ACTIVE job is never more than [`LAG_BOUND`] behind.
+//! - **The end** (guarantee 5): once jobs stop and faults cease, every run ends.
 
 use super::audit::JobEvent;
 use super::payload::Execution;

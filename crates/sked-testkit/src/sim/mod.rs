@@ -11,8 +11,8 @@
 //! - [`trace`]: the event log and its digest.
 //!
 //! Services are driven step by step (`Sweeper::sweep_once`, `Reaper::reap_once`,
-//! `Worker::receive` + `Worker::handle`), never through their `run` loops, and nothing here
-//! reads the wall clock or the system's randomness.
+//! `Worker::receive`, `Worker::claim_batch`, `Worker::run_claimed`), never through their `run`
+//! loops, and nothing here reads the wall clock or the system's randomness.
 
 pub mod audit;
 pub mod check;
