@@ -81,8 +81,26 @@ local-aws:
 	scripts/local-aws.sh
 
 ## Long reliability runs (issue 5), not part of `make test`: 100,000 simulation seeds in
-## release mode, and the 10-minute crash soak with real processes.
+## release mode, the 10-minute crash soak with real processes, and 5 minutes of each fuzz target.
 .PHONY: soak
 soak:
 	SKED_SIM_SEEDS=100000 $(CARGO) test --release -p sked-testkit --test sim -- --nocapture
 	$(CARGO) test --release -p sked --test crash_soak -- --ignored --nocapture
+	scripts/fuzz.sh 300
+
+## Fuzzing with cargo-fuzz (libFuzzer): the targets in fuzz/ (sked-core's cron, duration and
+## timestamp parsers and job validation, each checking properties, not only for panics), run by
+## scripts/fuzz.sh, which installs a pinned cargo-fuzz into .tools/ once. `make fuzz` runs each
+## target FUZZ_SECONDS and keeps what it finds in fuzz/target/corpus/; failing inputs go to
+## fuzz/artifacts/.
+FUZZ_SECONDS ?= 60
+.PHONY: fuzz fuzz-quick
+fuzz:
+	scripts/fuzz.sh $(FUZZ_SECONDS)
+
+## 10 s of each target from the committed seeds (fuzz/corpus/) alone, with libFuzzer's random
+## seed fixed so that it tries the same inputs every time (a smoke test of the targets: `fuzz`
+## and `soak` search); a prerequisite of `test`.
+fuzz-quick:
+	FUZZ_FRESH=1 FUZZ_ARGS=-seed=1 scripts/fuzz.sh 10
+test: fuzz-quick
