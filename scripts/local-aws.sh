@@ -100,6 +100,8 @@ while IFS='=' read -r name value; do
     case "$name" in SKED_QUEUE_*) export "$name=$value" ;; esac
 done <<<"$urls"
 
+# No API Gateway verifies a JWT here: every request acts as this identity (never set on AWS).
+export SKED_LOCAL_IDENTITY="${SKED_LOCAL_IDENTITY:-default:operator}"
 envfile="$LOCAL_AWS_DIR/env"
 env | grep -E '^(AWS_(REGION|ENDPOINT_URL|ACCESS_KEY_ID|SECRET_ACCESS_KEY|EC2_METADATA_DISABLED)|SKED_[A-Z_]+)=' |
     grep -v '^SKED_URL=' | sort >"$envfile"

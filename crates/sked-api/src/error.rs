@@ -16,8 +16,9 @@ use sked_core::ports::{LogError, QueueError, StoreError};
 pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
-    /// Machine-readable code: `invalid_argument`, `not_found`, `conflict`, `unsupported`,
-    /// `payload_too_large`, `unavailable`, `internal`, `method_not_allowed`.
+    /// Machine-readable code: `invalid_argument`, `unauthenticated`, `permission_denied`,
+    /// `not_found`, `conflict`, `unsupported`, `payload_too_large`, `unavailable`, `internal`,
+    /// `method_not_allowed`.
     pub code: &'static str,
     /// What went wrong, for people.
     pub message: String,
@@ -96,6 +97,16 @@ impl ApiError {
         }
     }
 
+    /// 401 `unauthenticated`: no credentials, or ones that are not (or no longer) valid.
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+    }
+
+    /// 403 `permission_denied`: valid credentials whose role may not do this.
+    pub fn permission_denied(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "permission_denied", message)
+    }
+
     /// 404 `not_found`.
     pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
@@ -155,6 +166,10 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        if self.status == StatusCode::UNAUTHORIZED {
+            let challenge = [(axum::http::header::WWW_AUTHENTICATE, "Bearer realm=\"sked\"")];
+            return (self.status, challenge, Json(self.body())).into_response();
+        }
         (self.status, Json(self.body())).into_response()
     }
 }
@@ -169,6 +184,8 @@ impl From<CoreError> for ApiError {
                 ..ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unsupported", message)
             },
             CoreError::NotFound(what) => ApiError::not_found(format!("{what} not found")),
+            CoreError::Unauthenticated(message) => ApiError::unauthenticated(message),
+            CoreError::PermissionDenied(message) => ApiError::permission_denied(message),
             CoreError::Conflict(message) => ApiError::conflict(message),
             CoreError::Store(e) => e.into(),
             CoreError::Queue(e) => e.into(),

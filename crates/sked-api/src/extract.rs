@@ -1,4 +1,4 @@
-//! Request extractors: the tenant header, `If-Match`, `Idempotency-Key`, path ids, query
+//! Request extractors: the caller and its tenant (from [`crate::auth`]), `If-Match`, `Idempotency-Key`, path ids, query
 //! parameters and JSON bodies — each turning a malformed request into a 400 (or 413) that
 //! names what is wrong, before any service is called.
 //!
@@ -14,14 +14,13 @@ use axum::http::StatusCode;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use sked_core::auth::Principal;
 use sked_core::error::FieldError;
-use sked_core::ids::{self, TenantId};
+use sked_core::ids::TenantId;
 use sked_core::ports::PageRequest;
 use sked_core::timestamp::{self, Timestamp};
 use std::str::FromStr;
 
-/// Header naming the tenant until authentication exists.
-pub const TENANT_HEADER: &str = "X-Sked-Tenant";
 /// Header carrying a client's idempotency key for creates.
 pub const IDEMPOTENCY_HEADER: &str = "Idempotency-Key";
 /// Default page size of listings.
@@ -31,24 +30,33 @@ pub const MAX_LIMIT: usize = 1_000;
 /// Longest idempotency key accepted.
 pub const MAX_IDEMPOTENCY_KEY: usize = 255;
 
-/// The calling tenant: `X-Sked-Tenant`, or `default` when absent.
+/// Who is calling, as [`crate::auth`] found it (every route but `/healthz` has one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller(pub Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
+        parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .map(Caller)
+            .ok_or_else(|| ApiError::unauthenticated("no verified identity came with this request"))
+    }
+}
+
+/// The calling tenant: the principal's (never a header the caller sets).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Tenant(pub TenantId);
 
 impl<S: Send + Sync> FromRequestParts<S> for Tenant {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, ApiError> {
-        let Some(value) = parts.headers.get(TENANT_HEADER) else {
-            return Ok(Tenant(TenantId::default()));
-        };
-        match value.to_str() {
-            Ok(s) if ids::is_valid_id(s) => Ok(Tenant(TenantId::from(s))),
-            _ => Err(ApiError::bad_request(
-                Some(TENANT_HEADER),
-                "tenant must match [A-Za-z0-9_.-]{1,128}",
-            )),
-        }
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Caller(principal) = Caller::from_request_parts(parts, state).await?;
+        Ok(Tenant(principal.tenant))
     }
 }
 

@@ -3,8 +3,11 @@
 //!
 //! The contract is SPEC §8; `GET /v1/openapi.json` describes it. Modules:
 //!
-//! - [`routes`]: the route table, and one handler file per resource (jobs, runs, logs, ops).
-//! - `extract`: tenant (`X-Sked-Tenant`), `If-Match`, `Idempotency-Key`, path ids, query
+//! - [`routes`]: the route table, and one handler file per resource (jobs, runs, logs, keys,
+//!   ops).
+//! - [`auth`]: who is calling (API keys, or an identity the gateway verified) and the role
+//!   gate, in front of every route but `/healthz`.
+//! - `extract`: the caller and its tenant, `If-Match`, `Idempotency-Key`, path ids, query
 //!   parameters and JSON bodies — malformed requests end here with a 400 naming the field.
 //! - `input`: create, batch, PUT and PATCH bodies decoded into core types.
 //! - `shorthand`: the seed-style one-shot body (`payload`, `scheduled_time`).
@@ -15,6 +18,7 @@
 //! This crate decides nothing about scheduling: every action is a call to
 //! [`sked_core::service::Sked`], and a request that is not well formed never reaches it.
 
+pub mod auth;
 pub mod error;
 pub mod routes;
 
@@ -24,6 +28,7 @@ mod input;
 mod merge_patch;
 mod shorthand;
 
+pub use auth::Auth;
 pub use error::ApiError;
 
 use axum::Router;
@@ -48,16 +53,19 @@ impl Default for ApiConfig {
     }
 }
 
-/// What every handler is given: the service and the HTTP settings.
+/// What every handler is given: the service, the HTTP settings and how callers are known.
 #[derive(Clone)]
 pub struct AppState {
     /// The service every action goes through.
     pub sked: Sked,
     /// HTTP settings.
     pub config: ApiConfig,
+    /// Where a request's principal comes from.
+    pub auth: Auth,
 }
 
-/// The API: `/v1/...` routes, `/healthz`, JSON errors for unknown paths, and the body limit.
-pub fn router(sked: Sked, config: ApiConfig) -> Router {
-    routes::build(sked, config)
+/// The API: `/v1/...` routes, `/healthz`, JSON errors for unknown paths, and the body limit;
+/// every route but `/healthz` behind `auth`.
+pub fn router(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
+    routes::build(sked, config, auth)
 }

@@ -22,6 +22,8 @@
 //! | `SKED_ECS_CONTAINER` | its container that runs the job's command | `payload` |
 //! | `SKED_ECS_SUBNETS`, `SKED_ECS_SECURITY_GROUPS` | comma-separated awsvpc network of container tasks | subnets required with a cluster |
 //! | `SKED_ECS_ASSIGN_PUBLIC_IP` | `true` to give tasks a public IP | `false` |
+//! | `SKED_TENANT_CLAIM`, `SKED_ROLE_CLAIM` | API function (read by its main): the JWT claims naming the caller's tenant and role | `custom:sked_tenant`, `custom:sked_role` |
+//! | `SKED_LOCAL_IDENTITY` | `make local-aws` only (no gateway verifies anything there): `<tenant>:<role>` of every request without claims | none: such requests are refused |
 //! | `SKED_AWS_FAULT_THROTTLE` | chaos tests only: fraction of AWS requests answered with a throttling error instead of being sent ([`crate::fault`]) | `0`: none |
 //! | `SKED_AWS_FAULT_LOST_ANSWER` | chaos tests only: fraction of AWS requests sent whose answer is replaced by a 500 | `0`: none |
 //! | `SKED_AWS_FAULT_SEED` | seed of the fault draw | `1` |

@@ -52,6 +52,12 @@ pub enum CoreError {
     /// No such job or run for this tenant.
     #[error("{0} not found")]
     NotFound(String),
+    /// No valid credentials: none given, unknown, or revoked.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// Valid credentials whose role may not do this.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// The request conflicts with current state (id taken with another body, stale version…).
     #[error("{0}")]
     Conflict(String),

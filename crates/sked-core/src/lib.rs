@@ -1,6 +1,7 @@
 //! sked-core: the scheduler itself, written once against ports.
 //!
 //! - [`ids`], [`duration`], [`timestamp`]: small value types and their wire formats.
+//! - [`auth`]: API keys, roles, and the principal a request acts as.
 //! - [`job`], [`task`], [`schedule`], [`run`]: the domain (what a user defines, what fires).
 //! - [`validate`]: every field of a job checked before anything is written.
 //! - [`retry`]: backoff and the attempt-outcome state machine.
@@ -10,6 +11,7 @@
 //!
 //! This crate must not know which store, queue or executor it drives: no SQL, HTTP or AWS.
 
+pub mod auth;
 pub mod duration;
 pub mod error;
 pub mod firing;

@@ -1,9 +1,9 @@
-//! The store and queue contract suites (sked-testkit) against SQLite: each case gets a
+//! The store, queue and key store contract suites (sked-testkit) against SQLite: each case gets a
 //! fresh database file in its own temporary directory, shared by store and queue the way
 //! the local deployment shares it.
 
-use sked_core::ports::{Clock, DispatchQueue, JobStore};
-use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
+use sked_core::ports::{Clock, DispatchQueue, JobStore, KeyStore};
+use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore};
 use sked_testkit::clock::ManualClock;
 use std::sync::Arc;
 
@@ -19,3 +19,5 @@ sked_testkit::store_contract!(async || Arc::new(SqliteStore::new(fresh_db())) as
 sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
     Arc::new(SqliteQueue::new(fresh_db(), clock as Arc<dyn Clock>)) as Arc<dyn DispatchQueue>
 });
+
+sked_testkit::keys_contract!(async || Arc::new(SqliteKeys::new(fresh_db())) as Arc<dyn KeyStore>);

@@ -1,8 +1,8 @@
-//! Runs the store and queue contract suites against the in-memory adapters.
+//! Runs the store, queue and key store contract suites against the in-memory adapters.
 
-use sked_core::ports::{DispatchQueue, JobStore};
+use sked_core::ports::{DispatchQueue, JobStore, KeyStore};
 use sked_testkit::clock::ManualClock;
-use sked_testkit::memory::{MemQueue, MemStore};
+use sked_testkit::memory::{MemKeys, MemQueue, MemStore};
 use std::sync::Arc;
 
 sked_testkit::store_contract!(async || Arc::new(MemStore::new()) as Arc<dyn JobStore>);
@@ -10,3 +10,5 @@ sked_testkit::store_contract!(async || Arc::new(MemStore::new()) as Arc<dyn JobS
 sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
     Arc::new(MemQueue::new(clock)) as Arc<dyn DispatchQueue>
 });
+
+sked_testkit::keys_contract!(async || Arc::new(MemKeys::new()) as Arc<dyn KeyStore>);

@@ -41,6 +41,15 @@ pub enum Command {
         #[command(subcommand)]
         command: RunsCommand,
     },
+    /// Creates, lists and revokes API keys (an admin key: its tenant's; an operator key: all).
+    Keys {
+        /// Where the API is and how to print.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The action.
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
     /// Prints a run's log (the latest attempt unless `--attempt`).
     Logs {
         /// Where the API is and how to print.
@@ -123,12 +132,41 @@ pub struct ClientArgs {
     /// Base URL of the sked API.
     #[arg(long, global = true, env = "SKED_URL", default_value = "http://127.0.0.1:8080")]
     pub url: String,
-    /// Tenant, sent as `X-Sked-Tenant`.
-    #[arg(long, global = true, env = "SKED_TENANT")]
-    pub tenant: Option<String>,
+    /// API key, sent as `Authorization: Bearer <key>`; it decides the tenant and what is
+    /// allowed. Without it the key is read from `--key-file`.
+    #[arg(long, global = true, env = "SKED_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// File holding the API key, read when `--api-key` is not given and the file exists:
+    /// by default the first operator key `sked server` wrote into its data directory.
+    #[arg(long, global = true, env = "SKED_KEY_FILE", default_value = "./sked-data/admin.key")]
+    pub key_file: PathBuf,
     /// Print the API's JSON as is instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
+}
+
+/// `sked keys …`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Creates a key and prints it: the only time it is shown.
+    Create {
+        /// What it may do: read, write, admin or operator.
+        #[arg(long, default_value = "write")]
+        role: String,
+        /// A label for people.
+        #[arg(long)]
+        name: String,
+        /// The tenant it acts for (an operator may name any; default: the caller's).
+        #[arg(long = "for-tenant")]
+        tenant: Option<String>,
+    },
+    /// Lists keys (never their secrets).
+    List,
+    /// Revokes a key: refused from then on.
+    Revoke {
+        /// The key's id (`key_…`, from `keys list`).
+        id: String,
+    },
 }
 
 /// `sked jobs …`.

@@ -7,13 +7,13 @@ use crate::cli::RuntimeArgs;
 use anyhow::Context as _;
 use sked_core::WorkerId;
 use sked_core::duration::Dur;
-use sked_core::ports::{Clock, Executor, SystemClock};
+use sked_core::ports::{Clock, Executor, KeyStore, SystemClock};
 use sked_core::service::Ports;
 use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_embedded::exec::{HttpExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
-use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
+use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore};
 use std::sync::Arc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -62,6 +62,8 @@ pub fn shutdown_on_signals() -> anyhow::Result<CancellationToken> {
 pub struct Local {
     /// Store, queue, logs and clock.
     pub ports: Ports,
+    /// API keys, in the same file.
+    pub keys: Arc<dyn KeyStore>,
     /// Runs command and HTTP tasks.
     pub executor: Arc<dyn Executor>,
 }
@@ -73,6 +75,7 @@ pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
     let db_path = dir.join("sked.db");
     let db = Arc::new(SqliteDb::open(&db_path).with_context(|| format!("opening {}", db_path.display()))?);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let keys = Arc::new(SqliteKeys::new(db.clone()));
     let ports = Ports {
         store: Arc::new(SqliteStore::new(db.clone())),
         queue: Arc::new(SqliteQueue::new(db, clock.clone())),
@@ -81,6 +84,7 @@ pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
     };
     Ok(Local {
         ports,
+        keys,
         executor: Arc::new(payload_executor(clock)?),
     })
 }

@@ -1,6 +1,9 @@
 //! `sked server`: the whole local deployment in one process — the REST API on a TCP
 //! listener, the sweeper, a reaper and N workers, all over one SQLite file.
 //!
+//! On an empty store it first creates an operator key for tenant `default` and writes it to
+//! `<data-dir>/admin.key` (mode 0600); the key never appears in a log.
+//!
 //! Once everything is started it prints exactly one line on stdout,
 //! `sked listening on http://<addr>` (with the actual port when `--listen` asked for 0),
 //! and on SIGINT or SIGTERM it stops accepting requests, lets the workers stop their
@@ -9,8 +12,13 @@
 use crate::cli::ServerArgs;
 use crate::runtime;
 use anyhow::Context as _;
+use sked_core::ids::TenantId;
+use sked_core::service::keys::Keys;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::{Sked, SkedConfig, SweepSignal};
+use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -33,7 +41,9 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr().context("reading the listener's address")?;
-    let router = sked_api::router(sked, sked_api::ApiConfig::default());
+    let keys = Keys::new(local.keys.clone(), local.ports.clock.clone());
+    first_operator_key(&keys, &args.runtime.data_dir).await?;
+    let router = sked_api::router(sked, sked_api::ApiConfig::default(), sked_api::Auth::Keys(keys));
     tracing::info!(%addr, data_dir = %args.runtime.data_dir.display(), workers = args.runtime.workers, "sked server started");
     runtime::announce(&format!("sked listening on http://{addr}"));
 
@@ -45,4 +55,35 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     served.context("serving the API")?;
     tracing::info!("sked server stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The file the first operator key is written to, in the data directory.
+pub const ADMIN_KEY_FILE: &str = "admin.key";
+
+/// On a store without keys: creates the first operator key (tenant `default`) and writes it
+/// to `<data_dir>/admin.key`, readable by this user only. Written to a temporary file first
+/// and renamed, so the file is never seen half written or with looser permissions.
+async fn first_operator_key(keys: &Keys, data_dir: &Path) -> anyhow::Result<()> {
+    let Some(first) = keys
+        .bootstrap(&TenantId::default())
+        .await
+        .context("creating the first API key")?
+    else {
+        return Ok(());
+    };
+    let path = data_dir.join(ADMIN_KEY_FILE);
+    let temporary = data_dir.join(format!("{ADMIN_KEY_FILE}.tmp"));
+    let _ = std::fs::remove_file(&temporary);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&temporary)
+        .with_context(|| format!("creating {}", temporary.display()))?;
+    writeln!(file, "{}", first.secret)
+        .and_then(|_| file.sync_all())
+        .with_context(|| format!("writing {}", temporary.display()))?;
+    std::fs::rename(&temporary, &path).with_context(|| format!("writing {}", path.display()))?;
+    tracing::info!(key_id = %first.key.id, path = %path.display(), "first operator key (tenant default) written; it is shown nowhere else");
+    Ok(())
 }

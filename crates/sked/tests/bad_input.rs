@@ -92,6 +92,7 @@ async fn bad_fields_answer_4xx_naming_the_field_and_store_nothing() {
     // Not JSON at all.
     let response = reqwest::Client::new()
         .post(format!("{}/v1/jobs", api.base))
+        .bearer_auth(server.key.as_deref().expect("the server's key"))
         .header("content-type", "application/json")
         .body("{not json")
         .send()

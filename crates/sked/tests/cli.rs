@@ -35,43 +35,37 @@ async fn the_cli_creates_lists_and_reads_back() {
     let url = server.url.clone().unwrap();
     let api = server.api();
 
-    let out = ok(cli(
-        &url,
-        &[
-            "jobs",
-            "create",
-            "--id",
-            "cli-job",
-            "--at",
-            "+1s",
-            "--priority",
-            "7",
-            "--",
-            "echo",
-            "hello-cli",
-        ],
-    ));
+    let out = ok(server.cli(&[
+        "jobs",
+        "create",
+        "--id",
+        "cli-job",
+        "--at",
+        "+1s",
+        "--priority",
+        "7",
+        "--",
+        "echo",
+        "hello-cli",
+    ]));
     assert!(out.contains("cli-job"), "{out}");
-    let out = ok(cli(
-        &url,
-        &[
-            "jobs",
-            "create",
-            "--id",
-            "every-job",
-            "--every",
-            "5m",
-            "--max-retries",
-            "0",
-            "--timeout",
-            "30s",
-            "--",
-            "true",
-        ],
-    ));
+    let out = ok(server.cli(&[
+        "jobs",
+        "create",
+        "--id",
+        "every-job",
+        "--every",
+        "5m",
+        "--max-retries",
+        "0",
+        "--timeout",
+        "30s",
+        "--",
+        "true",
+    ]));
     assert!(out.contains("every 5m"), "{out}");
 
-    let out = ok(cli(&url, &["jobs", "list"]));
+    let out = ok(server.cli(&["jobs", "list"]));
     let header = out.lines().next().unwrap_or_default();
     assert!(
         header.starts_with("ID") && header.contains("STATE") && header.contains("NEXT FIRE"),
@@ -79,11 +73,11 @@ async fn the_cli_creates_lists_and_reads_back() {
     );
     assert!(out.contains("cli-job") && out.contains("every-job"), "{out}");
 
-    let job: Value = serde_json::from_str(&ok(cli(&url, &["jobs", "get", "cli-job", "--json"]))).unwrap();
+    let job: Value = serde_json::from_str(&ok(server.cli(&["jobs", "get", "cli-job", "--json"]))).unwrap();
     assert_eq!(job["priority"], 7);
     assert_eq!(job["task"]["command"]["argv"], serde_json::json!(["echo", "hello-cli"]));
 
-    let preview = ok(cli(&url, &["jobs", "preview", "every-job", "--count", "3"]));
+    let preview = ok(server.cli(&["jobs", "preview", "every-job", "--count", "3"]));
     assert_eq!(preview.lines().count(), 3, "{preview}");
 
     let run = wait_first_run(&api, "cli-job", Duration::from_secs(10)).await;
@@ -92,45 +86,64 @@ async fn the_cli_creates_lists_and_reads_back() {
     assert_eq!(run["state"], "SUCCEEDED", "{run}");
     report_lag("cli", &run);
 
-    let listed: Value = serde_json::from_str(&ok(cli(&url, &["runs", "list", "--json"]))).unwrap();
+    let listed: Value = serde_json::from_str(&ok(server.cli(&["runs", "list", "--json"]))).unwrap();
     assert!(
         items(&listed).iter().any(|r| r["run_id"] == run_id.as_str()),
         "{listed}"
     );
-    let table = ok(cli(&url, &["runs", "list", "--job", "cli-job"]));
+    let table = ok(server.cli(&["runs", "list", "--job", "cli-job"]));
     assert!(table.contains(&run_id) && table.contains("SUCCEEDED"), "{table}");
 
-    let shown = ok(cli(&url, &["runs", "get", &run_id]));
+    let shown = ok(server.cli(&["runs", "get", &run_id]));
     assert!(shown.contains("SUCCEEDED") && shown.contains("start_lag"), "{shown}");
-    let logs = ok(cli(&url, &["logs", &run_id]));
+    let logs = ok(server.cli(&["logs", &run_id]));
     assert_eq!(logs.trim(), "hello-cli");
 
     // Errors print the API's message and exit 2 for a 4xx.
-    let o = cli(&url, &["jobs", "get", "no-such-job"]);
+    let o = server.cli(&["jobs", "get", "no-such-job"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).starts_with("error: "), "{}", stderr(&o));
-    let o = cli(&url, &["jobs", "create", "--cron", "* * *", "--", "true"]);
+    let o = server.cli(&["jobs", "create", "--cron", "* * *", "--", "true"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("cron"), "{}", stderr(&o));
     // An unreachable server is exit 1.
-    let o = cli("http://127.0.0.1:9", &["jobs", "list"]);
+    let o = cli_with_key("http://127.0.0.1:9", server.key.as_deref(), &["jobs", "list"]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
 
-    // Tenants see only their own jobs.
-    ok(cli(
-        &url,
-        &[
-            "jobs", "create", "--tenant", "acme", "--id", "acme-job", "--every", "1h", "--", "true",
-        ],
-    ));
-    let theirs = ok(cli(&url, &["jobs", "list", "--tenant", "acme"]));
+    // Tenants see only their own jobs: a key made for tenant acme (shown once, by `keys
+    // create`) works in acme only; the operator's tenant does not see acme's jobs.
+    let made: Value = serde_json::from_str(&ok(server.cli(&[
+        "keys",
+        "create",
+        "--role",
+        "write",
+        "--name",
+        "acme ci",
+        "--for-tenant",
+        "acme",
+        "--json",
+    ])))
+    .unwrap();
+    let acme_key = made["key"].as_str().expect("the new key").to_string();
+    let as_acme = |args: &[&str]| cli_with_key(&url, Some(&acme_key), args);
+    ok(as_acme(&[
+        "jobs", "create", "--id", "acme-job", "--every", "1h", "--", "true",
+    ]));
+    let theirs = ok(as_acme(&["jobs", "list"]));
     assert!(theirs.contains("acme-job") && !theirs.contains("cli-job"), "{theirs}");
-    assert!(!ok(cli(&url, &["jobs", "list"])).contains("acme-job"));
-    assert_eq!(cli(&url, &["jobs", "get", "acme-job"]).status.code(), Some(2));
+    assert!(!ok(server.cli(&["jobs", "list"])).contains("acme-job"));
+    assert_eq!(server.cli(&["jobs", "get", "acme-job"]).status.code(), Some(2));
+    let keys = ok(server.cli(&["keys", "list"]));
+    assert!(keys.contains("acme ci") && !keys.contains(&acme_key), "{keys}");
+    // Revoked: refused at once (401 is a 4xx: exit 2).
+    ok(server.cli(&["keys", "revoke", made["id"].as_str().unwrap()]));
+    assert_eq!(as_acme(&["jobs", "list"]).status.code(), Some(2));
+    // No key at all: refused.
+    assert_eq!(cli_with_key(&url, None, &["jobs", "list"]).status.code(), Some(2));
 
-    ok(cli(&url, &["jobs", "pause", "every-job"]));
+    ok(server.cli(&["jobs", "pause", "every-job"]));
     assert_eq!(api.get_ok("/v1/jobs/every-job").await["state"], "PAUSED");
-    ok(cli(&url, &["jobs", "delete", "every-job"]));
+    ok(server.cli(&["jobs", "delete", "every-job"]));
 }
 
 #[tokio::test]
@@ -145,12 +158,9 @@ async fn logs_follow_prints_lines_live_and_runs_get_exit_code_follows_the_outcom
         "echo one; while [ ! -e {} ]; do sleep 0.05; done; echo two",
         marker.display()
     );
-    ok(cli(
-        &url,
-        &[
-            "jobs", "create", "--id", "chatty", "--at", "now", "--", "sh", "-c", &script,
-        ],
-    ));
+    ok(server.cli(&[
+        "jobs", "create", "--id", "chatty", "--at", "now", "--", "sh", "-c", &script,
+    ]));
     let run = wait_first_run(&api, "chatty", Duration::from_secs(10)).await;
     let run_id = run["run_id"].as_str().unwrap().to_string();
     wait_until("the first line to be logged", Duration::from_secs(10), async || {
@@ -167,6 +177,7 @@ async fn logs_follow_prints_lines_live_and_runs_get_exit_code_follows_the_outcom
     let mut follower = std::process::Command::new(SKED)
         .args(["logs", &run_id, "--follow"])
         .env("SKED_URL", &url)
+        .env("SKED_API_KEY", server.key.as_deref().expect("the server's key"))
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -179,25 +190,22 @@ async fn logs_follow_prints_lines_live_and_runs_get_exit_code_follows_the_outcom
     assert!(follower.wait().unwrap().success());
     let run = wait_terminal(&api, &run_id, Duration::from_secs(10)).await;
     assert_eq!(run["state"], "SUCCEEDED");
-    assert_eq!(cli(&url, &["runs", "get", &run_id]).status.code(), Some(0));
+    assert_eq!(server.cli(&["runs", "get", &run_id]).status.code(), Some(0));
 
-    ok(cli(
-        &url,
-        &[
-            "jobs",
-            "create",
-            "--id",
-            "failing",
-            "--at",
-            "now",
-            "--max-retries",
-            "0",
-            "--",
-            "false",
-        ],
-    ));
+    ok(server.cli(&[
+        "jobs",
+        "create",
+        "--id",
+        "failing",
+        "--at",
+        "now",
+        "--max-retries",
+        "0",
+        "--",
+        "false",
+    ]));
     let run = wait_first_run(&api, "failing", Duration::from_secs(10)).await;
-    let o = cli(&url, &["runs", "get", run["run_id"].as_str().unwrap(), "--wait"]);
+    let o = server.cli(&["runs", "get", run["run_id"].as_str().unwrap(), "--wait"]);
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     assert!(stdout(&o).contains("FAILED"), "{}", stdout(&o));
 }

@@ -8,17 +8,25 @@
 //! ([`SkedConfig::fire_within`]) — its run is written and sent to SQS with `DelaySeconds`, and
 //! starts on time however the tick falls.
 //!
+//! Who is calling comes from the JWT claims API Gateway verified ([`identity`]), never from a
+//! header.
+//!
 //! This crate must not decide anything about scheduling or HTTP: both live in the libraries.
 
+pub mod identity;
+
 use axum::Router;
-use sked_api::ApiConfig;
+use identity::ClaimNames;
+use sked_api::{ApiConfig, Auth};
 use sked_aws::Settings;
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::validate::Capabilities;
+use std::sync::Arc;
 
 /// The API over `ports`, configured by `settings`: container tasks are accepted when an ECS
-/// cluster is configured; jobs due within the look-ahead are fired at once.
-pub fn app(ports: Ports, settings: &Settings) -> Router {
+/// cluster is configured; jobs due within the look-ahead are fired at once; callers are who
+/// the `claims` of their verified JWT say.
+pub fn app(ports: Ports, settings: &Settings, claims: ClaimNames) -> Router {
     let config = SkedConfig {
         capabilities: Capabilities {
             container_tasks: settings.aws.ecs.is_some(),
@@ -27,5 +35,8 @@ pub fn app(ports: Ports, settings: &Settings) -> Router {
     };
     // Nothing in this process sweeps: the signal is never waited on.
     let sked = Sked::new(ports, config, SweepSignal::default());
-    sked_api::router(sked, ApiConfig::default())
+    sked_api::router(sked, ApiConfig::default(), Auth::Injected).layer(axum::middleware::from_fn_with_state(
+        Arc::new(claims),
+        identity::identify,
+    ))
 }

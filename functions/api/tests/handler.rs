@@ -1,5 +1,7 @@
 //! The API function driven by the API Gateway v2 events in `events/`, against moto: the same
 //! conversion `lambda_http::run` applies (`lambda_http::request::from_str`), then the router.
+//! The events carry the JWT claims API Gateway verified (`requestContext.authorizer.jwt`):
+//! the tenant and role come from them, never from the `x-sked-tenant` header they also carry.
 
 use http_body_util::BodyExt;
 use lambda_http::Request;
@@ -9,6 +11,7 @@ use sked_aws::{Settings, SqsQueue};
 use sked_core::duration::Dur;
 use sked_core::ports::{Clock, DispatchQueue, SystemClock};
 use sked_core::timestamp;
+use sked_fn_api::identity::ClaimNames;
 use std::sync::Arc;
 use tower::ServiceExt;
 
@@ -25,7 +28,7 @@ async fn api() -> (axum::Router, SqsQueue) {
     };
     let ports = sked_aws::ports(&clients, &settings.aws, clock.clone());
     let queue = SqsQueue::new(clients.sqs.clone(), &settings.aws, clock);
-    (sked_fn_api::app(ports, &settings), queue)
+    (sked_fn_api::app(ports, &settings, ClaimNames::default()), queue)
 }
 
 /// The request an event file describes.
@@ -80,4 +83,59 @@ async fn a_job_due_within_the_look_ahead_is_enqueued_by_the_api_call_itself() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(got[0].dispatch.run_id.to_string().starts_with("right-now@"));
     assert!(got[0].receipt.0.starts_with("high|"), "{:?}", got[0].receipt);
+}
+
+/// `event` with the verified claims replaced by `claims` (`None`: no authorizer at all).
+fn with_claims(event: &str, claims: Option<Value>) -> Request {
+    let mut event: Value = serde_json::from_str(event).unwrap();
+    match claims {
+        Some(claims) => event["requestContext"]["authorizer"]["jwt"]["claims"] = claims,
+        None => {
+            event["requestContext"].as_object_mut().unwrap().remove("authorizer");
+        }
+    }
+    request(&event.to_string())
+}
+
+fn claims(tenant: &str, role: &str) -> Option<Value> {
+    Some(json!({"sub": "someone", "custom:sked_tenant": tenant, "custom:sked_role": role}))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tenant_and_role_come_from_the_verified_claims_never_from_a_header() {
+    let (app, _) = api().await;
+    // Created by tenant acme (the event's claims), whatever its x-sked-tenant header says.
+    let (status, created) = call(&app, request(CREATE_JOB)).await;
+    assert_eq!(status, 201, "{created}");
+    // Tenant beta does not see it, even naming acme in the header.
+    let (status, body) = call(&app, with_claims(GET_JOB, claims("beta", "admin"))).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
+    let (status, _) = call(&app, with_claims(GET_JOB, claims("acme", "read"))).await;
+    assert_eq!(status, 200);
+
+    // No claims, a role that is not one, a tenant that is not an id: 401.
+    for bad in [
+        None,
+        claims("acme", "root"),
+        claims("bad tenant!", "write"),
+        Some(json!({"sub": "x"})),
+    ] {
+        let (status, body) = call(&app, with_claims(GET_JOB, bad.clone())).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (401, Some("unauthenticated")),
+            "{bad:?}: {body}"
+        );
+    }
+    // A read role may not write.
+    let (status, body) = call(&app, with_claims(CREATE_JOB, claims("acme", "read"))).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("permission_denied")),
+        "{body}"
+    );
 }

@@ -1,23 +1,27 @@
 //! The route table: which path and method reach which handler. Handlers live in one file per
-//! resource ([`jobs`], [`runs`], [`logs`], [`ops`]); this file only wires them.
+//! resource ([`jobs`], [`runs`], [`logs`], [`keys`], [`ops`]); this file only wires them, with
+//! [`crate::auth`] in front of all of them.
 //!
 //! `/v1/jobs:batch` is a literal segment (`jobs:batch`), a sibling of `/v1/jobs`, so it
 //! cannot be taken for `/v1/jobs/{id}`.
 
 pub mod jobs;
+pub mod keys;
 pub mod logs;
 pub mod ops;
 pub mod runs;
 
+use crate::auth::{self, Auth};
 use crate::{ApiConfig, AppState};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::{delete, get, post};
 use sked_core::service::Sked;
 
-/// Builds the router over `sked` with `config`.
-pub fn build(sked: Sked, config: ApiConfig) -> Router {
+/// Builds the router over `sked` with `config`, authenticating by `auth`.
+pub fn build(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
     let body_limit = config.max_body_bytes;
+    let state = AppState { sked, config, auth };
     Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/v1/openapi.json", get(ops::openapi))
@@ -39,8 +43,11 @@ pub fn build(sked: Sked, config: ApiConfig) -> Router {
         .route("/v1/runs/{run_id}", get(runs::get))
         .route("/v1/runs/{run_id}/cancel", post(runs::cancel))
         .route("/v1/runs/{run_id}/logs", get(logs::read))
+        .route("/v1/keys", post(keys::create).get(keys::list))
+        .route("/v1/keys/{id}", delete(keys::revoke))
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
         .layer(DefaultBodyLimit::max(body_limit))
-        .with_state(AppState { sked, config })
+        .with_state(state)
 }

@@ -1,5 +1,6 @@
 //! api: `sked server` (the real binary) on 127.0.0.1, loaded by concurrent HTTP clients in
-//! this process: job creates (`POST /v1/jobs`), then reads (`GET /v1/jobs/{id}`). Figures:
+//! this process, each request authenticated with the server's operator key: job creates (`POST
+//! /v1/jobs`), then reads (`GET /v1/jobs/{id}`). Figures:
 //! requests per second and latency p50/p99 of each.
 
 use super::scaleout::stop;
@@ -41,7 +42,16 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
         .strip_prefix("sked listening on ")
         .context("unexpected server output")?
         .to_string();
-    let client = reqwest::Client::builder().pool_max_idle_per_host(CLIENTS).build()?;
+    // Every request authenticates with the operator key the server wrote on its first start.
+    let key = std::fs::read_to_string(dir.path().join("admin.key")).context("reading the server's admin.key")?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    let mut bearer = reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.trim()))?;
+    bearer.set_sensitive(true);
+    headers.insert(reqwest::header::AUTHORIZATION, bearer);
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(CLIENTS)
+        .default_headers(headers)
+        .build()?;
 
     let created = Arc::new(AtomicUsize::new(0));
     let create = {

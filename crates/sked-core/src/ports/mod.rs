@@ -1,15 +1,17 @@
-//! Ports: the traits the adapters implement. Services in [`crate::service`] are written
+//! Ports: the traits the adapters implement (clock, store, queue, logs, executor, keys). Services in [`crate::service`] are written
 //! against these only. Each adapter (in-memory in sked-testkit, SQLite in sked-embedded,
 //! AWS in sked-aws) must pass the contract suites in sked-testkit.
 
 pub mod clock;
 pub mod executor;
+pub mod keys;
 pub mod logs;
 pub mod queue;
 pub mod store;
 
 pub use clock::{Clock, SystemClock};
 pub use executor::{ExecRequest, ExecResult, Executor, StopReason};
+pub use keys::KeyStore;
 pub use logs::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogStream, LogSummary, LogWriter};
 pub use queue::{Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
 pub use store::{

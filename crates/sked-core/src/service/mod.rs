@@ -5,6 +5,7 @@
 //! - [`sweeper::Sweeper`]: turns due jobs into runs and hands them to the queue.
 //! - [`fire`]: firing one due job (plan, conditional write, dispatches) — shared by the
 //!   sweeper and by [`Sked`]'s direct firing ([`SkedConfig::fire_within`]).
+//! - [`keys::Keys`]: API keys — authenticate, create, list, revoke, the first operator key.
 //! - [`dead_letter`]: what the DLQ handler does with a run whose message was dead-lettered.
 //! - [`worker::Worker`]: receives runs, claims, executes, heartbeats, completes.
 //! - [`reaper::Reaper`]: closes attempts whose worker vanished; re-enqueues lost runs.
@@ -12,6 +13,7 @@
 pub mod dead_letter;
 pub mod fire;
 pub mod jobs;
+pub mod keys;
 pub mod reaper;
 pub mod runs;
 pub mod sweeper;

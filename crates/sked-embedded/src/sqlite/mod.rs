@@ -9,9 +9,9 @@
 //! in-process lock.
 //!
 //! Module map: `db` (connections, transactions), [`schema`] (migrations), `codec`
-//! (rows ↔ domain values), [`store`], [`queue`], [`error`].
+//! (rows ↔ domain values), [`store`], [`queue`], [`keys`], [`error`].
 //!
-//! # Table layout (schema version 1)
+//! # Table layout (schema version 2)
 //!
 //! All instants are INTEGER milliseconds since the Unix epoch (UTC); enums are stored by
 //! their wire names. Tables are `STRICT`. `PRAGMA application_id` is `0x736B6564`
@@ -61,6 +61,10 @@
 //! `idempotency_keys` — (tenant, key) primary key; fingerprint TEXT; job_ids TEXT (JSON
 //! array of job ids); created_at INTEGER.
 //!
+//! `api_keys` (schema version 2) — one row per API key: id TEXT primary key; hash TEXT UNIQUE
+//! (SHA-256 of the secret, which is never stored); tenant, role, name TEXT; created_at
+//! INTEGER; revoked_at INTEGER NULL. Index `api_keys_by_tenant (tenant, created_at, id)`.
+//!
 //! `dispatch` — the queue, one row per (tenant, run_id) (UNIQUE).
 //!
 //! | column | type | meaning |
@@ -81,11 +85,13 @@
 mod codec;
 mod db;
 pub mod error;
+pub mod keys;
 pub mod queue;
 pub mod schema;
 pub mod store;
 
 pub use db::{SqliteDb, SqliteOptions};
 pub use error::OpenError;
+pub use keys::SqliteKeys;
 pub use queue::SqliteQueue;
 pub use store::SqliteStore;

@@ -82,6 +82,19 @@ const MIGRATIONS: &[&str] = &[
     CREATE INDEX dispatch_receive ON dispatch (rank, seq, visible_at);
     CREATE INDEX dispatch_visible ON dispatch (visible_at);
     "#,
+    // 2: API keys, by the hash of their secret.
+    r#"
+    CREATE TABLE api_keys (
+        id          TEXT    NOT NULL PRIMARY KEY,
+        hash        TEXT    NOT NULL UNIQUE,
+        tenant      TEXT    NOT NULL,
+        role        TEXT    NOT NULL,
+        name        TEXT    NOT NULL,
+        created_at  INTEGER NOT NULL,
+        revoked_at  INTEGER
+    ) STRICT;
+    CREATE INDEX api_keys_by_tenant ON api_keys (tenant, created_at, id);
+    "#,
 ];
 
 /// The schema version this build writes.

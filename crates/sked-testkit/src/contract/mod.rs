@@ -4,6 +4,8 @@
 //!   [`store_contract!`](crate::store_contract).
 //! - [`queue`]: the same for `Arc<dyn DispatchQueue>` driven by a [`ManualClock`]; run them
 //!   with [`queue_contract!`](crate::queue_contract).
+//! - [`keys`]: the same for `Arc<dyn KeyStore>`; run them with
+//!   [`keys_contract!`](crate::keys_contract).
 //! - [`fixtures`]: the jobs, runs and instants the cases use (millisecond-exact, so every
 //!   store can round-trip them).
 //!
@@ -27,6 +29,7 @@
 //! [`ManualClock`]: crate::clock::ManualClock
 
 pub mod fixtures;
+pub mod keys;
 pub mod queue;
 pub mod store;
 
@@ -133,6 +136,22 @@ macro_rules! queue_contract {
     };
 }
 
+/// Expands to one `#[tokio::test]` per key store contract case, in a module `keys_contract`.
+///
+/// `$make` is called with no argument in each test and returns a future of a fresh, empty
+/// store coercing to `Arc<dyn KeyStore>`.
+#[macro_export]
+macro_rules! keys_contract {
+    ($make:expr $(,)?) => {
+        $crate::__contract_cases!(keys_contract, keys, $make;
+            insert_key_reads_back_by_hash_and_id,
+            insert_key_refuses_a_taken_id_or_hash,
+            list_keys_per_tenant_oldest_first,
+            revoke_key_marks_it_once,
+        );
+    };
+}
+
 /// Shared body of the contract macros. Not public API.
 #[doc(hidden)]
 #[macro_export]
@@ -146,6 +165,19 @@ macro_rules! __contract_cases {
                 async fn $case() {
                     let store: ::std::sync::Arc<dyn $crate::contract::store::JobStore> = ($make)().await;
                     $crate::contract::store::$case(store).await;
+                }
+            )+
+        }
+    };
+    (keys_contract, keys, $make:expr; $($case:ident),+ $(,)?) => {
+        #[allow(unused_imports)]
+        mod keys_contract {
+            use super::*;
+            $(
+                #[::tokio::test]
+                async fn $case() {
+                    let store: ::std::sync::Arc<dyn $crate::contract::keys::KeyStore> = ($make)().await;
+                    $crate::contract::keys::$case(store).await;
                 }
             )+
         }

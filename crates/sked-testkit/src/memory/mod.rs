@@ -4,17 +4,20 @@
 //! - [`store::MemStore`]: jobs and runs ([`sked_core::ports::JobStore`]).
 //! - [`queue::MemQueue`]: the dispatch queue, timed by an injected clock.
 //! - [`logs::MemLogs`]: attempt logs with a byte cap.
+//! - [`keys::MemKeys`]: API keys ([`sked_core::ports::KeyStore`]).
 //! - [`executor::FakeExecutor`]: a scripted executor for service tests.
 //! - [`MemPorts`]: the first three on a [`ManualClock`], as a service test wires them.
 //!
 //! State is guarded by std `Mutex`es that are never held across an `.await`.
 
 pub mod executor;
+pub mod keys;
 pub mod logs;
 pub mod queue;
 pub mod store;
 
 pub use executor::FakeExecutor;
+pub use keys::MemKeys;
 pub use logs::MemLogs;
 pub use queue::MemQueue;
 pub use store::MemStore;

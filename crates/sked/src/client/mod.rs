@@ -1,8 +1,10 @@
 //! The HTTP client behind `sked jobs`, `sked runs` and `sked logs`, and how their errors
 //! become messages and exit codes.
 //!
-//! - The base URL comes from `--url` / `SKED_URL` (default `http://127.0.0.1:8080`); the
-//!   tenant from `--tenant` / `SKED_TENANT`, sent as `X-Sked-Tenant`.
+//! - The base URL comes from `--url` / `SKED_URL` (default `http://127.0.0.1:8080`); the API
+//!   key from `--api-key` / `SKED_API_KEY`, or else from `--key-file` / `SKED_KEY_FILE`
+//!   (default `./sked-data/admin.key`, the first key `make run` writes), sent as
+//!   `Authorization: Bearer`. The key decides the tenant.
 //! - Any non-2xx answer becomes an [`ApiError`] carrying the API's `error.message` and
 //!   `error.field`; [`report_error`] prints it and exits 2 for a 4xx, 1 otherwise.
 //!
@@ -10,6 +12,7 @@
 //! received, and the tables read only the fields they show.
 
 pub mod jobs;
+pub mod keys;
 pub mod logs;
 pub mod runs;
 
@@ -19,6 +22,22 @@ use reqwest::{Method, StatusCode, Url};
 use serde_json::Value;
 use std::fmt;
 use std::process::ExitCode;
+
+/// The key to send: `--api-key`, else the first line of `--key-file` if that file exists.
+fn api_key(args: &ClientArgs) -> anyhow::Result<Option<String>> {
+    if let Some(key) = args.api_key.as_deref().map(str::trim).filter(|k| !k.is_empty()) {
+        return Ok(Some(key.to_string()));
+    }
+    match std::fs::read_to_string(&args.key_file) {
+        Ok(text) => Ok(text
+            .lines()
+            .next()
+            .map(|l| l.trim().to_string())
+            .filter(|k| !k.is_empty())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("reading the key file {}", args.key_file.display())),
+    }
+}
 
 /// A request the API refused or failed.
 #[derive(Debug)]
@@ -109,15 +128,15 @@ pub struct Answer {
     pub json: Value,
 }
 
-/// Talks to one sked API as one tenant.
+/// Talks to one sked API with one key.
 pub struct Client {
     http: reqwest::Client,
     base: Url,
-    tenant: Option<String>,
+    api_key: Option<String>,
 }
 
 impl Client {
-    /// A client for `args.url` and `args.tenant`.
+    /// A client for `args.url` with the key `args` names (none if it names none).
     pub fn new(args: &ClientArgs) -> anyhow::Result<Self> {
         let base = Url::parse(&args.url).with_context(|| format!("invalid --url {:?}", args.url))?;
         if base.cannot_be_a_base() {
@@ -130,7 +149,7 @@ impl Client {
         Ok(Client {
             http,
             base,
-            tenant: args.tenant.clone(),
+            api_key: api_key(args)?,
         })
     }
 
@@ -147,11 +166,11 @@ impl Client {
         url
     }
 
-    /// A request builder with the tenant header set.
+    /// A request builder with the key set.
     pub fn request(&self, method: Method, url: Url) -> reqwest::RequestBuilder {
         let builder = self.http.request(method, url);
-        match &self.tenant {
-            Some(tenant) => builder.header("X-Sked-Tenant", tenant),
+        match &self.api_key {
+            Some(key) => builder.bearer_auth(key),
             None => builder,
         }
     }
@@ -281,7 +300,8 @@ mod tests {
     fn client(url: &str) -> Client {
         Client::new(&ClientArgs {
             url: url.into(),
-            tenant: None,
+            api_key: None,
+            key_file: "/nonexistent/admin.key".into(),
             json: false,
         })
         .unwrap()

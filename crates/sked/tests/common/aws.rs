@@ -8,9 +8,12 @@
 use super::{Api, GRACE, LEASE, Proc, SKED};
 use lambda_runtime::{Context, LambdaEvent};
 use sked_aws::{AwsClients, AwsConfig, Settings, SweepLease};
+use sked_core::auth::{Principal, Role};
 use sked_core::duration::Dur;
+use sked_core::ids::TenantId;
 use sked_core::ports::{Clock, SystemClock};
 use sked_core::service::Ports;
+use sked_fn_api::identity::ClaimNames;
 use sked_fn_sweeper::{SweepError, SweepOutcome, SweeperFn};
 use std::process::Command;
 use std::sync::Arc;
@@ -82,7 +85,12 @@ impl Deployment {
             aws: observer_config,
             lookahead: Dur::ZERO,
         };
-        let (observer, observing) = serve(sked_fn_api::app(observer_ports, &observer_settings)).await;
+        let (observer, observing) = serve(behind_gateway(sked_fn_api::app(
+            observer_ports,
+            &observer_settings,
+            ClaimNames::default(),
+        )))
+        .await;
         let settings = Settings {
             aws: config,
             lookahead: api_lookahead,
@@ -91,7 +99,12 @@ impl Deployment {
         let lease = SweepLease::new(clients.dynamodb.clone(), &settings.aws, clock);
         let sweeper = Arc::new(SweeperFn::new(ports.clone(), lease, sweep_lookahead));
 
-        let (api, serving) = serve(sked_fn_api::app(ports.clone(), &settings)).await;
+        let (api, serving) = serve(behind_gateway(sked_fn_api::app(
+            ports.clone(),
+            &settings,
+            ClaimNames::default(),
+        )))
+        .await;
         Deployment {
             clients,
             settings,
@@ -259,6 +272,17 @@ fn plain(config: &AwsConfig) -> AwsConfig {
         faults: None,
         ..config.clone()
     }
+}
+
+/// `app` as API Gateway hands it requests: with a verified identity on each (here tenant
+/// `default` with the write role, as a JWT authorizer's claims would say; the claims
+/// themselves are tested in functions/api).
+fn behind_gateway(app: axum::Router) -> axum::Router {
+    app.layer(axum::Extension(Principal {
+        tenant: TenantId::default(),
+        role: Role::Write,
+        key_id: None,
+    }))
 }
 
 /// Serves `app` on a free port of 127.0.0.1; a client of it and the serving task.

@@ -84,6 +84,10 @@ impl Sandbox {
         let mut proc = Proc::spawn_command("server", through_shell(prelude, &args), &self.path().join("server.log"));
         let line = proc.wait_for_line("sked listening on ", Duration::from_secs(30));
         proc.url = Some(line.trim_start_matches("sked listening on ").trim().to_string());
+        // The first operator key the server wrote into its data dir (every API call needs a key).
+        proc.key = std::fs::read_to_string(self.data_dir().join("admin.key"))
+            .ok()
+            .map(|k| k.trim().to_string());
         proc
     }
 
@@ -131,6 +135,8 @@ pub struct Proc {
     log: PathBuf,
     /// The API's base URL (servers only).
     pub url: Option<String>,
+    /// The operator key of the server's data dir (servers only).
+    pub key: Option<String>,
 }
 
 impl Proc {
@@ -171,6 +177,7 @@ impl Proc {
             lines,
             log: log.to_path_buf(),
             url: None,
+            key: None,
         }
     }
 
@@ -204,9 +211,14 @@ impl Proc {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
-    /// An API client for this server.
+    /// An API client for this server, with its operator key.
     pub fn api(&self) -> Api {
-        Api::new(self.url.as_deref().expect("not a server"))
+        Api::new(self.url.as_deref().expect("not a server")).with_key(self.key.as_deref())
+    }
+
+    /// Runs the `sked` CLI against this server with its operator key.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        cli_with_key(self.url.as_deref().expect("not a server"), self.key.as_deref(), args)
     }
 
     /// `kill -9`, and reap it.
@@ -255,6 +267,7 @@ impl Drop for Proc {
 pub struct Api {
     pub base: String,
     http: reqwest::Client,
+    key: Option<String>,
 }
 
 impl Api {
@@ -262,11 +275,21 @@ impl Api {
         Api {
             base: base.trim_end_matches('/').to_string(),
             http: reqwest::Client::new(),
+            key: None,
         }
+    }
+
+    /// The same client sending `key` as its bearer token.
+    pub fn with_key(mut self, key: Option<&str>) -> Self {
+        self.key = key.map(str::to_string);
+        self
     }
 
     pub async fn send(&self, method: reqwest::Method, path: &str, body: Option<&Value>) -> (u16, Value) {
         let mut request = self.http.request(method.clone(), format!("{}{path}", self.base));
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -500,14 +523,18 @@ pub fn sh(script: &str) -> Value {
     json!({"command": {"argv": ["sh", "-c", script]}})
 }
 
-/// Runs the `sked` CLI against `url` and returns its output.
-pub fn cli(url: &str, args: &[&str]) -> Output {
-    Command::new(SKED)
+/// Runs the `sked` CLI against `url` with `key` (none: no key at all) and returns its output.
+pub fn cli_with_key(url: &str, key: Option<&str>, args: &[&str]) -> Output {
+    let mut command = Command::new(SKED);
+    command
         .args(args)
         .env("SKED_URL", url)
-        .env_remove("SKED_TENANT")
-        .output()
-        .expect("running sked")
+        .env_remove("SKED_API_KEY")
+        .env("SKED_KEY_FILE", "/nonexistent/sked-test-no-key-file");
+    if let Some(key) = key {
+        command.env("SKED_API_KEY", key);
+    }
+    command.output().expect("running sked")
 }
 
 /// The payload of the worker-kill tests: it appends `<attempt> <shell pid> <child pid>` to

@@ -1,0 +1,361 @@
+//! Authentication over every route: no key, a malformed, unknown or revoked key is 401
+//! `unauthenticated`; a role that may not is 403 `permission_denied`; another tenant's job,
+//! run, log or key is 404 exactly as if it did not exist; `X-Sked-Tenant` is ignored. Prints
+//! the matrix it checked.
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use sked_api::{ApiConfig, Auth, router};
+use sked_core::auth::{Principal, Role};
+use sked_core::ids::TenantId;
+use sked_core::service::keys::{Keys, NewKey};
+use sked_core::service::{Sked, SkedConfig, SweepSignal};
+use sked_testkit::memory::{MemKeys, MemPorts};
+use std::sync::Arc;
+use tower::ServiceExt;
+
+struct World {
+    router: Router,
+    keys: Keys,
+}
+
+impl World {
+    fn new() -> Self {
+        let MemPorts { ports, clock, .. } = MemPorts::at("2026-12-01T10:00:00Z");
+        let keys = Keys::new(Arc::new(MemKeys::new()), clock);
+        let sked = Sked::new(ports, SkedConfig::default(), SweepSignal::default());
+        World {
+            router: router(sked, ApiConfig::default(), Auth::Keys(keys.clone())),
+            keys,
+        }
+    }
+
+    async fn key(&self, tenant: &str, role: Role) -> (String, String) {
+        let operator = Principal {
+            tenant: TenantId::default(),
+            role: Role::Operator,
+            key_id: None,
+        };
+        let new = NewKey {
+            tenant: TenantId::from(tenant),
+            role,
+            name: format!("{role} of {tenant}"),
+        };
+        let made = self.keys.create(&operator, new).await.unwrap();
+        (made.key.id, made.secret)
+    }
+
+    /// Status, error code and body of `method path` with `authorization` (and `extra` headers).
+    async fn call(
+        &self,
+        method: &Method,
+        path: &str,
+        authorization: Option<&str>,
+        body: Option<&Value>,
+        extra: &[(&str, &str)],
+    ) -> (StatusCode, String, Value) {
+        let mut req = Request::builder().method(method.clone()).uri(path);
+        if let Some(a) = authorization {
+            req = req.header("authorization", a);
+        }
+        for (k, v) in extra {
+            req = req.header(*k, *v);
+        }
+        if body.is_some() {
+            req = req.header("content-type", "application/json");
+        }
+        let req = req
+            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
+            .unwrap();
+        let res = self.router.clone().oneshot(req).await.unwrap();
+        let status = res.status();
+        let bytes = res.into_body().collect().await.unwrap().to_bytes();
+        let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+        let code = json["error"]["code"].as_str().unwrap_or("").to_string();
+        (status, code, json)
+    }
+}
+
+fn bearer(secret: &str) -> String {
+    format!("Bearer {secret}")
+}
+
+fn job(id: &str) -> Value {
+    json!({"id": id, "schedule": {"every": "1h"}, "task": {"command": {"argv": ["true"]}}})
+}
+
+/// One route: method, path (with `{job}`, `{run}`, `{key}` filled in per tenant), the role it
+/// needs, a body, and whether it names a resource of the tenant (404 to others).
+struct Route {
+    method: Method,
+    path: &'static str,
+    needs: Role,
+    body: Option<Value>,
+    owned: bool,
+}
+
+fn routes() -> Vec<Route> {
+    let r = |method: Method, path: &'static str, needs: Role, body: Option<Value>, owned: bool| Route {
+        method,
+        path,
+        needs,
+        body,
+        owned,
+    };
+    let patch = Some(json!({"priority": 3}));
+    vec![
+        r(Method::GET, "/v1/openapi.json", Role::Read, None, false),
+        r(Method::GET, "/v1/jobs", Role::Read, None, false),
+        r(Method::POST, "/v1/jobs", Role::Write, Some(job("fresh")), false),
+        r(
+            Method::POST,
+            "/v1/jobs:batch",
+            Role::Write,
+            Some(json!({"jobs": [job("batched")]})),
+            false,
+        ),
+        r(Method::GET, "/v1/jobs/{job}", Role::Read, None, true),
+        r(Method::PUT, "/v1/jobs/{job}", Role::Write, Some(job("j")), true),
+        r(Method::PATCH, "/v1/jobs/{job}", Role::Write, patch, true),
+        r(Method::POST, "/v1/jobs/{job}/pause", Role::Write, None, true),
+        r(Method::POST, "/v1/jobs/{job}/resume", Role::Write, None, true),
+        r(Method::POST, "/v1/jobs/{job}/trigger", Role::Write, None, true),
+        r(Method::GET, "/v1/jobs/{job}/preview", Role::Read, None, true),
+        r(Method::GET, "/v1/jobs/{job}/runs", Role::Read, None, true),
+        r(Method::GET, "/v1/runs", Role::Read, None, false),
+        r(Method::GET, "/v1/runs/{run}", Role::Read, None, true),
+        r(Method::GET, "/v1/runs/{run}/logs", Role::Read, None, true),
+        r(Method::POST, "/v1/runs/{run}/cancel", Role::Write, None, true),
+        r(Method::GET, "/v1/keys", Role::Admin, None, false),
+        r(
+            Method::POST,
+            "/v1/keys",
+            Role::Admin,
+            Some(json!({"role": "read", "name": "made"})),
+            false,
+        ),
+        r(Method::DELETE, "/v1/keys/{key}", Role::Admin, None, true),
+        r(Method::DELETE, "/v1/jobs/{job}", Role::Write, None, true),
+        r(Method::GET, "/v1/no-such-route", Role::Read, None, false),
+    ]
+}
+
+/// Tenant `acme`'s things: a job `j`, its triggered run, and a spare key.
+async fn acme_things(w: &World, admin: &str) -> (String, String) {
+    let (status, _, body) = w
+        .call(&Method::POST, "/v1/jobs", Some(&bearer(admin)), Some(&job("j")), &[])
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let (status, _, run) = w
+        .call(&Method::POST, "/v1/jobs/j/trigger", Some(&bearer(admin)), None, &[])
+        .await;
+    assert!(status.is_success(), "{run}");
+    (
+        run["run_id"].as_str().unwrap().to_string(),
+        w.key("acme", Role::Read).await.0,
+    )
+}
+
+fn fill(path: &str, run: &str, key: &str) -> String {
+    path.replace("{job}", "j").replace("{run}", run).replace("{key}", key)
+}
+
+#[tokio::test]
+async fn every_route_needs_a_live_key_of_a_role_that_may_and_sees_only_its_tenant() {
+    let w = World::new();
+    let (_, acme_admin) = w.key("acme", Role::Admin).await;
+    let (revoked_id, revoked) = w.key("acme", Role::Admin).await;
+    let (_, read) = w.key("acme", Role::Read).await;
+    let (_, beta_admin) = w.key("beta", Role::Admin).await;
+    let (run, spare_key) = acme_things(&w, &acme_admin).await;
+    let operator = Principal {
+        tenant: TenantId::default(),
+        role: Role::Operator,
+        key_id: None,
+    };
+    w.keys.revoke(&operator, &revoked_id).await.unwrap();
+
+    let unknown = bearer(&sked_core::auth::new_secret().0);
+    let refused: [(&str, Option<String>); 5] = [
+        ("no key", None),
+        ("not bearer", Some(format!("Basic {acme_admin}"))),
+        ("malformed", Some("Bearer sked_nope".to_string())),
+        ("unknown", Some(unknown)),
+        ("revoked", Some(bearer(&revoked))),
+    ];
+    let names: Vec<&str> = refused.iter().map(|(n, _)| *n).collect();
+    let mut matrix = vec![format!("| route | {} | read key | other tenant |", names.join(" | "))];
+    for route in routes() {
+        let path = fill(route.path, &run, &spare_key);
+        let name = format!("{} {}", route.method, route.path);
+        let mut row = vec![name.clone()];
+        for (what, authorization) in &refused {
+            let (status, code, body) = w
+                .call(&route.method, &path, authorization.as_deref(), route.body.as_ref(), &[])
+                .await;
+            assert_eq!(
+                (status, code.as_str()),
+                (StatusCode::UNAUTHORIZED, "unauthenticated"),
+                "{name} with {what}: {body}"
+            );
+            row.push(status.as_u16().to_string());
+        }
+        // A read key: reads pass the gate, everything else is 403.
+        let (status, code, body) = w
+            .call(&route.method, &path, Some(&bearer(&read)), route.body.as_ref(), &[])
+            .await;
+        if route.needs > Role::Read {
+            assert_eq!(
+                (status, code.as_str()),
+                (StatusCode::FORBIDDEN, "permission_denied"),
+                "{name} with a read key: {body}"
+            );
+        } else {
+            assert!(
+                !matches!(status.as_u16(), 401 | 403),
+                "{name} with a read key: {status} {body}"
+            );
+        }
+        row.push(status.as_u16().to_string());
+        // Another tenant's admin, naming acme in X-Sked-Tenant: acme's things are absent.
+        let (status, code, body) = w
+            .call(
+                &route.method,
+                &path,
+                Some(&bearer(&beta_admin)),
+                route.body.as_ref(),
+                &[("X-Sked-Tenant", "acme")],
+            )
+            .await;
+        if route.owned {
+            assert_eq!(
+                (status, code.as_str()),
+                (StatusCode::NOT_FOUND, "not_found"),
+                "{name} as beta: {body}"
+            );
+        } else {
+            assert!(!matches!(status.as_u16(), 401 | 403), "{name} as beta: {status} {body}");
+        }
+        row.push(status.as_u16().to_string());
+        matrix.push(format!("| {} |", row.join(" | ")));
+    }
+    // Beta saw nothing of acme's: its listings are empty but for what it made itself.
+    let (_, _, jobs) = w
+        .call(&Method::GET, "/v1/jobs", Some(&bearer(&beta_admin)), None, &[])
+        .await;
+    let ids: Vec<&str> = jobs["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert!(!ids.contains(&"j"), "{jobs}");
+    let (_, _, runs) = w
+        .call(&Method::GET, "/v1/runs", Some(&bearer(&beta_admin)), None, &[])
+        .await;
+    assert!(
+        runs["items"].as_array().unwrap().iter().all(|r| r["job_id"] != "j"),
+        "{runs}"
+    );
+    // And acme's job is still there, unchanged by beta's attempts.
+    let (status, _, mine) = w
+        .call(&Method::GET, "/v1/jobs/j", Some(&bearer(&acme_admin)), None, &[])
+        .await;
+    assert_eq!(
+        (status, mine["state"].as_str()),
+        (StatusCode::OK, Some("ACTIVE")),
+        "{mine}"
+    );
+    println!("{}", matrix.join("\n"));
+}
+
+#[tokio::test]
+async fn health_is_open_and_keys_answer_their_secret_only_once() {
+    let w = World::new();
+    let (status, _, _) = w.call(&Method::GET, "/healthz", None, None, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, admin) = w.key("acme", Role::Admin).await;
+    let body = json!({"role": "write", "name": "deploy bot"});
+    let (status, _, made) = w
+        .call(&Method::POST, "/v1/keys", Some(&bearer(&admin)), Some(&body), &[])
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    let secret = made["key"].as_str().unwrap();
+    assert!(secret.starts_with("sked_"));
+    assert_eq!(
+        (made["tenant"].as_str(), made["role"].as_str()),
+        (Some("acme"), Some("write"))
+    );
+    let (_, _, listed) = w.call(&Method::GET, "/v1/keys", Some(&bearer(&admin)), None, &[]).await;
+    assert!(!listed.to_string().contains(secret), "{listed}");
+    assert!(
+        listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|k| k.get("key").is_none())
+    );
+    // The new key works; revoked, it is refused at once.
+    let (status, _, _) = w.call(&Method::GET, "/v1/jobs", Some(&bearer(secret)), None, &[]).await;
+    assert_eq!(status, StatusCode::OK);
+    let id = made["id"].as_str().unwrap();
+    let (status, _, revoked) = w
+        .call(
+            &Method::DELETE,
+            &format!("/v1/keys/{id}"),
+            Some(&bearer(&admin)),
+            None,
+            &[],
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{revoked}");
+    assert!(revoked["revoked_at"].is_string());
+    let (status, code, _) = w.call(&Method::GET, "/v1/jobs", Some(&bearer(secret)), None, &[]).await;
+    assert_eq!((status, code.as_str()), (StatusCode::UNAUTHORIZED, "unauthenticated"));
+    // Bad input names the field; an admin may not mint operators or other tenants' keys.
+    for (body, status, field) in [
+        (
+            json!({"role": "root", "name": "x"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "role",
+        ),
+        (json!({"role": "read"}), StatusCode::BAD_REQUEST, "name"),
+        (
+            json!({"role": "read", "name": "x", "extra": 1}),
+            StatusCode::BAD_REQUEST,
+            "extra",
+        ),
+        (
+            json!({"role": "read", "name": "x", "tenant": "bad tenant!"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "tenant",
+        ),
+    ] {
+        let (got, _, answer) = w
+            .call(&Method::POST, "/v1/keys", Some(&bearer(&admin)), Some(&body), &[])
+            .await;
+        assert_eq!(
+            (got, answer["error"]["field"].as_str()),
+            (status, Some(field)),
+            "{body}: {answer}"
+        );
+    }
+    for body in [
+        json!({"role": "operator", "name": "x"}),
+        json!({"role": "read", "name": "x", "tenant": "beta"}),
+    ] {
+        let (got, code, answer) = w
+            .call(&Method::POST, "/v1/keys", Some(&bearer(&admin)), Some(&body), &[])
+            .await;
+        assert_eq!(
+            (got, code.as_str()),
+            (StatusCode::FORBIDDEN, "permission_denied"),
+            "{body}: {answer}"
+        );
+    }
+    let (status, _, unauthenticated) = w.call(&Method::GET, "/v1/jobs", None, None, &[]).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED, "{unauthenticated}");
+}

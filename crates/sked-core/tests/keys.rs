@@ -1,0 +1,123 @@
+//! The key service: who may create, list and revoke which keys, and what authenticates.
+
+use sked_core::CoreError;
+use sked_core::auth::{Principal, Role};
+use sked_core::ids::TenantId;
+use sked_core::ports::KeyStore;
+use sked_core::service::keys::{Keys, NewKey};
+use sked_testkit::clock::ManualClock;
+use sked_testkit::memory::MemKeys;
+use std::sync::Arc;
+
+fn setup() -> (Keys, Arc<MemKeys>) {
+    let store = Arc::new(MemKeys::new());
+    let clock = Arc::new(ManualClock::new(sked_testkit::contract::t0()));
+    (Keys::new(store.clone(), clock), store)
+}
+
+fn new(tenant: &str, role: Role) -> NewKey {
+    NewKey {
+        tenant: TenantId::from(tenant),
+        role,
+        name: format!("{role} key of {tenant}"),
+    }
+}
+
+#[tokio::test]
+async fn the_first_start_makes_one_operator_key_and_it_authenticates() {
+    let (keys, store) = setup();
+    let first = keys
+        .bootstrap(&TenantId::default())
+        .await
+        .unwrap()
+        .expect("a first key");
+    assert_eq!(first.key.role, Role::Operator);
+    assert!(
+        keys.bootstrap(&TenantId::default()).await.unwrap().is_none(),
+        "only once"
+    );
+    let who = keys.authenticate(&first.secret).await.unwrap();
+    assert_eq!((who.tenant, who.role), (TenantId::default(), Role::Operator));
+    // The store holds the hash, never the secret.
+    let listed = store.list_keys(None).await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert!(!format!("{listed:?}").contains(&first.secret));
+}
+
+#[tokio::test]
+async fn unknown_malformed_and_revoked_keys_authenticate_nothing() {
+    let (keys, _) = setup();
+    let op = keys.bootstrap(&TenantId::default()).await.unwrap().unwrap();
+    let operator = keys.authenticate(&op.secret).await.unwrap();
+    let made = keys.create(&operator, new("acme", Role::Write)).await.unwrap();
+    assert!(keys.authenticate(&made.secret).await.is_ok());
+    keys.revoke(&operator, &made.key.id).await.unwrap();
+    for secret in [made.secret.as_str(), "sked_0000", "", "Bearer x", &made.secret[..20]] {
+        assert!(
+            matches!(keys.authenticate(secret).await, Err(CoreError::Unauthenticated(_))),
+            "{secret:?} authenticated"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_admin_manages_its_own_tenants_keys_and_sees_no_others() {
+    let (keys, _) = setup();
+    let op = keys.bootstrap(&TenantId::default()).await.unwrap().unwrap();
+    let operator = keys.authenticate(&op.secret).await.unwrap();
+    let acme_admin = keys.create(&operator, new("acme", Role::Admin)).await.unwrap();
+    let beta_key = keys.create(&operator, new("beta", Role::Write)).await.unwrap();
+    let admin = keys.authenticate(&acme_admin.secret).await.unwrap();
+
+    let own = keys.create(&admin, new("acme", Role::Read)).await.unwrap();
+    assert!(matches!(
+        keys.create(&admin, new("beta", Role::Read)).await,
+        Err(CoreError::PermissionDenied(_))
+    ));
+    assert!(matches!(
+        keys.create(&admin, new("acme", Role::Operator)).await,
+        Err(CoreError::PermissionDenied(_))
+    ));
+    let mut seen: Vec<String> = keys.list(&admin).await.unwrap().into_iter().map(|k| k.id).collect();
+    let mut expected = vec![acme_admin.key.id.clone(), own.key.id.clone()];
+    seen.sort();
+    expected.sort();
+    assert_eq!(seen, expected);
+    // Another tenant's key is absent to an admin; the operator revokes anyone's.
+    assert!(matches!(
+        keys.revoke(&admin, &beta_key.key.id).await,
+        Err(CoreError::NotFound(_))
+    ));
+    keys.revoke(&operator, &beta_key.key.id).await.unwrap();
+    assert_eq!(keys.list(&operator).await.unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn read_and_write_keys_manage_no_keys_and_bad_fields_are_named() {
+    let (keys, _) = setup();
+    for role in [Role::Read, Role::Write] {
+        let caller = Principal {
+            tenant: TenantId::from("acme"),
+            role,
+            key_id: None,
+        };
+        assert!(matches!(
+            keys.create(&caller, new("acme", Role::Read)).await,
+            Err(CoreError::PermissionDenied(_))
+        ));
+        assert!(matches!(keys.list(&caller).await, Err(CoreError::PermissionDenied(_))));
+    }
+    let operator = Principal {
+        tenant: TenantId::default(),
+        role: Role::Operator,
+        key_id: None,
+    };
+    let bad_tenant = keys.create(&operator, new("bad tenant!", Role::Read)).await;
+    assert!(
+        matches!(bad_tenant, Err(CoreError::Invalid(ref e)) if e[0].field == "tenant"),
+        "{bad_tenant:?}"
+    );
+    let mut empty = new("acme", Role::Read);
+    empty.name = "  ".into();
+    assert!(matches!(keys.create(&operator, empty).await, Err(CoreError::Invalid(ref e)) if e[0].field == "name"));
+}
