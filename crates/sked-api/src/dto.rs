@@ -7,7 +7,9 @@ use serde::Serialize;
 use sked_core::job::{Job, JobSpec};
 use sked_core::ports::{LogLine, LogPage, Page};
 use sked_core::run::{Attempt, Run};
+use sked_core::secret;
 use sked_core::timestamp::{self, Timestamp};
+use std::borrow::Cow;
 
 fn ts(t: &Timestamp) -> String {
     timestamp::format(t)
@@ -17,14 +19,29 @@ fn ts_opt(t: &Option<Timestamp>) -> Option<String> {
     t.as_ref().map(timestamp::format)
 }
 
+/// `spec` as the API shows it: borrowed as is, or (only when it holds secrets) a copy whose
+/// secrets read `{"secret": true}`.
+fn shown_spec(spec: &JobSpec) -> Cow<'_, JobSpec> {
+    match spec.task.env() {
+        Some(env) if secret::has_secrets(env) => {
+            let mut shown = spec.clone();
+            if let Some(env) = shown.task.env_mut() {
+                *env = secret::redacted(env);
+            }
+            Cow::Owned(shown)
+        }
+        _ => Cow::Borrowed(spec),
+    }
+}
+
 /// A job: its normalised definition plus identity and lifecycle.
 #[derive(Debug, Serialize)]
 pub struct JobView<'a> {
     /// Job id.
     pub id: &'a str,
-    /// The normalised definition, its fields inline.
+    /// The normalised definition, its fields inline; secrets as `{"secret": true}`.
     #[serde(flatten)]
-    pub spec: &'a JobSpec,
+    pub spec: Cow<'a, JobSpec>,
     /// `ACTIVE`, `PAUSED`, `COMPLETED` or `DELETED`.
     pub state: &'static str,
     /// The next nominal fire time.
@@ -41,7 +58,7 @@ impl<'a> From<&'a Job> for JobView<'a> {
     fn from(job: &'a Job) -> Self {
         JobView {
             id: job.id.as_str(),
-            spec: &job.spec,
+            spec: shown_spec(&job.spec),
             state: job.state.as_str(),
             next_fire_at: ts_opt(&job.next_fire_at),
             version: job.version,

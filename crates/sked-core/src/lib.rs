@@ -2,7 +2,8 @@
 //!
 //! - [`ids`], [`duration`], [`timestamp`]: small value types and their wire formats.
 //! - [`auth`]: API keys, roles, and the principal a request acts as.
-//! - [`job`], [`task`], [`schedule`], [`run`]: the domain (what a user defines, what fires).
+//! - [`job`], [`task`], [`schedule`], [`run`]: the domain (what a user defines, what fires);
+//!   [`secret`]: env values that are secrets (never shown, masked in output).
 //! - [`validate`]: every field of a job checked before anything is written.
 //! - [`retry`]: backoff and the attempt-outcome state machine.
 //! - [`ports`]: the traits adapters implement (clock, store, queue, logs, executor).
@@ -23,6 +24,7 @@ pub mod ports;
 pub mod retry;
 pub mod run;
 pub mod schedule;
+pub mod secret;
 pub mod service;
 pub mod task;
 pub mod timestamp;

@@ -1,5 +1,6 @@
 //! Tasks: what a job runs — a command, an HTTP call, or a container (ECS only).
 
+use crate::secret::Env;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -21,9 +22,10 @@ pub enum Task {
 pub struct CommandTask {
     /// Program and arguments; must not be empty.
     pub argv: Vec<String>,
-    /// Extra environment variables (the worker's environment is inherited).
+    /// Extra environment variables (the worker's environment is inherited); values may be
+    /// secrets ([`crate::secret`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
+    pub env: Env,
     /// Working directory; the worker's own if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
@@ -62,12 +64,30 @@ pub struct ContainerTask {
     /// Command override.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
-    /// Environment overrides.
+    /// Environment overrides; values may be secrets ([`crate::secret`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub env: BTreeMap<String, String>,
+    pub env: Env,
 }
 
 impl Task {
+    /// The task's environment, if its kind has one.
+    pub fn env(&self) -> Option<&Env> {
+        match self {
+            Task::Command(c) => Some(&c.env),
+            Task::Container(c) => Some(&c.env),
+            Task::Http(_) => None,
+        }
+    }
+
+    /// The same, to change.
+    pub fn env_mut(&mut self) -> Option<&mut Env> {
+        match self {
+            Task::Command(c) => Some(&mut c.env),
+            Task::Container(c) => Some(&mut c.env),
+            Task::Http(_) => None,
+        }
+    }
+
     /// The task kind's name as written in JSON.
     pub fn kind(&self) -> &'static str {
         match self {

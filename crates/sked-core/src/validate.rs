@@ -11,6 +11,7 @@ use crate::ids;
 use crate::job::{Backoff, JobSpec, OnTimeout};
 use crate::schedule::cron::{parse_cron, parse_timezone};
 use crate::schedule::{FireWindow, Schedule, preview};
+use crate::secret::Env;
 use crate::task::{CommandTask, ContainerTask, HttpTask, Task};
 use crate::timestamp::{self, Timestamp};
 use chrono::Datelike;
@@ -248,11 +249,18 @@ fn check_command(out: &mut Problems, c: &CommandTask) {
     }
 }
 
-fn check_env(out: &mut Problems, field: &str, env: &BTreeMap<String, String>) {
+fn check_env(out: &mut Problems, field: &str, env: &Env) {
     if env.len() > MAX_ENV {
         out.add(field, format!("{} variables; at most {MAX_ENV}", env.len()));
     }
     for (name, value) in env {
+        let Some(value) = value.value() else {
+            out.add(
+                field,
+                format!("{name}: {{\"secret\": true}} keeps a secret the job already has, and it has none by that name; give {{\"secret\": \"<value>\"}}"),
+            );
+            continue;
+        };
         if name.is_empty() || name.contains(['=', '\0']) {
             out.add(
                 field,
@@ -572,6 +580,17 @@ mod tests {
         only(
             &with_task(json!({"command": {"argv": ["echo", "a\u{0}b"]}})),
             "task.command.argv",
+        );
+    }
+
+    #[test]
+    fn given_a_secret_to_keep_when_there_is_none_then_task_command_env() {
+        valid(&with_task(
+            json!({"command": {"argv": ["true"], "env": {"T": {"secret": "v"}}}}),
+        ));
+        only(
+            &with_task(json!({"command": {"argv": ["true"], "env": {"T": {"secret": true}}}})),
+            "task.command.env",
         );
     }
 

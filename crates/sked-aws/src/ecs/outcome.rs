@@ -36,7 +36,9 @@ pub fn tier(context: &[(String, String)], default: Resources) -> Resources {
 /// The container's environment overrides: the task's own, then the context (the context
 /// wins, as for commands), sorted by name.
 pub fn environment(task: &ContainerTask, context: &[(String, String)]) -> BTreeMap<String, String> {
-    let mut env = task.env.clone();
+    let mut env: BTreeMap<String, String> = sked_core::secret::payload_vars(&task.env)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     env.extend(context.iter().cloned());
     env
 }

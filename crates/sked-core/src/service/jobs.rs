@@ -191,6 +191,13 @@ impl Sked {
         if_version: Option<u64>,
     ) -> Result<Job, CoreError> {
         let now = self.now();
+        // `{"secret": true}` keeps the secret the job has under that name (what a client that
+        // read the job and writes it back sends); one that cannot be kept is a problem below.
+        let mut spec = spec;
+        let current = self.live_job(tenant, id).await?;
+        if let (Some(env), Some(old)) = (spec.task.env_mut(), current.spec.task.env()) {
+            crate::secret::keep_secrets(env, old);
+        }
         let problems = self.check_new_job(
             &NewJob {
                 id: None,

@@ -700,7 +700,13 @@ impl Worker {
 
         // The log pump runs beside the attempt in this same future (not a spawned task), so
         // a worker driven step by step (a simulation) owns every piece of its work.
-        let pump = pump_output(out_rx, writer);
+        let secrets = job
+            .spec
+            .task
+            .env()
+            .map(crate::secret::secret_values)
+            .unwrap_or_default();
+        let pump = pump_output(out_rx, writer, secrets);
         let execution = self.executor.execute(request, out_tx, stop_rx);
         let attempt_loop = async {
             tokio::pin!(execution);
@@ -953,13 +959,18 @@ fn failure_at(now: Timestamp, error: &str) -> AttemptResult {
     }
 }
 
-/// Moves output lines into the attempt's log until the executor drops its sender.
+/// Moves output lines into the attempt's log until the executor drops its sender, each with
+/// the task's `secrets` masked.
 async fn pump_output(
     mut lines: mpsc::Receiver<LogLine>,
     mut writer: Box<dyn LogWriter>,
+    secrets: Vec<String>,
 ) -> Result<LogSummary, crate::ports::LogError> {
     let mut failed = None;
-    while let Some(line) = lines.recv().await {
+    while let Some(mut line) = lines.recv().await {
+        if !secrets.is_empty() {
+            line.line = crate::secret::mask(&line.line, &secrets);
+        }
         if failed.is_none()
             && let Err(e) = writer.append(line).await
         {

@@ -28,7 +28,7 @@ pub fn start(task: &CommandTask, context: &[(String, String)]) -> io::Result<Pay
     let mut command = Command::new(program);
     command
         .args(args)
-        .envs(&task.env)
+        .envs(sked_core::secret::payload_vars(&task.env))
         .envs(context.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(pipes.stdout_writer)

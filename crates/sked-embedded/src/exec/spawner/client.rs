@@ -85,11 +85,9 @@ impl Spawner {
         let request = SpawnRequest {
             id,
             argv: task.argv.clone(),
-            env: task
-                .env
-                .iter()
-                .chain(context.iter().map(|(k, v)| (k, v)))
-                .map(|(k, v)| (k.clone(), v.clone()))
+            env: sked_core::secret::payload_vars(&task.env)
+                .chain(context.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             cwd: task.cwd.clone(),
         };
