@@ -102,11 +102,7 @@ impl Api {
         if let Some(key) = self.tenant_keys.lock().unwrap().get(tenant) {
             return key.clone();
         }
-        let operator = Principal {
-            tenant: TenantId::default(),
-            role: Role::Operator,
-            key_id: None,
-        };
+        let operator = Principal::new(TenantId::default(), Role::Operator);
         let new = NewKey {
             tenant: TenantId::from(tenant),
             role: Role::Admin,

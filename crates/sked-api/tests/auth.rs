@@ -34,11 +34,7 @@ impl World {
     }
 
     async fn key(&self, tenant: &str, role: Role) -> (String, String) {
-        let operator = Principal {
-            tenant: TenantId::default(),
-            role: Role::Operator,
-            key_id: None,
-        };
+        let operator = Principal::new(TenantId::default(), Role::Operator);
         let new = NewKey {
             tenant: TenantId::from(tenant),
             role,
@@ -171,11 +167,7 @@ async fn every_route_needs_a_live_key_of_a_role_that_may_and_sees_only_its_tenan
     let (_, read) = w.key("acme", Role::Read).await;
     let (_, beta_admin) = w.key("beta", Role::Admin).await;
     let (run, spare_key) = acme_things(&w, &acme_admin).await;
-    let operator = Principal {
-        tenant: TenantId::default(),
-        role: Role::Operator,
-        key_id: None,
-    };
+    let operator = Principal::new(TenantId::default(), Role::Operator);
     w.keys.revoke(&operator, &revoked_id).await.unwrap();
 
     let unknown = bearer(&sked_core::auth::new_secret().0);

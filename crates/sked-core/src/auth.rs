@@ -79,6 +79,16 @@ pub struct Principal {
 }
 
 impl Principal {
+    /// A principal of `tenant` with `role`, not tied to a key (claims a gateway verified, the
+    /// first start).
+    pub fn new(tenant: TenantId, role: Role) -> Self {
+        Principal {
+            tenant,
+            role,
+            key_id: None,
+        }
+    }
+
     /// Whether it may do what `needed` may.
     pub fn may(&self, needed: Role) -> bool {
         self.role >= needed

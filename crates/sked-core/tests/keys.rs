@@ -96,22 +96,14 @@ async fn an_admin_manages_its_own_tenants_keys_and_sees_no_others() {
 async fn read_and_write_keys_manage_no_keys_and_bad_fields_are_named() {
     let (keys, _) = setup();
     for role in [Role::Read, Role::Write] {
-        let caller = Principal {
-            tenant: TenantId::from("acme"),
-            role,
-            key_id: None,
-        };
+        let caller = Principal::new(TenantId::from("acme"), role);
         assert!(matches!(
             keys.create(&caller, new("acme", Role::Read)).await,
             Err(CoreError::PermissionDenied(_))
         ));
         assert!(matches!(keys.list(&caller).await, Err(CoreError::PermissionDenied(_))));
     }
-    let operator = Principal {
-        tenant: TenantId::default(),
-        role: Role::Operator,
-        key_id: None,
-    };
+    let operator = Principal::new(TenantId::default(), Role::Operator);
     let bad_tenant = keys.create(&operator, new("bad tenant!", Role::Read)).await;
     assert!(
         matches!(bad_tenant, Err(CoreError::Invalid(ref e)) if e[0].field == "tenant"),

@@ -115,8 +115,15 @@ fn sim_seeds_keep_every_invariant() {
     }
     let count = env_u64("SKED_SIM_SEEDS").unwrap_or(CI_SEEDS);
     let first = env_u64("SKED_SIM_FIRST").unwrap_or(0);
+    assert_seeds_hold(&format!("{count} seeds from {first}"), (first..first + count).collect());
+}
+
+/// Runs `seeds`, prints what they did (time, runs, attempts, faults), and fails naming every
+/// seed that broke an invariant.
+fn assert_seeds_hold(what: &str, seeds: Vec<u64>) {
+    let count = seeds.len();
     let started = Instant::now();
-    let reports = run_seeds((first..first + count).collect());
+    let reports = run_seeds(seeds);
     let secs = started.elapsed().as_secs_f64();
     let mut faults = FaultCounts::default();
     let (mut runs, mut attempts, mut fenced) = (0, 0, 0);
@@ -127,29 +134,11 @@ fn sim_seeds_keep_every_invariant() {
         fenced += r.fenced_writes;
     }
     println!(
-        "{count} seeds from {first} in {secs:.1} s ({:.1} seeds/s): {runs} runs, {attempts} attempts, {fenced} fenced writes",
+        "{what}: {count} seeds in {secs:.1} s ({:.1} seeds/s): {runs} runs, {attempts} attempts, {fenced} fenced writes",
         count as f64 / secs
     );
     println!("faults injected: {faults}");
     let failed: Vec<&SimReport> = reports.iter().filter(|r| !r.ok()).collect();
-    for r in failed.iter().take(3) {
-        println!("{r}");
-    }
-    let seeds: Vec<u64> = failed.iter().map(|r| r.seed).collect();
-    assert!(
-        failed.is_empty(),
-        "{} of {count} seeds broke an invariant: {seeds:?}\nreplay one with SKED_SIM_SEED=<seed> cargo test -p sked-testkit --test sim",
-        failed.len()
-    );
-}
-
-/// Runs `seeds` and fails naming every seed that broke an invariant.
-fn assert_seeds_hold(what: &str, seeds: Vec<u64>) {
-    let count = seeds.len();
-    let started = Instant::now();
-    let reports = run_seeds(seeds);
-    let failed: Vec<&SimReport> = reports.iter().filter(|r| !r.ok()).collect();
-    println!("{what}: {count} seeds in {:.1} s", started.elapsed().as_secs_f64());
     for r in failed.iter().take(3) {
         println!("{r}");
     }

@@ -54,22 +54,14 @@ pub fn parse_local_identity(text: &str) -> Result<Principal, String> {
     if !is_valid_id(tenant) {
         return Err(format!("{tenant:?} is not a tenant id"));
     }
-    Ok(Principal {
-        tenant: TenantId::from(tenant),
-        role: role.parse()?,
-        key_id: None,
-    })
+    Ok(Principal::new(TenantId::from(tenant), role.parse()?))
 }
 
 /// The principal the verified `claims` name, if they name a valid tenant and role.
 pub fn principal_from_claims(claims: &HashMap<String, String>, names: &ClaimNames) -> Option<Principal> {
     let tenant = claims.get(&names.tenant).filter(|t| is_valid_id(t))?;
     let role: Role = claims.get(&names.role)?.parse().ok()?;
-    Some(Principal {
-        tenant: TenantId::from(tenant.as_str()),
-        role,
-        key_id: None,
-    })
+    Some(Principal::new(TenantId::from(tenant.as_str()), role))
 }
 
 /// The JWT claims API Gateway put on the request context, if any.

@@ -133,11 +133,7 @@ impl Keys {
         if self.store.any_key().await? {
             return Ok(None);
         }
-        let first = Principal {
-            tenant: tenant.clone(),
-            role: Role::Operator,
-            key_id: None,
-        };
+        let first = Principal::new(tenant.clone(), Role::Operator);
         let new = NewKey {
             tenant: tenant.clone(),
             role: Role::Operator,

@@ -278,11 +278,7 @@ fn plain(config: &AwsConfig) -> AwsConfig {
 /// `default` with the write role, as a JWT authorizer's claims would say; the claims
 /// themselves are tested in functions/api).
 fn behind_gateway(app: axum::Router) -> axum::Router {
-    app.layer(axum::Extension(Principal {
-        tenant: TenantId::default(),
-        role: Role::Write,
-        key_id: None,
-    }))
+    app.layer(axum::Extension(Principal::new(TenantId::default(), Role::Write)))
 }
 
 /// Serves `app` on a free port of 127.0.0.1; a client of it and the serving task.
