@@ -96,6 +96,9 @@ for target in "${targets[@]}"; do
     fi
     runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
     speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n1)
+    # -fork prints no final stats: the last status line's count, and runs over the run's time.
+    [ -n "$runs" ] || runs=$(sed -n 's/^#\([0-9]*\)[: ].*/\1/p' "$log" | tail -n1)
+    [ -n "$speed" ] || [ -z "$runs" ] || speed=$((runs / ($(date +%s) - start + 1)))
     slowest=$(sed -n 's/^stat::slowest_unit_time_sec: *//p' "$log" | tail -n1)
     echo "fuzz $target: $status, ${runs:-?} runs in $(($(date +%s) - start)) s (${speed:-?} exec/s," \
         "slowest input ${slowest:-?} s), corpus $(find "$work" -type f | wc -l) inputs"
