@@ -107,6 +107,16 @@ impl JobSpec {
         {
             *anchor = Some(timestamp::trunc_ms(now));
         }
+        // Stores keep milliseconds: an instant given finer would change once stored (and a
+        // repeated create of the same job would no longer match it).
+        match &mut self.schedule {
+            Schedule::At(at) => *at = timestamp::trunc_ms(*at),
+            Schedule::Every { anchor: Some(a), .. } => *a = timestamp::trunc_ms(*a),
+            _ => {}
+        }
+        for t in [&mut self.start_at, &mut self.end_at].into_iter().flatten() {
+            *t = timestamp::trunc_ms(*t);
+        }
         self
     }
 }

@@ -39,8 +39,14 @@ pub const MAX_TIMEOUT: Dur = Dur::secs(7 * 24 * 3600);
 pub const MAX_AT_JITTER: Dur = Dur::secs(3600);
 /// HTTP methods an `http` task may use.
 pub const HTTP_METHODS: [&str; 7] = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
-/// Timestamps outside these years are refused (they are typos, and stores keep epoch millis).
-const YEARS: std::ops::RangeInclusive<i32> = 1970..=9999;
+/// Timestamps outside these years are refused: they are typos, stores keep epoch millis, and
+/// the cron search works on instants chrono can truncate (nanoseconds of i64: up to 2262).
+const YEARS: std::ops::RangeInclusive<i32> = 1970..=2200;
+/// Longest `every` interval (ten years): anything longer is a typo, and instants far beyond it
+/// overflow time arithmetic.
+pub const MAX_INTERVAL: Dur = Dur::secs(10 * 365 * 24 * 3600);
+/// Longest retry delay (`backoff.max`).
+pub const MAX_BACKOFF: Dur = Dur::secs(30 * 24 * 3600);
 
 /// What the deployment can run, for the checks that depend on it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -141,8 +147,13 @@ fn check_timestamp(out: &mut Problems, field: &str, t: Timestamp) {
     if !YEARS.contains(&t.year()) {
         out.add(
             field,
-            format!("{} is outside the years 1970 to 9999", timestamp::format(&t)),
+            format!("{} is outside the years 1970 to 2200", timestamp::format(&t)),
         );
+    }
+    // chrono keeps a leap second as a nanosecond count of a second or more; stores keep
+    // milliseconds, where it would read back as another instant.
+    if t.timestamp_subsec_nanos() >= 1_000_000_000 {
+        out.add(field, "leap seconds (:60) are not supported");
     }
 }
 
@@ -185,6 +196,8 @@ fn check_schedule(out: &mut Problems, spec: &JobSpec, now: Timestamp) {
             }
             if *interval < MIN_INTERVAL {
                 out.add("schedule.every", format!("interval is {interval}; at least 1s"));
+            } else if *interval > MAX_INTERVAL {
+                out.add("schedule.every", format!("interval is {interval}; at most 10 years"));
             } else if let Some(jitter) = spec.jitter
                 && jitter >= *interval
             {
@@ -363,6 +376,8 @@ fn check_backoff(out: &mut Problems, b: &Backoff) {
             "backoff.max",
             format!("backoff.max {} is less than backoff.initial {}", b.max, b.initial),
         );
+    } else if b.max > MAX_BACKOFF {
+        out.add("backoff.max", format!("backoff.max is {}; at most 30 days", b.max));
     }
     if !(b.factor.is_finite() && (1.0..=10.0).contains(&b.factor)) {
         out.add("backoff.factor", format!("backoff.factor is {}; use 1 to 10", b.factor));
@@ -484,6 +499,39 @@ mod tests {
             &with_schedule(json!({"cron": "@daily", "timezone": "Europe/Atlantis"})),
             "schedule.timezone",
         );
+    }
+
+    /// Inputs the fuzzer (fuzz/findings) found: each was valid and then broke something.
+    #[test]
+    fn given_what_the_fuzzer_found_then_each_is_refused_naming_its_field() {
+        // A 253,000-year interval overflowed the sweeper's arithmetic (a panic in planning).
+        only(&with_schedule(json!({"every": "2217000000h"})), "schedule.every");
+        valid(&with_schedule(json!({"every": "87600h"})));
+        // An empty list element made the cron search walk to year 5000 (10 s of CPU).
+        for expr in [", * * * * *", "1,,2 * * * *", "5, * * * *"] {
+            only(&with_schedule(json!({"cron": expr})), "schedule.cron");
+        }
+        // Past 2262 the cron search cannot work; a leap second reads back as another instant.
+        only(&with_schedule(json!({"at": "2201-01-01T00:00:00Z"})), "schedule.at");
+        only(&with_schedule(json!({"at": "2026-12-31T23:59:60.500Z"})), "schedule.at");
+        // A retry delay beyond the arithmetic's range waited 0 ms.
+        let mut s = with_schedule(json!({"every": "1h"}));
+        s.backoff.max = Dur::secs(31 * 24 * 3600);
+        only(&s, "backoff.max");
+    }
+
+    #[test]
+    fn given_an_instant_finer_than_a_millisecond_then_it_is_stored_to_the_millisecond() {
+        let s = with_schedule(json!({"at": "2026-12-01T10:00:00.0001Z"}));
+        valid(&s);
+        let now = timestamp::parse("2026-12-01T09:00:00Z").unwrap();
+        let normalised = s.normalised(now);
+        assert_eq!(
+            normalised.schedule,
+            Schedule::At(timestamp::parse("2026-12-01T10:00:00Z").unwrap())
+        );
+        // The same request normalised twice is the same job (a repeated create matches).
+        assert_eq!(normalised.clone().normalised(now), normalised);
     }
 
     #[test]

@@ -58,6 +58,12 @@ pub fn parse_cron(expr: &str) -> Result<CronExpr, String> {
             "cron expression has {fields} fields; use 5 (minute hour day-of-month month day-of-week) or 6 with leading seconds"
         ));
     }
+    // A list with an empty element (`,`, `1,,2`, `5,`) parses as matching nothing (or less
+    // than written), and the search for a match then walks to croner's year 5000: seconds of
+    // CPU for one request. Refused as the typo it is.
+    if let Some(field) = expanded.split_whitespace().find(|f| f.split(',').any(str::is_empty)) {
+        return Err(format!("cron field {field:?} has an empty list element"));
+    }
     let parser = CronParser::builder()
         .seconds(Seconds::Optional)
         .year(Year::Disallowed)
