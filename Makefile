@@ -99,8 +99,7 @@ fuzz:
 	scripts/fuzz.sh $(FUZZ_SECONDS)
 
 ## 10 s of each target from the committed seeds (fuzz/corpus/) alone: about 50 s once built.
-## Not yet a prerequisite of `test`: job_spec finds open bugs listed in fuzz/findings/ (an `at`
-## below the millisecond or on a leap second, a 19,000-year `every`) in 2 of 6 runs, which would
-## fail CI at random. Once they are fixed: test: fuzz-quick
+## Not a prerequisite of `test`: a fuzzer's search is random, so a new finding would fail CI
+## at random rather than on the change that caused it; `make soak` runs every target 300 s.
 fuzz-quick:
 	FUZZ_FRESH=1 scripts/fuzz.sh 10
