@@ -32,8 +32,13 @@ pub struct SimConfig {
     pub seed: u64,
     /// Simulated time under load and faults.
     pub active: Dur,
-    /// Longest simulated time given afterwards for every run to end.
+    /// Longest simulated time given afterwards for every run to end, as long as the system
+    /// keeps making progress (a backlog of slow, retried payloads can take long to drain).
     pub settle_limit: Dur,
+    /// How long the settle phase may pass without progress (no attempt started or ended, no
+    /// run ended) before the runs still open count as never ending. Longer than any lease,
+    /// backoff, timeout and repair gap of the simulated deployment.
+    pub settle_stall: Dur,
     /// Port faults.
     pub faults: FaultPlan,
     /// Whether user changes may run concurrently with a sweep (on by default). It found a
@@ -47,12 +52,13 @@ pub struct SimConfig {
 
 impl SimConfig {
     /// The standard simulation of `seed`: 6 minutes under load with the standard faults,
-    /// up to 20 minutes to settle.
+    /// then up to 3 hours to settle, ending early once 10 minutes pass without progress.
     pub fn new(seed: u64) -> Self {
         SimConfig {
             seed,
             active: Dur::secs(360),
-            settle_limit: Dur::secs(1200),
+            settle_limit: Dur::secs(3 * 3600),
+            settle_stall: Dur::secs(600),
             faults: FaultPlan::standard(),
             race_api_with_sweeps: true,
             trace_lines: trace::KEPT,

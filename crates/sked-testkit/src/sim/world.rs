@@ -662,13 +662,34 @@ impl World {
             self.log(what);
         }
         let deadline = self.now() + self.config.settle_limit.to_chrono();
+        let (mut mark, mut progressed_at) = (self.progress(), self.now());
         while self.now() < deadline {
             self.step(false);
             let busy = (0..self.workers.len()).any(|i| self.driver.count_of(i) > 0);
             if !busy && self.live_runs().is_empty() && self.queue.held_count() == 0 {
                 break;
             }
+            // Draining a backlog is not ending: only a stall is.
+            let now_mark = self.progress();
+            if now_mark != mark {
+                (mark, progressed_at) = (now_mark, self.now());
+            } else if self.now() - progressed_at > self.config.settle_stall.to_chrono() {
+                self.log("settle: no progress; the runs still open never end".to_string());
+                break;
+            }
         }
+    }
+
+    /// What progress the system has made: attempts started, attempts ended, runs ended.
+    fn progress(&self) -> (usize, usize, usize) {
+        let runs = self.mem.all_runs();
+        let attempts = runs.iter().map(|r| r.attempts.len()).sum();
+        let ended = runs
+            .iter()
+            .flat_map(|r| &r.attempts)
+            .filter(|a| a.finished_at.is_some())
+            .count();
+        (attempts, ended, runs.iter().filter(|r| r.state.is_terminal()).count())
     }
 
     fn check_step(&mut self) {
