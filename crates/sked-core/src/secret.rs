@@ -145,6 +145,11 @@ pub fn has_secrets(env: &Env) -> bool {
     env.values().any(|v| !matches!(v, EnvValue::Plain(_)))
 }
 
+/// Whether `env` asks to keep a stored secret ([`EnvValue::KeepSecret`]).
+pub fn keeps_secrets(env: &Env) -> bool {
+    env.values().any(|v| *v == EnvValue::KeepSecret)
+}
+
 /// Replaces each [`EnvValue::KeepSecret`] of `env` by the secret `old` has under that name;
 /// the names it could not fill (no secret there) are returned.
 pub fn keep_secrets(env: &mut Env, old: &Env) -> Vec<String> {

@@ -193,10 +193,13 @@ impl Sked {
         let now = self.now();
         // `{"secret": true}` keeps the secret the job has under that name (what a client that
         // read the job and writes it back sends); one that cannot be kept is a problem below.
+        // Only such a request reads the job here; every other replace reads it once, below.
         let mut spec = spec;
-        let current = self.live_job(tenant, id).await?;
-        if let (Some(env), Some(old)) = (spec.task.env_mut(), current.spec.task.env()) {
-            crate::secret::keep_secrets(env, old);
+        if let Some(env) = spec.task.env_mut().filter(|env| crate::secret::keeps_secrets(env)) {
+            let current = self.live_job(tenant, id).await?;
+            if let Some(old) = current.spec.task.env() {
+                crate::secret::keep_secrets(env, old);
+            }
         }
         let problems = self.check_new_job(
             &NewJob {
