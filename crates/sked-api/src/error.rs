@@ -17,8 +17,8 @@ pub struct ApiError {
     /// HTTP status.
     pub status: StatusCode,
     /// Machine-readable code: `invalid_argument`, `unauthenticated`, `permission_denied`,
-    /// `not_found`, `conflict`, `unsupported`, `payload_too_large`, `unavailable`, `internal`,
-    /// `method_not_allowed`.
+    /// `not_found`, `conflict`, `unsupported`, `payload_too_large`, `resource_exhausted`,
+    /// `unavailable`, `internal`, `method_not_allowed`.
     pub code: &'static str,
     /// What went wrong, for people.
     pub message: String,
@@ -27,6 +27,8 @@ pub struct ApiError {
     /// Every problem when there are several (`[{field, message}]`, or
     /// `[{index, field, message}]` for a batch), else `null`.
     pub details: Option<Value>,
+    /// Whole seconds after which the same request may pass (`Retry-After`), for a 429.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -37,6 +39,7 @@ impl ApiError {
             message: message.into(),
             field: None,
             details: None,
+            retry_after: None,
         }
     }
 
@@ -126,6 +129,15 @@ impl ApiError {
         )
     }
 
+    /// 429 `resource_exhausted`: a limit of the tenant's quota; nothing was written. With
+    /// `retry_after`, sent as `Retry-After` (rounded up to whole seconds).
+    pub fn resource_exhausted(message: impl Into<String>, retry_after: Option<sked_core::duration::Dur>) -> Self {
+        ApiError {
+            retry_after: retry_after.map(|d| d.0.as_millis().div_ceil(1000).max(1) as u64),
+            ..Self::new(StatusCode::TOO_MANY_REQUESTS, "resource_exhausted", message)
+        }
+    }
+
     /// 405 `method_not_allowed`.
     pub fn method_not_allowed() -> Self {
         Self::new(
@@ -170,6 +182,10 @@ impl IntoResponse for ApiError {
             let challenge = [(axum::http::header::WWW_AUTHENTICATE, "Bearer realm=\"sked\"")];
             return (self.status, challenge, Json(self.body())).into_response();
         }
+        if let Some(secs) = self.retry_after {
+            let retry = [(axum::http::header::RETRY_AFTER, secs.to_string())];
+            return (self.status, retry, Json(self.body())).into_response();
+        }
         (self.status, Json(self.body())).into_response()
     }
 }
@@ -187,6 +203,7 @@ impl From<CoreError> for ApiError {
             CoreError::Unauthenticated(message) => ApiError::unauthenticated(message),
             CoreError::PermissionDenied(message) => ApiError::permission_denied(message),
             CoreError::Conflict(message) => ApiError::conflict(message),
+            CoreError::ResourceExhausted { message, retry_after } => ApiError::resource_exhausted(message, retry_after),
             CoreError::Store(e) => e.into(),
             CoreError::Queue(e) => e.into(),
             CoreError::Logs(e) => e.into(),
@@ -199,6 +216,7 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound => ApiError::not_found("not found"),
             StoreError::Conflict(message) => ApiError::conflict(message),
+            StoreError::QuotaExceeded(message) => ApiError::resource_exhausted(message, None),
             StoreError::Transient(_) => ApiError::unavailable(&e),
             StoreError::Fenced | StoreError::Other(_) => ApiError::internal(&e),
         }

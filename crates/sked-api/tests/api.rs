@@ -19,6 +19,7 @@ use sked_core::ports::{
 };
 use sked_core::run::{AttemptOutcome, RunState};
 use sked_core::service::keys::{Keys, NewKey};
+use sked_core::service::quotas::Quotas;
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp::{self, Timestamp};
 use sked_testkit::clock::ManualClock;
@@ -84,7 +85,8 @@ fn api() -> Api {
         logs: logs.clone(),
         clock: clock.clone(),
     };
-    let sked = Sked::new(ports, SkedConfig::default(), SweepSignal::default());
+    let quotas = Quotas::new(store.clone(), clock.clone());
+    let sked = Sked::new(ports, SkedConfig::default(), SweepSignal::default()).with_quotas(quotas);
     let keys = Keys::new(Arc::new(MemKeys::new()), clock.clone());
     Api {
         router: router(sked, ApiConfig::default(), Auth::Keys(keys.clone())),

@@ -3,81 +3,13 @@
 //! run, log or key is 404 exactly as if it did not exist; `X-Sked-Tenant` is ignored. Prints
 //! the matrix it checked.
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode};
-use http_body_util::BodyExt;
+mod common;
+
+use axum::http::{Method, StatusCode};
+use common::{World, bearer};
 use serde_json::{Value, json};
-use sked_api::{ApiConfig, Auth, router};
 use sked_core::auth::{Principal, Role};
 use sked_core::ids::TenantId;
-use sked_core::service::keys::{Keys, NewKey};
-use sked_core::service::{Sked, SkedConfig, SweepSignal};
-use sked_testkit::memory::{MemKeys, MemPorts};
-use std::sync::Arc;
-use tower::ServiceExt;
-
-struct World {
-    router: Router,
-    keys: Keys,
-}
-
-impl World {
-    fn new() -> Self {
-        let MemPorts { ports, clock, .. } = MemPorts::at("2026-12-01T10:00:00Z");
-        let keys = Keys::new(Arc::new(MemKeys::new()), clock);
-        let sked = Sked::new(ports, SkedConfig::default(), SweepSignal::default());
-        World {
-            router: router(sked, ApiConfig::default(), Auth::Keys(keys.clone())),
-            keys,
-        }
-    }
-
-    async fn key(&self, tenant: &str, role: Role) -> (String, String) {
-        let operator = Principal::new(TenantId::default(), Role::Operator);
-        let new = NewKey {
-            tenant: TenantId::from(tenant),
-            role,
-            name: format!("{role} of {tenant}"),
-        };
-        let made = self.keys.create(&operator, new).await.unwrap();
-        (made.key.id, made.secret)
-    }
-
-    /// Status, error code and body of `method path` with `authorization` (and `extra` headers).
-    async fn call(
-        &self,
-        method: &Method,
-        path: &str,
-        authorization: Option<&str>,
-        body: Option<&Value>,
-        extra: &[(&str, &str)],
-    ) -> (StatusCode, String, Value) {
-        let mut req = Request::builder().method(method.clone()).uri(path);
-        if let Some(a) = authorization {
-            req = req.header("authorization", a);
-        }
-        for (k, v) in extra {
-            req = req.header(*k, *v);
-        }
-        if body.is_some() {
-            req = req.header("content-type", "application/json");
-        }
-        let req = req
-            .body(body.map_or_else(Body::empty, |b| Body::from(b.to_string())))
-            .unwrap();
-        let res = self.router.clone().oneshot(req).await.unwrap();
-        let status = res.status();
-        let bytes = res.into_body().collect().await.unwrap().to_bytes();
-        let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-        let code = json["error"]["code"].as_str().unwrap_or("").to_string();
-        (status, code, json)
-    }
-}
-
-fn bearer(secret: &str) -> String {
-    format!("Bearer {secret}")
-}
 
 fn job(id: &str) -> Value {
     json!({"id": id, "schedule": {"every": "1h"}, "task": {"command": {"argv": ["true"]}}})
@@ -134,6 +66,14 @@ fn routes() -> Vec<Route> {
             false,
         ),
         r(Method::DELETE, "/v1/keys/{key}", Role::Admin, None, true),
+        r(Method::GET, "/v1/tenants/acme/quota", Role::Operator, None, false),
+        r(
+            Method::PUT,
+            "/v1/tenants/acme/quota",
+            Role::Operator,
+            Some(json!({"max_active_jobs": 100})),
+            false,
+        ),
         r(Method::DELETE, "/v1/jobs/{job}", Role::Write, None, true),
         r(Method::GET, "/v1/no-such-route", Role::Read, None, false),
     ]
@@ -227,6 +167,12 @@ async fn every_route_needs_a_live_key_of_a_role_that_may_and_sees_only_its_tenan
                 (status, code.as_str()),
                 (StatusCode::NOT_FOUND, "not_found"),
                 "{name} as beta: {body}"
+            );
+        } else if route.needs > Role::Admin {
+            assert_eq!(
+                (status, code.as_str()),
+                (StatusCode::FORBIDDEN, "permission_denied"),
+                "{name} as beta's admin: {body}"
             );
         } else {
             assert!(!matches!(status.as_u16(), 401 | 403), "{name} as beta: {status} {body}");

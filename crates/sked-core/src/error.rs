@@ -61,6 +61,15 @@ pub enum CoreError {
     /// The request conflicts with current state (id taken with another body, stale version…).
     #[error("{0}")]
     Conflict(String),
+    /// A limit of the tenant's quota: nothing was written. With `retry_after` (the submit
+    /// rate), the same request passes after that long.
+    #[error("{message}")]
+    ResourceExhausted {
+        /// Which limit, and its value.
+        message: String,
+        /// When the request may be sent again, if waiting helps.
+        retry_after: Option<crate::duration::Dur>,
+    },
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

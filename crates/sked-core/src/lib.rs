@@ -5,6 +5,7 @@
 //! - [`job`], [`task`], [`schedule`], [`run`]: the domain (what a user defines, what fires);
 //!   [`secret`]: env values that are secrets (never shown, masked in output).
 //! - [`validate`]: every field of a job checked before anything is written.
+//! - [`quota`]: per-tenant limits and the submit-rate rule.
 //! - [`retry`]: backoff and the attempt-outcome state machine.
 //! - [`ports`]: the traits adapters implement (clock, store, queue, logs, executor).
 //! - [`service`]: submit, update, cancel, sweep, work and reap — the behaviour both
@@ -21,6 +22,7 @@ pub mod job;
 pub mod lifecycle;
 pub mod log_record;
 pub mod ports;
+pub mod quota;
 pub mod retry;
 pub mod run;
 pub mod schedule;

@@ -1,8 +1,8 @@
 //! The store, queue and key store contract suites (sked-testkit) against SQLite: each case gets a
-//! fresh database file in its own temporary directory, shared by store and queue the way
+//! fresh database file in its own temporary directory, shared by store and queue (and quotas) the way
 //! the local deployment shares it.
 
-use sked_core::ports::{Clock, DispatchQueue, JobStore, KeyStore};
+use sked_core::ports::{Clock, DispatchQueue, JobStore, KeyStore, QuotaStore};
 use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore};
 use sked_testkit::clock::ManualClock;
 use std::sync::Arc;
@@ -21,3 +21,8 @@ sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
 });
 
 sked_testkit::keys_contract!(async || Arc::new(SqliteKeys::new(fresh_db())) as Arc<dyn KeyStore>);
+
+sked_testkit::quota_contract!(async || {
+    let store = Arc::new(SqliteStore::new(fresh_db()));
+    (store.clone() as Arc<dyn JobStore>, store as Arc<dyn QuotaStore>)
+});

@@ -1,6 +1,6 @@
-//! Runs the store, queue and key store contract suites against the in-memory adapters.
+//! Runs the store, queue, key store and quota contract suites against the in-memory adapters.
 
-use sked_core::ports::{DispatchQueue, JobStore, KeyStore};
+use sked_core::ports::{DispatchQueue, JobStore, KeyStore, QuotaStore};
 use sked_testkit::clock::ManualClock;
 use sked_testkit::memory::{MemKeys, MemQueue, MemStore};
 use std::sync::Arc;
@@ -12,3 +12,8 @@ sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
 });
 
 sked_testkit::keys_contract!(async || Arc::new(MemKeys::new()) as Arc<dyn KeyStore>);
+
+sked_testkit::quota_contract!(async || {
+    let store = Arc::new(MemStore::new());
+    (store.clone() as Arc<dyn JobStore>, store as Arc<dyn QuotaStore>)
+});

@@ -7,7 +7,7 @@ use crate::cli::RuntimeArgs;
 use anyhow::Context as _;
 use sked_core::WorkerId;
 use sked_core::duration::Dur;
-use sked_core::ports::{Clock, Executor, KeyStore, SystemClock};
+use sked_core::ports::{Clock, Executor, KeyStore, QuotaStore, SystemClock};
 use sked_core::service::Ports;
 use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
@@ -64,6 +64,8 @@ pub struct Local {
     pub ports: Ports,
     /// API keys, in the same file.
     pub keys: Arc<dyn KeyStore>,
+    /// Tenants' quotas, in the same file (the store's transactions enforce them).
+    pub quotas: Arc<dyn QuotaStore>,
     /// Runs command and HTTP tasks.
     pub executor: Arc<dyn Executor>,
 }
@@ -76,8 +78,9 @@ pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
     let db = Arc::new(SqliteDb::open(&db_path).with_context(|| format!("opening {}", db_path.display()))?);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let keys = Arc::new(SqliteKeys::new(db.clone()));
+    let store = Arc::new(SqliteStore::new(db.clone()));
     let ports = Ports {
-        store: Arc::new(SqliteStore::new(db.clone())),
+        store: store.clone(),
         queue: Arc::new(SqliteQueue::new(db, clock.clone())),
         logs: Arc::new(FileLogStore::new(dir.join("logs"))),
         clock: clock.clone(),
@@ -85,6 +88,7 @@ pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
     Ok(Local {
         ports,
         keys,
+        quotas: store,
         executor: Arc::new(payload_executor(clock)?),
     })
 }

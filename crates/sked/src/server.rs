@@ -14,6 +14,7 @@ use crate::runtime;
 use anyhow::Context as _;
 use sked_core::ids::TenantId;
 use sked_core::service::keys::Keys;
+use sked_core::service::quotas::Quotas;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::{Sked, SkedConfig, SweepSignal};
 use std::io::Write as _;
@@ -30,7 +31,8 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let local = runtime::open(&args.runtime)?;
 
     let signal = SweepSignal::default();
-    let sked = Sked::new(local.ports.clone(), SkedConfig::default(), signal.clone());
+    let quotas = Quotas::new(local.quotas.clone(), local.ports.clock.clone());
+    let sked = Sked::new(local.ports.clone(), SkedConfig::default(), signal.clone()).with_quotas(quotas);
 
     let mut tasks = JoinSet::new();
     let sweeper = Sweeper::new(local.ports.clone(), signal, SweeperConfig::default());

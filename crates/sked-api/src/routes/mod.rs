@@ -1,5 +1,5 @@
 //! The route table: which path and method reach which handler. Handlers live in one file per
-//! resource ([`jobs`], [`runs`], [`logs`], [`keys`], [`ops`]); this file only wires them, with
+//! resource ([`jobs`], [`runs`], [`logs`], [`keys`], [`tenants`], [`ops`]); this file only wires them, with
 //! [`crate::auth`] in front of all of them.
 //!
 //! `/v1/jobs:batch` is a literal segment (`jobs:batch`), a sibling of `/v1/jobs`, so it
@@ -10,6 +10,7 @@ pub mod keys;
 pub mod logs;
 pub mod ops;
 pub mod runs;
+pub mod tenants;
 
 use crate::auth::{self, Auth};
 use crate::{ApiConfig, AppState};
@@ -45,6 +46,10 @@ pub fn build(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
         .route("/v1/runs/{run_id}/logs", get(logs::read))
         .route("/v1/keys", post(keys::create).get(keys::list))
         .route("/v1/keys/{id}", delete(keys::revoke))
+        .route(
+            "/v1/tenants/{tenant}/quota",
+            get(tenants::get_quota).put(tenants::put_quota),
+        )
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))

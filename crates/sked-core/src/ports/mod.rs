@@ -1,4 +1,5 @@
-//! Ports: the traits the adapters implement (clock, store, queue, logs, executor, keys). Services in [`crate::service`] are written
+//! Ports: the traits the adapters implement (clock, store, queue, logs, executor, keys,
+//! quotas). Services in [`crate::service`] are written
 //! against these only. Each adapter (in-memory in sked-testkit, SQLite in sked-embedded,
 //! AWS in sked-aws) must pass the contract suites in sked-testkit.
 
@@ -7,6 +8,7 @@ pub mod executor;
 pub mod keys;
 pub mod logs;
 pub mod queue;
+pub mod quotas;
 pub mod store;
 
 pub use clock::{Clock, SystemClock};
@@ -14,6 +16,7 @@ pub use executor::{ExecRequest, ExecResult, Executor, StopReason};
 pub use keys::KeyStore;
 pub use logs::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogStream, LogSummary, LogWriter};
 pub use queue::{Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
+pub use quotas::QuotaStore;
 pub use store::{
     AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition,
     StoreError,

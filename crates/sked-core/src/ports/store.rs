@@ -29,6 +29,10 @@ pub enum StoreError {
     /// The write named a fencing token that no longer holds the run's lease.
     #[error("fenced: the lease is held by another attempt or has ended")]
     Fenced,
+    /// The write would take the tenant past a limit of its quota (the message says which);
+    /// nothing was written.
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
     /// A failure worth retrying (throttling, a busy database).
     #[error("transient store error: {0}")]
     Transient(#[source] Box<dyn std::error::Error + Send + Sync>),
@@ -127,6 +131,9 @@ pub enum ClaimOutcome {
     Leased(Timestamp),
     /// The run may not start before this instant (backoff or jitter).
     NotYet(Timestamp),
+    /// The run's tenant has as many runs RUNNING as its quota's `max_concurrent_runs`
+    /// allows; nothing changed. Try again when a slot may have freed.
+    AtCapacity,
 }
 
 /// What [`JobStore::claim_many_with_jobs`] did with one run.
@@ -183,7 +190,8 @@ pub trait JobStore: Send + Sync + 'static {
     /// Inserts jobs all-or-nothing. [`StoreError::Conflict`] if any (tenant, id) exists
     /// in a state other than DELETED (a DELETED job of that id is replaced). With an
     /// idempotency key, the key is recorded in the same transaction as
-    /// `(key, fingerprint) → job ids`.
+    /// `(key, fingerprint) → job ids`. [`StoreError::QuotaExceeded`] (nothing written) if the
+    /// jobs would take the tenant past its quota's `max_active_jobs`.
     async fn create_jobs(&self, jobs: &[Job], idempotency: Option<(&str, &str)>) -> Result<(), StoreError>;
 
     /// What an idempotency key recorded: its request fingerprint and the job ids it created.
@@ -210,7 +218,9 @@ pub trait JobStore: Send + Sync + 'static {
     /// `next_fire_at` is still `expected_next_fire_at` (a sweep moves it without bumping the
     /// version, and a user change must not undo that); stores `job` as given (the caller has
     /// bumped `job.version`). [`StoreError::Conflict`] otherwise, [`StoreError::NotFound`] if
-    /// it does not exist.
+    /// it does not exist. [`StoreError::QuotaExceeded`] if the change makes the job count
+    /// against `max_active_jobs` again (a COMPLETED job replaced with a schedule that fires)
+    /// and the tenant is at that limit.
     async fn update_job(
         &self,
         job: &Job,
@@ -289,7 +299,10 @@ pub trait JobStore: Send + Sync + 'static {
     /// `Terminal` is returned), appends attempt n+1 for `worker`, sets the run RUNNING with a
     /// lease until `lease_until` and a token greater than any earlier one of this run, and
     /// sets `started_at` on the first attempt. A run with `cancel_requested` is not claimed
-    /// (`Leased` while its lease lives, else it ends CANCELLED and is `Terminal`).
+    /// (`Leased` while its lease lives, else it ends CANCELLED and is `Terminal`). An attempt
+    /// that would start while the tenant's quota has `max_concurrent_runs` runs occupying a
+    /// slot ([`crate::quota::occupies_slot`]) does not: `AtCapacity`, and nothing changes —
+    /// decided in the claim's transaction, so claims made at once never pass the cap together.
     async fn claim(
         &self,
         tenant: &TenantId,

@@ -16,7 +16,8 @@
 //! A run that is not abandoned is left alone, and the message counts as handled: one RUNNING
 //! under a live lease (a duplicate message was dead-lettered while its worker is fine), and a
 //! PENDING one waiting out a backoff (its retry is dispatched by its own message, or by the
-//! reaper's repair pass). A message for a run that no longer exists is dropped.
+//! reaper's repair pass) or for a slot of its tenant's concurrency cap (the repair pass
+//! dispatches it again). A message for a run that no longer exists is dropped.
 
 use super::Ports;
 use crate::error::CoreError;
@@ -69,6 +70,9 @@ pub async fn dead_letter(
         Ok(ClaimOutcome::Terminal(run)) => return Ok(DeadLetterOutcome::AlreadyEnded(run)),
         Ok(ClaimOutcome::Leased(until)) => return Ok(DeadLetterOutcome::StillRunning(until)),
         Ok(ClaimOutcome::NotYet(at)) => return Ok(DeadLetterOutcome::Waiting(at)),
+        // Due, but its tenant is at its concurrency cap: not abandoned. The reaper's repair
+        // pass enqueues it again (it is PENDING and due).
+        Ok(ClaimOutcome::AtCapacity) => return Ok(DeadLetterOutcome::Waiting(now)),
         Err(StoreError::NotFound) => return Ok(DeadLetterOutcome::Gone),
         Err(e) => return Err(e.into()),
     };

@@ -54,6 +54,7 @@ impl Sked {
         if !problems.is_empty() {
             return Err(self.invalid_or_unsupported(problems));
         }
+        self.admit(tenant, 1).await?;
         let fingerprint = fingerprint(tenant, std::slice::from_ref(&new));
         if let Some(key) = idempotency_key
             && let Some(ids) = self.replayed(tenant, key, &fingerprint).await?
@@ -136,6 +137,7 @@ impl Sked {
         if !problems.is_empty() {
             return Err(CoreError::InvalidBatch(problems));
         }
+        self.admit(tenant, jobs.len()).await?;
         let fingerprint = fingerprint(tenant, &jobs);
         if let Some(key) = idempotency_key
             && let Some(ids) = self.replayed(tenant, key, &fingerprint).await?
@@ -270,6 +272,7 @@ impl Sked {
     /// Runs a job once now, outside its schedule.
     pub async fn trigger_job(&self, tenant: &TenantId, id: &JobId) -> Result<Run, CoreError> {
         let job = self.live_job(tenant, id).await?;
+        self.admit(tenant, 1).await?;
         let run = super::start_extra_run(&self.ports, &job, Trigger::Manual).await?;
         Ok(run)
     }

@@ -6,6 +6,7 @@
 //! - [`fire`]: firing one due job (plan, conditional write, dispatches) — shared by the
 //!   sweeper and by [`Sked`]'s direct firing ([`SkedConfig::fire_within`]).
 //! - [`keys::Keys`]: API keys — authenticate, create, list, revoke, the first operator key.
+//! - [`quotas::Quotas`]: tenants' quotas — read, set, and the submit-rate check.
 //! - [`dead_letter`]: what the DLQ handler does with a run whose message was dead-lettered.
 //! - [`worker::Worker`]: receives runs, claims, executes, heartbeats, completes.
 //! - [`reaper::Reaper`]: closes attempts whose worker vanished; re-enqueues lost runs.
@@ -14,6 +15,7 @@ pub mod dead_letter;
 pub mod fire;
 pub mod jobs;
 pub mod keys;
+pub mod quotas;
 pub mod reaper;
 pub mod runs;
 pub mod sweeper;
@@ -76,12 +78,40 @@ pub struct Sked {
     pub(crate) ports: Ports,
     pub(crate) config: SkedConfig,
     pub(crate) sweep: SweepSignal,
+    pub(crate) quotas: Option<quotas::Quotas>,
 }
 
 impl Sked {
-    /// A service over `ports`; `sweep` is woken on every job change.
+    /// A service over `ports`; `sweep` is woken on every job change. No quotas: see
+    /// [`Sked::with_quotas`].
     pub fn new(ports: Ports, config: SkedConfig, sweep: SweepSignal) -> Self {
-        Sked { ports, config, sweep }
+        Sked {
+            ports,
+            config,
+            sweep,
+            quotas: None,
+        }
+    }
+
+    /// The same service, checking every submission against the tenants' quotas in `quotas`
+    /// (which must be kept in the same database as `ports.store`, whose transactions enforce
+    /// the count limits).
+    pub fn with_quotas(mut self, quotas: quotas::Quotas) -> Self {
+        self.quotas = Some(quotas);
+        self
+    }
+
+    /// The quota service, where the deployment keeps quotas.
+    pub fn quotas(&self) -> Option<&quotas::Quotas> {
+        self.quotas.as_ref()
+    }
+
+    /// Admits `n` submissions of `tenant` by its submit rate (always, without quotas).
+    pub(crate) async fn admit(&self, tenant: &crate::ids::TenantId, n: usize) -> Result<(), CoreError> {
+        match &self.quotas {
+            Some(quotas) => quotas.admit(tenant, n).await,
+            None => Ok(()),
+        }
     }
 
     /// The adapters (for health checks and tests).

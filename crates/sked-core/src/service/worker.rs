@@ -91,6 +91,9 @@ pub struct WorkerConfig {
     /// `forbid` run then checks, when claimed, that the previous run has ended. Off where
     /// nothing fires ahead (the local deployment), which saves a read per run.
     pub fired_ahead: bool,
+    /// How long a run refused for its tenant's concurrency cap waits before it is tried
+    /// again (each try is one receive and one claim). Default 250 ms.
+    pub capacity_retry: Dur,
 }
 
 impl WorkerConfig {
@@ -104,6 +107,7 @@ impl WorkerConfig {
             max_clock_skew: Dur::millis(100),
             poll_wait: Dur::secs(1),
             fired_ahead: false,
+            capacity_retry: Dur::millis(250),
         }
     }
 
@@ -612,6 +616,12 @@ impl Worker {
             }
             Ok(ClaimOutcome::NotYet(until)) => {
                 self.defer(delivery, until).await?;
+                return Ok(None);
+            }
+            // The tenant is at its concurrency cap: look again once a slot may have freed.
+            Ok(ClaimOutcome::AtCapacity) => {
+                self.requeue(delivery, now + self.config.capacity_retry.to_chrono())
+                    .await?;
                 return Ok(None);
             }
             Err(e) => return Err(e.into()),

@@ -9,9 +9,10 @@
 //! in-process lock.
 //!
 //! Module map: `db` (connections, transactions), [`schema`] (migrations), `codec`
-//! (rows ↔ domain values), [`store`], [`queue`], [`keys`], [`error`].
+//! (rows ↔ domain values), [`store`], [`queue`], [`keys`], `quotas` (the store's
+//! [`sked_core::ports::QuotaStore`] and its checks), [`error`].
 //!
-//! # Table layout (schema version 2)
+//! # Table layout (schema version 3)
 //!
 //! All instants are INTEGER milliseconds since the Unix epoch (UTC); enums are stored by
 //! their wire names. Tables are `STRICT`. `PRAGMA application_id` is `0x736B6564`
@@ -65,6 +66,16 @@
 //! (SHA-256 of the secret, which is never stored); tenant, role, name TEXT; created_at
 //! INTEGER; revoked_at INTEGER NULL. Index `api_keys_by_tenant (tenant, created_at, id)`.
 //!
+//! `tenant_quotas` (schema version 3) — one row per tenant with a quota: tenant TEXT primary
+//! key; max_active_jobs, max_concurrent_runs INTEGER NULL; rate_per_second REAL NULL and
+//! rate_burst INTEGER NULL (both set or both NULL). NULL is no limit.
+//!
+//! `tenant_usage` (schema version 3) — tenant TEXT primary key; active_jobs INTEGER: the
+//! tenant's jobs in state ACTIVE or PAUSED, kept by the triggers `jobs_usage_insert`,
+//! `jobs_usage_update` (of `state`) and `jobs_usage_delete`. Runs holding a slot of
+//! `max_concurrent_runs` are counted at each claim through `runs_leases` instead: a lease
+//! that expires frees its slot without any write.
+//!
 //! `dispatch` — the queue, one row per (tenant, run_id) (UNIQUE).
 //!
 //! | column | type | meaning |
@@ -87,6 +98,7 @@ mod db;
 pub mod error;
 pub mod keys;
 pub mod queue;
+mod quotas;
 pub mod schema;
 pub mod store;
 

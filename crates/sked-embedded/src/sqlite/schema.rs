@@ -95,6 +95,43 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT;
     CREATE INDEX api_keys_by_tenant ON api_keys (tenant, created_at, id);
     "#,
+    // 3: tenants' quotas, and each tenant's count of jobs ACTIVE or PAUSED, kept by triggers
+    // on every write of `jobs` (so no code path can forget it), started from the jobs there are.
+    r#"
+    CREATE TABLE tenant_quotas (
+        tenant               TEXT    NOT NULL PRIMARY KEY,
+        max_active_jobs      INTEGER,
+        max_concurrent_runs  INTEGER,
+        rate_per_second      REAL,
+        rate_burst           INTEGER
+    ) STRICT;
+
+    CREATE TABLE tenant_usage (
+        tenant       TEXT    NOT NULL PRIMARY KEY,
+        active_jobs  INTEGER NOT NULL
+    ) STRICT;
+    INSERT INTO tenant_usage (tenant, active_jobs)
+        SELECT tenant, count(*) FROM jobs WHERE state IN ('ACTIVE', 'PAUSED') GROUP BY tenant;
+
+    CREATE TRIGGER jobs_usage_insert AFTER INSERT ON jobs
+        WHEN new.state IN ('ACTIVE', 'PAUSED')
+    BEGIN
+        INSERT INTO tenant_usage (tenant, active_jobs) VALUES (new.tenant, 1)
+            ON CONFLICT (tenant) DO UPDATE SET active_jobs = active_jobs + 1;
+    END;
+    CREATE TRIGGER jobs_usage_update AFTER UPDATE OF state ON jobs
+        WHEN (old.state IN ('ACTIVE', 'PAUSED')) != (new.state IN ('ACTIVE', 'PAUSED'))
+    BEGIN
+        INSERT INTO tenant_usage (tenant, active_jobs)
+            VALUES (new.tenant, CASE WHEN new.state IN ('ACTIVE', 'PAUSED') THEN 1 ELSE -1 END)
+            ON CONFLICT (tenant) DO UPDATE SET active_jobs = active_jobs + excluded.active_jobs;
+    END;
+    CREATE TRIGGER jobs_usage_delete AFTER DELETE ON jobs
+        WHEN old.state IN ('ACTIVE', 'PAUSED')
+    BEGIN
+        UPDATE tenant_usage SET active_jobs = active_jobs - 1 WHERE tenant = old.tenant;
+    END;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -23,6 +23,7 @@ use super::codec::{
 use super::db::SqliteDb;
 use super::error::TxError;
 use super::queue::{delete_delivered, insert_dispatches, receipt_seq, take_visible};
+use super::quotas::{active_jobs_before, at_capacity, check_active_jobs};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -52,7 +53,7 @@ impl SqliteStore {
         SqliteStore { db }
     }
 
-    async fn write<T, F>(&self, mut f: F) -> Result<T, StoreError>
+    pub(crate) async fn write<T, F>(&self, mut f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnMut(&Connection) -> Result<T, TxError> + Send + 'static,
@@ -60,7 +61,7 @@ impl SqliteStore {
         self.db.write(move |tx| f(tx)).await.map_err(TxError::into_store)
     }
 
-    async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
+    pub(crate) async fn read<T, F>(&self, f: F) -> Result<T, StoreError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, TxError> + Send + 'static,
@@ -136,6 +137,9 @@ fn claim_run(
             SqliteStore::save(conn, &stored)?;
         }
         return Ok(outcome);
+    }
+    if at_capacity(conn, tenant, now)? {
+        return Ok(ClaimOutcome::AtCapacity);
     }
     let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
     stored.run.start_attempt(worker, now, lease_until, token);
@@ -235,6 +239,11 @@ impl JobStore for SqliteStore {
         let jobs = jobs.to_vec();
         let idempotency = idempotency.map(|(k, f)| (k.to_string(), f.to_string()));
         self.write(move |conn| {
+            let tenants: std::collections::BTreeSet<&str> = jobs.iter().map(|j| j.tenant.as_str()).collect();
+            let before = tenants
+                .iter()
+                .map(|t| Ok((*t, active_jobs_before(conn, t)?)))
+                .collect::<Result<Vec<_>, TxError>>()?;
             for job in &jobs {
                 match job_state(conn, job.tenant.as_str(), job.id.as_str())? {
                     Some(state) if state != JobState::Deleted => {
@@ -242,6 +251,9 @@ impl JobStore for SqliteStore {
                     }
                     _ => put_job(conn, job)?,
                 }
+            }
+            for (tenant, before) in before {
+                check_active_jobs(conn, tenant, before)?;
             }
             if let (Some((key, fingerprint)), Some(first)) = (&idempotency, jobs.first()) {
                 let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
@@ -321,7 +333,11 @@ impl JobStore for SqliteStore {
                 Some((_, next)) if next != expected_next_fire_at.map(ms) => {
                     Err(conflict(format!("job {} was swept meanwhile", job.id)))
                 }
-                Some(_) => put_job(conn, &job),
+                Some(_) => {
+                    let before = active_jobs_before(conn, job.tenant.as_str())?;
+                    put_job(conn, &job)?;
+                    check_active_jobs(conn, job.tenant.as_str(), before)
+                }
             }
         })
         .await

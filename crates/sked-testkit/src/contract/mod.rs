@@ -6,6 +6,9 @@
 //!   with [`queue_contract!`](crate::queue_contract).
 //! - [`keys`]: the same for `Arc<dyn KeyStore>`; run them with
 //!   [`keys_contract!`](crate::keys_contract).
+//! - [`quotas`]: what a store that keeps quotas enforces in its own transactions, against the
+//!   same store as `(Arc<dyn JobStore>, Arc<dyn QuotaStore>)`; run them with
+//!   [`quota_contract!`](crate::quota_contract).
 //! - [`fixtures`]: the jobs, runs and instants the cases use (millisecond-exact, so every
 //!   store can round-trip them).
 //!
@@ -31,6 +34,7 @@
 pub mod fixtures;
 pub mod keys;
 pub mod queue;
+pub mod quotas;
 pub mod store;
 
 pub use fixtures::t0;
@@ -152,6 +156,22 @@ macro_rules! keys_contract {
     };
 }
 
+/// Expands to one `#[tokio::test]` per quota contract case, in a module `quota_contract`.
+///
+/// `$make` is called with no argument in each test and returns a future of a fresh, empty
+/// store as both ports, `(Arc<dyn JobStore>, Arc<dyn QuotaStore>)`.
+#[macro_export]
+macro_rules! quota_contract {
+    ($make:expr $(,)?) => {
+        $crate::__contract_cases!(quota_contract, quotas, $make;
+            put_quota_reads_back_and_replaces,
+            create_jobs_past_max_active_jobs_writes_nothing,
+            claims_past_max_concurrent_runs_answer_at_capacity,
+            racing_claims_never_pass_max_concurrent_runs,
+        );
+    };
+}
+
 /// Shared body of the contract macros. Not public API.
 #[doc(hidden)]
 #[macro_export]
@@ -165,6 +185,20 @@ macro_rules! __contract_cases {
                 async fn $case() {
                     let store: ::std::sync::Arc<dyn $crate::contract::store::JobStore> = ($make)().await;
                     $crate::contract::store::$case(store).await;
+                }
+            )+
+        }
+    };
+    (quota_contract, quotas, $make:expr; $($case:ident),+ $(,)?) => {
+        #[allow(unused_imports)]
+        mod quota_contract {
+            use super::*;
+            $(
+                // Several threads, so that racing claims really run at once.
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let stores: $crate::contract::quotas::Stores = ($make)().await;
+                    $crate::contract::quotas::$case(stores).await;
                 }
             )+
         }

@@ -1,4 +1,4 @@
-//! [`MemStore`]: the in-memory [`JobStore`].
+//! [`MemStore`]: the in-memory [`JobStore`], and the [`QuotaStore`] its transactions read.
 //!
 //! A real implementation of the port, not a mock: it keeps every promise of the trait doc
 //! and passes the store contract suite, so simulations over it behave like SQLite or
@@ -10,9 +10,11 @@ use async_trait::async_trait;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
 use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
+use sked_core::ports::QuotaStore;
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
+use sked_core::quota::{self, Quota};
 use sked_core::run::{Run, RunState};
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::collections::{BTreeMap, HashMap};
@@ -36,6 +38,37 @@ struct State {
     idempotency: HashMap<(TenantId, String), (String, Vec<JobId>)>,
     /// Last fencing token handed out (tokens are unique store-wide, so they grow per run too).
     last_token: u64,
+    /// Quotas by tenant.
+    quotas: HashMap<TenantId, Quota>,
+}
+
+impl State {
+    /// The tenant's jobs that count against `max_active_jobs`.
+    fn active_jobs(&self, tenant: &TenantId) -> u64 {
+        self.jobs
+            .values()
+            .filter(|j| &j.tenant == tenant && quota::counts_as_active(j.state))
+            .count() as u64
+    }
+
+    /// The tenant's runs holding a slot of `max_concurrent_runs` at `now`.
+    fn occupied_slots(&self, tenant: &TenantId, now: Timestamp) -> u64 {
+        self.runs
+            .values()
+            .filter(|r| &r.tenant == tenant && quota::occupies_slot(r, now))
+            .count() as u64
+    }
+
+    /// The refusal of a write that takes `tenant`'s active jobs from `before` to `after`.
+    fn check_active_jobs(&self, tenant: &TenantId, before: u64, after: u64) -> Result<(), StoreError> {
+        match self.quotas.get(tenant) {
+            Some(q) => match quota::active_jobs_refusal(q, tenant, before, after) {
+                Some(refusal) => Err(StoreError::QuotaExceeded(refusal)),
+                None => Ok(()),
+            },
+            None => Ok(()),
+        }
+    }
 }
 
 impl MemStore {
@@ -124,6 +157,27 @@ impl JobStore for MemStore {
             }
             _ => None,
         };
+        for tenant in jobs
+            .iter()
+            .map(|j| &j.tenant)
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            let before = st.active_jobs(tenant);
+            let replaced = jobs
+                .iter()
+                .filter(|j| &j.tenant == tenant)
+                .filter(|j| {
+                    st.jobs
+                        .get(&(j.tenant.clone(), j.id.clone()))
+                        .is_some_and(|old| quota::counts_as_active(old.state))
+                })
+                .count() as u64;
+            let added = jobs
+                .iter()
+                .filter(|j| &j.tenant == tenant && quota::counts_as_active(j.state))
+                .count() as u64;
+            st.check_active_jobs(tenant, before, before - replaced + added)?;
+        }
         for job in jobs {
             st.jobs.insert((job.tenant.clone(), job.id.clone()), trunc_job(job));
         }
@@ -166,6 +220,14 @@ impl JobStore for MemStore {
         if stored.next_fire_at != expected_next_fire_at.map(trunc_ms) {
             return Err(conflict(format!("job {} was swept meanwhile", job.id)));
         }
+        if !quota::counts_as_active(stored.state) && quota::counts_as_active(job.state) {
+            let before = st.active_jobs(&job.tenant);
+            st.check_active_jobs(&job.tenant, before, before + 1)?;
+        }
+        let stored = st
+            .jobs
+            .get_mut(&(job.tenant.clone(), job.id.clone()))
+            .ok_or(StoreError::NotFound)?;
         *stored = trunc_job(job);
         Ok(())
     }
@@ -430,15 +492,33 @@ fn claim_locked(
     lease_until: Timestamp,
 ) -> Result<ClaimOutcome, StoreError> {
     let next_token = st.last_token + 1;
-    let run = st
-        .runs
-        .get_mut(&(tenant.clone(), run_id.clone()))
-        .ok_or(StoreError::NotFound)?;
-    if let ClaimStep::Answer { outcome, .. } = run.decide_claim(now) {
+    let key = (tenant.clone(), run_id.clone());
+    let mut run = st.runs.get(&key).cloned().ok_or(StoreError::NotFound)?;
+    if let ClaimStep::Answer { outcome, changed } = run.decide_claim(now) {
+        if changed {
+            st.runs.insert(key, run);
+        }
         return Ok(outcome);
     }
+    if let Some(q) = st.quotas.get(tenant)
+        && quota::at_capacity(q, st.occupied_slots(tenant, now))
+    {
+        return Ok(ClaimOutcome::AtCapacity);
+    }
     run.start_attempt(worker, now, lease_until, next_token);
-    let run = run.clone();
+    st.runs.insert(key, run.clone());
     st.last_token = next_token;
     Ok(ClaimOutcome::Claimed { run, token: next_token })
+}
+
+#[async_trait]
+impl QuotaStore for MemStore {
+    async fn get_quota(&self, tenant: &TenantId) -> Result<Option<Quota>, StoreError> {
+        Ok(self.lock().quotas.get(tenant).cloned())
+    }
+
+    async fn put_quota(&self, tenant: &TenantId, quota: &Quota) -> Result<(), StoreError> {
+        self.lock().quotas.insert(tenant.clone(), quota.clone());
+        Ok(())
+    }
 }
