@@ -50,6 +50,15 @@ pub enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Reads and sets tenants' quotas (an operator key).
+    Tenants {
+        /// Where the API is and how to print.
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The action.
+        #[command(subcommand)]
+        command: TenantsCommand,
+    },
     /// Prints a run's log (the latest attempt unless `--attempt`).
     Logs {
         /// Where the API is and how to print.
@@ -167,6 +176,36 @@ pub enum KeysCommand {
         /// The key's id (`key_…`, from `keys list`).
         id: String,
     },
+}
+
+/// `sked tenants …`.
+#[derive(Debug, Subcommand)]
+pub enum TenantsCommand {
+    /// Shows a tenant's quota; with any limit flag (or `--unlimited`), sets it: the limits
+    /// given replace the whole quota, and a limit not given is none.
+    Quota(QuotaArgs),
+}
+
+/// `sked tenants quota`.
+#[derive(Debug, Args)]
+pub struct QuotaArgs {
+    /// The tenant.
+    pub tenant: String,
+    /// Most jobs ACTIVE or PAUSED at once.
+    #[arg(long)]
+    pub max_active_jobs: Option<u64>,
+    /// Most runs RUNNING at once, across every worker.
+    #[arg(long)]
+    pub max_concurrent_runs: Option<u64>,
+    /// Most submissions (jobs created, runs triggered) per second, sustained.
+    #[arg(long, requires = "burst")]
+    pub submit_rate: Option<f64>,
+    /// Submissions allowed at once (with `--submit-rate`).
+    #[arg(long, requires = "submit_rate")]
+    pub burst: Option<u32>,
+    /// Sets a quota with no limits.
+    #[arg(long, conflicts_with_all = ["max_active_jobs", "max_concurrent_runs", "submit_rate"])]
+    pub unlimited: bool,
 }
 
 /// `sked jobs …`.

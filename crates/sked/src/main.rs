@@ -5,7 +5,7 @@
 //! - [`worker`]: `sked worker` — workers (and a reaper) on a server's SQLite file.
 //! - `aws` (build feature `aws`): `sked worker --backend aws` — workers of the AWS deployment.
 //! - [`runtime`]: what both share — opening the data dir, logging, shutdown signals.
-//! - [`client`]: the HTTP client and the `jobs`, `runs`, `logs` and `keys` commands.
+//! - [`client`]: the HTTP client and the `jobs`, `runs`, `logs`, `keys` and `tenants` commands.
 //! - [`output`]: human tables and `--json`.
 //!
 //! Exit codes: 0 on success; 2 when the API refused the request (a 4xx); 1 on any other
@@ -47,6 +47,7 @@ async fn run() -> ExitCode {
         cli::Command::Runs { client, command } => client::runs::run(&client, command).await,
         cli::Command::Logs { client, args } => client::logs::run(&client, args).await,
         cli::Command::Keys { client, command } => client::keys::run(&client, command).await,
+        cli::Command::Tenants { client, command } => client::tenants::run(&client, command).await,
     };
     match result {
         Ok(code) => code,

@@ -1,4 +1,4 @@
-//! The HTTP client behind `sked jobs`, `sked runs` and `sked logs`, and how their errors
+//! The HTTP client behind `sked jobs`, `runs`, `logs`, `keys` and `tenants`, and how their errors
 //! become messages and exit codes.
 //!
 //! - The base URL comes from `--url` / `SKED_URL` (default `http://127.0.0.1:8080`); the API
@@ -15,6 +15,7 @@ pub mod jobs;
 pub mod keys;
 pub mod logs;
 pub mod runs;
+pub mod tenants;
 
 use crate::cli::ClientArgs;
 use anyhow::Context as _;
