@@ -258,6 +258,10 @@ impl From<StoreError> for ApiError {
         match e {
             StoreError::NotFound => ApiError::not_found("not found"),
             StoreError::Conflict(message) => ApiError::conflict(message),
+            StoreError::BadCursor(_) => ApiError::bad_request(
+                Some("cursor"),
+                "cursor is not one this listing answered; pass back a next_cursor as it was given",
+            ),
             StoreError::Transient(_) => ApiError::unavailable(&e),
             StoreError::Fenced | StoreError::Other(_) => ApiError::internal(&e),
         }

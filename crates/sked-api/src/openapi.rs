@@ -378,3 +378,42 @@ body_schema! {
     /// `PATCH /v1/jobs/{id}`'s body.
     JobPatch = job_patch;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `maximum` of query parameter `name` of `method path`.
+    fn maximum(path: &str, method: &str, name: &str) -> Value {
+        let params = document()["paths"][path][method]["parameters"].as_array().unwrap();
+        let param = params.iter().find(|p| p["name"] == name).unwrap();
+        param["schema"]["maximum"].clone()
+    }
+
+    #[test]
+    fn documented_bounds_are_the_extractors() {
+        assert_eq!(maximum("/v1/jobs", "get", "limit"), crate::extract::MAX_LIMIT);
+        assert_eq!(maximum("/v1/runs", "get", "limit"), crate::extract::MAX_LIMIT);
+        assert_eq!(maximum("/v1/jobs/{id}/runs", "get", "limit"), crate::extract::MAX_LIMIT);
+        assert_eq!(
+            maximum("/v1/jobs/{id}/preview", "get", "count"),
+            crate::routes::jobs::MAX_PREVIEW
+        );
+        assert_eq!(
+            maximum("/v1/runs/{run_id}/logs", "get", "tail"),
+            crate::routes::logs::MAX_TAIL
+        );
+        let batch = &document()["components"]["schemas"]["JobBatch"]["properties"]["jobs"];
+        assert_eq!(batch["maxItems"], crate::input::MAX_BATCH);
+    }
+
+    #[test]
+    fn a_merge_patch_allows_null_and_partial_objects() {
+        let patch = &document()["components"]["schemas"]["JobPatch"];
+        assert!(patch["required"].is_null());
+        assert_eq!(patch["additionalProperties"], json!({"type": "null"}));
+        let backoff = &patch["properties"]["backoff"]["anyOf"];
+        assert!(backoff.as_array().unwrap().iter().any(|b| b["type"] == "null"));
+        assert!(backoff[0]["required"].is_null(), "{backoff}");
+    }
+}
