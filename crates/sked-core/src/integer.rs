@@ -42,7 +42,7 @@ impl<T: TryFrom<u64>> Visitor<'_> for Whole<T> {
 
     fn visit_f64<E: de::Error>(self, n: f64) -> Result<T, E> {
         // 2^64 as f64 is the first value past u64::MAX.
-        if n.is_finite() && n.fract() == 0.0 && n >= 0.0 && n < 18_446_744_073_709_551_616.0 {
+        if n.is_finite() && n.fract() == 0.0 && (0.0..18_446_744_073_709_551_616.0).contains(&n) {
             self.visit_u64(n as u64)
         } else {
             Err(E::invalid_type(Unexpected::Float(n), &self))

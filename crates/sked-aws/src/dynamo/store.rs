@@ -119,10 +119,6 @@ fn conflict(msg: impl Into<String>) -> StoreError {
     StoreError::Conflict(msg.into())
 }
 
-fn other(msg: impl Into<String>) -> StoreError {
-    StoreError::Other(msg.into().into())
-}
-
 /// Cancellation reason codes of a cancelled transaction.
 fn tx_reasons(e: &TransactWriteItemsError) -> Option<Vec<Option<String>>> {
     match e {
