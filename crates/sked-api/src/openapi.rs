@@ -97,9 +97,65 @@ pub fn document() -> &'static Value {
                 }
             }
         }
+        add_links(&mut doc);
         doc
     });
     &DOC
+}
+
+/// OpenAPI links: what an answer names that other operations take (a created job's `id`, a
+/// triggered run's `run_id`), so clients — and schemathesis's stateful phase — can follow
+/// them. `(operation, status, path parameter, value, operations it feeds)`.
+const LINKS: [(&str, &str, &str, &str, &[&str]); 3] = [
+    (
+        "create_job",
+        "201",
+        "id",
+        "$response.body#/id",
+        &[
+            "get_job",
+            "replace_job",
+            "patch_job",
+            "delete_job",
+            "pause_job",
+            "resume_job",
+            "trigger_job",
+            "preview_job",
+            "list_job_runs",
+        ],
+    ),
+    (
+        "trigger_job",
+        "201",
+        "run_id",
+        "$response.body#/run_id",
+        &["get_run", "cancel_run", "read_logs"],
+    ),
+    ("create_key", "201", "id", "$response.body#/id", &["revoke_key"]),
+];
+
+/// Adds [`LINKS`] to the answers of `doc`'s operations.
+fn add_links(doc: &mut Value) {
+    let Some(paths) = doc["paths"].as_object_mut() else {
+        return;
+    };
+    for item in paths.values_mut().filter_map(Value::as_object_mut) {
+        for op in item.values_mut().filter_map(Value::as_object_mut) {
+            let id = op.get("operationId").and_then(Value::as_str).unwrap_or("").to_string();
+            for (from, status, param, value, targets) in LINKS {
+                if id != from {
+                    continue;
+                }
+                let links: Map<String, Value> = targets
+                    .iter()
+                    .map(|to| (to.to_string(), json!({"operationId": to, "parameters": {param: value}})))
+                    .collect();
+                if let Some(answer) = op.get_mut("responses").and_then(|r| r.get_mut(status)) {
+                    answer["links"] = Value::Object(links);
+                }
+            }
+        }
+    }
 }
 
 /// [`document`] serialised, once.
