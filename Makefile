@@ -50,6 +50,16 @@ moto:
 	scripts/moto-env.sh
 test: moto
 
+## The API contract: schemathesis (PyPI, pinned in scripts/schemathesis-requirements.txt,
+## installed into .venv-schemathesis/) against a real `sked server` on a free 127.0.0.1 port
+## with a temporary data dir and no workers (nothing generated is ever run), with every
+## check, a fixed seed and a bounded number of examples (scripts/schemathesis.sh; what is
+## configured and why: scripts/schemathesis.toml). About 30 s. A prerequisite of `test`.
+.PHONY: schemathesis
+schemathesis:
+	CARGO="$(CARGO)" SCHEMATHESIS_EXAMPLES=100 scripts/schemathesis.sh
+test: schemathesis
+
 ## AWS deployment tools (issue 3): SAM CLI, cfn-lint, cargo-lambda and zig, installed once into
 ## .venv-aws/ by scripts/aws-tools.sh; their bin directory goes first on PATH for these targets.
 AWS_ENV = SAM_CLI_TELEMETRY=0 PATH="$$(scripts/aws-tools.sh):$$PATH"

@@ -1,15 +1,17 @@
 //! Response views: how jobs, runs, attempts, log lines and pages are written on the wire
 //! (SPEC §8). Timestamps are RFC 3339 UTC with milliseconds; absent values are `null`.
 //!
-//! Views only borrow and reshape core types; they decide nothing.
+//! Views only borrow and reshape core types; they decide nothing. Each also describes itself
+//! to the OpenAPI document (`ToSchema`), so the document and the wire cannot drift.
 
 use serde::Serialize;
 use sked_core::job::{Job, JobSpec};
 use sked_core::ports::{LogLine, LogPage, Page};
-use sked_core::run::{Attempt, Run};
+use sked_core::run::{Attempt, AttemptOutcome, Run, RunState, Trigger};
 use sked_core::secret;
 use sked_core::timestamp::{self, Timestamp};
 use std::borrow::Cow;
+use utoipa::ToSchema;
 
 fn ts(t: &Timestamp) -> String {
     timestamp::format(t)
@@ -54,6 +56,27 @@ pub struct JobView<'a> {
     pub updated_at: String,
 }
 
+/// Built from [`JobSpec`]'s schema (see [`crate::openapi::job_view`]): one list of fields.
+impl utoipa::PartialSchema for JobView<'_> {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        crate::openapi::job_view()
+    }
+}
+
+impl ToSchema for JobView<'_> {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Job")
+    }
+
+    fn schemas(out: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+        crate::openapi::job_spec_components(out);
+        out.push((
+            "JobState".into(),
+            <sked_core::job::JobState as utoipa::PartialSchema>::schema(),
+        ));
+    }
+}
+
 impl<'a> From<&'a Job> for JobView<'a> {
     fn from(job: &'a Job) -> Self {
         JobView {
@@ -69,23 +92,31 @@ impl<'a> From<&'a Job> for JobView<'a> {
 }
 
 /// One attempt of a run.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Attempt)]
 pub struct AttemptView<'a> {
     /// 1-based attempt number.
+    #[schema(minimum = 1)]
     pub attempt: u32,
     /// Worker that ran it.
     pub worker: &'a str,
     /// When it was claimed.
+    #[schema(format = DateTime)]
     pub started_at: String,
     /// When it ended.
+    #[schema(format = DateTime, required = true)]
     pub finished_at: Option<String>,
     /// `succeeded`, `failed`, `timed_out`, `cancelled`, `worker_lost`; `null` while running.
+    #[schema(value_type = Option<AttemptOutcome>, required = true)]
     pub outcome: Option<&'static str>,
     /// Process exit code.
+    #[schema(required = true)]
     pub exit_code: Option<i32>,
     /// HTTP response status.
+    #[schema(required = true)]
     pub http_status: Option<u16>,
     /// What went wrong.
+    #[schema(required = true)]
     pub error: Option<&'a str>,
     /// Bytes of log captured.
     pub log_bytes: u64,
@@ -111,29 +142,39 @@ impl<'a> From<&'a Attempt> for AttemptView<'a> {
 }
 
 /// One run (firing) of a job with its attempts, oldest first.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Run)]
 pub struct RunView<'a> {
-    /// Run id.
+    /// Run id: `<job id>@<nominal time as yyyymmddTHHMMSS.mmmZ>`.
     pub run_id: &'a str,
     /// Its job.
     pub job_id: &'a str,
     /// Nominal time.
+    #[schema(format = DateTime)]
     pub scheduled_for: String,
     /// `PENDING`, `RUNNING`, `SUCCEEDED`, `FAILED`, `TIMED_OUT`, `CANCELLED`.
+    #[schema(value_type = RunState)]
     pub state: &'static str,
     /// `schedule`, `manual` or `handler`.
+    #[schema(value_type = Trigger)]
     pub trigger: &'static str,
     /// 0..=9.
+    #[schema(maximum = 9)]
     pub priority: u8,
     /// When the run was written.
+    #[schema(format = DateTime)]
     pub created_at: String,
     /// First attempt's start.
+    #[schema(format = DateTime, required = true)]
     pub started_at: Option<String>,
     /// When it ended.
+    #[schema(format = DateTime, required = true)]
     pub finished_at: Option<String>,
     /// Not claimed before this (jitter, backoff).
+    #[schema(format = DateTime)]
     pub not_before: String,
     /// Why it ended, when not obvious from the last attempt.
+    #[schema(required = true)]
     pub reason: Option<&'a str>,
     /// A cancel was asked for while running.
     pub cancel_requested: bool,
@@ -162,11 +203,12 @@ impl<'a> From<&'a Run> for RunView<'a> {
 }
 
 /// A page of a listing: `{"items": [...], "next_cursor": "..." | null}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ListView<T> {
     /// The items.
     pub items: Vec<T>,
     /// Pass as `?cursor=` for the next page; `null` on the last.
+    #[schema(required = true)]
     pub next_cursor: Option<String>,
 }
 
@@ -181,16 +223,18 @@ impl<T> ListView<T> {
 }
 
 /// Items without a cursor (batch creates, previews).
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct ItemsView<T> {
     /// The items.
     pub items: Vec<T>,
 }
 
 /// A log read: `{"lines": [{ts, stream, line}], "truncated": bool}`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Logs)]
 pub struct LogsView<'a> {
     /// Lines, oldest first (`LogLine` serialises as `{ts, stream, line}`).
+    #[schema(value_type = Vec<LogLine>)]
     pub lines: &'a [LogLine],
     /// Whether the log hit its cap.
     pub truncated: bool,

@@ -7,9 +7,66 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{Value, json};
 use sked_core::error::{BatchFieldError, CoreError, FieldError};
 use sked_core::ports::{LogError, QueueError, StoreError};
+use utoipa::ToSchema;
+
+/// Every error code an answer can carry. (`resource_exhausted`: a tenant's quota, 429.)
+pub const CODES: [&str; 11] = [
+    "invalid_argument",
+    "unauthenticated",
+    "permission_denied",
+    "not_found",
+    "conflict",
+    "unsupported",
+    "payload_too_large",
+    "method_not_allowed",
+    "resource_exhausted",
+    "unavailable",
+    "internal",
+];
+
+/// An error answer's body: `{"error": {...}}`. [`ApiError::body`] writes it, so the document's
+/// `Error` schema is the wire's.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody<'a> {
+    /// What went wrong.
+    pub error: ErrorDetail<'a>,
+}
+
+/// The inside of an [`ErrorBody`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ErrorDetail<'a> {
+    /// Machine-readable code.
+    #[schema(schema_with = code_schema)]
+    pub code: &'a str,
+    /// What went wrong, for people.
+    pub message: &'a str,
+    /// The request field at fault (`schedule.cron`, `limit`, `If-Match`…), or `null`.
+    #[schema(required = true)]
+    pub field: Option<&'a str>,
+    /// Every problem when there are several (`[{field, message}]`, or `[{index, field,
+    /// message}]` for a batch), else `null`.
+    #[schema(schema_with = details_schema)]
+    pub details: Option<&'a Value>,
+}
+
+fn code_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    sked_core::openapi::string_enum(&CODES)
+}
+
+fn details_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    sked_core::openapi::from_json(json!({
+        "type": ["array", "null"],
+        "items": {"anyOf": [
+            {"$ref": "#/components/schemas/FieldError"},
+            {"$ref": "#/components/schemas/BatchFieldError"}
+        ]}
+    }))
+}
 
 /// An error answer, ready to be sent.
 #[derive(Debug, Clone, PartialEq)]
@@ -165,14 +222,16 @@ impl ApiError {
 
     /// The JSON body.
     pub fn body(&self) -> Value {
-        json!({
-            "error": {
-                "code": self.code,
-                "message": self.message,
-                "field": self.field,
-                "details": self.details,
-            }
-        })
+        let body = ErrorBody {
+            error: ErrorDetail {
+                code: self.code,
+                message: &self.message,
+                field: self.field.as_deref(),
+                details: self.details.as_ref(),
+            },
+        };
+        // Strings and a JSON value only: serialising cannot fail.
+        serde_json::to_value(body).unwrap_or_default()
     }
 }
 
@@ -217,6 +276,10 @@ impl From<StoreError> for ApiError {
             StoreError::NotFound => ApiError::not_found("not found"),
             StoreError::Conflict(message) => ApiError::conflict(message),
             StoreError::QuotaExceeded(message) => ApiError::resource_exhausted(message, None),
+            StoreError::BadCursor(_) => ApiError::bad_request(
+                Some("cursor"),
+                "cursor is not one this listing answered; pass back a next_cursor as it was given",
+            ),
             StoreError::Transient(_) => ApiError::unavailable(&e),
             StoreError::Fenced | StoreError::Other(_) => ApiError::internal(&e),
         }

@@ -207,6 +207,14 @@ impl QueryParams {
         }
     }
 
+    /// Refuses any parameter the route's documented parameters `P` ([`crate::params`]) do
+    /// not name.
+    pub fn allow_documented<P: utoipa::IntoParams>(&self) -> Result<&Self, ApiError> {
+        let names: Vec<String> = P::into_params(|| None).into_iter().map(|p| p.name).collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        self.allow(&names)
+    }
+
     /// The value of a parameter given at most once.
     pub fn one(&self, name: &str) -> Result<Option<&str>, ApiError> {
         let mut values = self.0.iter().filter(|(k, _)| k == name).map(|(_, v)| v.as_str());

@@ -151,6 +151,11 @@ pub fn replacement(value: Value, path_id: &JobId) -> Result<JobSpec, BodyError> 
 }
 
 /// A PATCH body applied as a JSON merge patch to `current`'s JSON form.
+///
+/// A problem with a value the patch itself gives (a string where a number goes, an unknown
+/// field) makes the patch malformed: 400. A problem only the merged document has — a required
+/// field removed, keys of two schedule or task kinds side by side — means the patch is well
+/// formed but would leave an invalid job: 422 (RFC 5789 §2.2), naming the field.
 pub fn patched(current: &JobSpec, patch: &Value, path_id: &JobId) -> Result<JobSpec, BodyError> {
     if !patch.is_object() {
         return Err(BodyError::Malformed(FieldError::new(
@@ -163,7 +168,36 @@ pub fn patched(current: &JobSpec, patch: &Value, path_id: &JobId) -> Result<JobS
     merge_patch::apply(&mut doc, patch);
     let mut map = object(doc, "a patched job")?;
     take_matching_id(&mut map, path_id)?;
-    decode(Value::Object(map), "").map_err(BodyError::Malformed)
+    decode(Value::Object(map), "").map_err(|e| {
+        if patch_gives_leaf(patch, &e.field) {
+            BodyError::Malformed(e)
+        } else {
+            BodyError::Invalid(e)
+        }
+    })
+}
+
+/// Whether `patch` itself gives a value other than an object or null at `field` (a dotted path
+/// with `[i]` indices, as [`decode`] names fields).
+fn patch_gives_leaf(patch: &Value, field: &str) -> bool {
+    let mut at = patch;
+    for part in field.split('.').filter(|p| !p.is_empty()) {
+        let (name, indices) = part.split_once('[').map_or((part, ""), |(n, rest)| (n, rest));
+        if !name.is_empty() {
+            match at.get(name) {
+                Some(v) => at = v,
+                None => return false,
+            }
+        }
+        for index in indices.split('[').filter(|i| !i.is_empty()) {
+            let index = index.trim_end_matches(']').parse::<usize>().ok();
+            match index.and_then(|i| at.get(i)) {
+                Some(v) => at = v,
+                None => return false,
+            }
+        }
+    }
+    !(at.is_object() || at.is_null())
 }
 
 #[cfg(test)]
@@ -232,5 +266,39 @@ mod tests {
         assert!(matches!(e, BodyError::Malformed(e) if e.field == "priority"));
         let e = patched(&current, &json!({"id": "k"}), &JobId::from("j")).unwrap_err();
         assert!(matches!(e, BodyError::Malformed(e) if e.field == "id"));
+        let e = patched(
+            &current,
+            &json!({"task": {"command": {"argv": [1]}}}),
+            &JobId::from("j"),
+        )
+        .unwrap_err();
+        assert!(matches!(e, BodyError::Malformed(e) if e.field == "task.command.argv[0]"));
+    }
+
+    #[test]
+    fn a_well_formed_patch_that_leaves_an_invalid_job_is_invalid_not_malformed() {
+        // Given: an `every` job.
+        let current = new_job(
+            json!({"schedule": {"every": "5m"}, "task": {"command": {"argv": ["x"]}}}),
+            now(),
+        )
+        .unwrap()
+        .spec;
+        let id = JobId::from("j");
+        // When the patch is well formed but the merged job is not, then it is 422, naming
+        // the field: two schedule kinds, two task kinds, a required field removed, an object
+        // where `on_timeout` takes a name.
+        for (patch, field) in [
+            (json!({"schedule": {"at": "2026-01-01T00:00:00Z"}}), "schedule"),
+            (json!({"task": {"http": {"url": "https://example.com"}}}), "task"),
+            (json!({"task": null}), "task"),
+            (json!({"on_timeout": {}}), "on_timeout"),
+        ] {
+            let e = patched(&current, &patch, &id).unwrap_err();
+            assert!(
+                matches!(&e, BodyError::Invalid(e) if e.field == field),
+                "{patch}: {e:?}"
+            );
+        }
     }
 }

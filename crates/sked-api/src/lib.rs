@@ -1,7 +1,8 @@
 //! sked-api: sked's REST API as an axum [`Router`], built once here and served by whatever
 //! main chooses (`axum::serve` locally, `lambda_http` on AWS).
 //!
-//! The contract is SPEC §8; `GET /v1/openapi.json` describes it. Modules:
+//! The contract is SPEC §8; `GET /v1/openapi.json` serves it as an OpenAPI 3.1 document
+//! generated from this code ([`openapi`]). Modules:
 //!
 //! - [`routes`]: the route table, and one handler file per resource (jobs, runs, logs, keys,
 //!   ops).
@@ -13,6 +14,9 @@
 //! - `shorthand`: the seed-style one-shot body (`payload`, `scheduled_time`).
 //! - `merge_patch`: RFC 7386 for PATCH.
 //! - `dto`: how jobs, runs, log lines and pages are written.
+//! - [`openapi`]: the document — the route table's annotations, the views' schemas, and the
+//!   request bodies derived from `JobSpec`'s; `params`: query and header parameters as
+//!   documented (the handlers accept exactly those).
 //! - [`error`]: [`ApiError`], and the mapping from `CoreError` to status and JSON.
 //!
 //! This crate decides nothing about scheduling: every action is a call to
@@ -20,12 +24,14 @@
 
 pub mod auth;
 pub mod error;
+pub mod openapi;
 pub mod routes;
 
 mod dto;
 mod extract;
 mod input;
 mod merge_patch;
+mod params;
 mod shorthand;
 
 pub use auth::Auth;

@@ -21,6 +21,11 @@ const MARKERS: [&str; 2] = ["scheduled_time", "payload"];
 /// Every field a shorthand body may carry.
 const ALLOWED: [&str; 6] = ["scheduled_time", "payload", "priority", "max_retries", "timeout", "id"];
 
+/// Earliest `scheduled_time` in epoch seconds: 0000-01-01T00:00:00Z.
+pub const MIN_EPOCH_SECONDS: f64 = -62_167_219_200.0;
+/// `scheduled_time` in epoch seconds is below this (10^11 s, in the year 5138).
+pub const MAX_EPOCH_SECONDS: f64 = 1e11;
+
 /// Whether `body` is written in the shorthand.
 pub fn is_shorthand(body: &Map<String, Value>) -> bool {
     MARKERS.iter().any(|k| body.contains_key(*k))
@@ -66,8 +71,9 @@ fn scheduled_time(v: &Value) -> Result<Timestamp, FieldError> {
     match v {
         Value::String(s) => timestamp::parse(s).map_err(|e| bad(format!("invalid timestamp {s:?}: {e}"))),
         Value::Number(n) => match n.as_f64() {
-            // Beyond ±10^11 s (year ~5100) is not a plausible schedule; refuse rather than clamp.
-            Some(secs) if secs.is_finite() && secs.abs() < 1e11 => {
+            // Before year 0 an instant has no RFC 3339 form (it would not read back), and
+            // beyond 10^11 s (year ~5100) is not a plausible schedule; refuse rather than clamp.
+            Some(secs) if secs.is_finite() && (MIN_EPOCH_SECONDS..MAX_EPOCH_SECONDS).contains(&secs) => {
                 Ok(timestamp::from_ms((secs * 1000.0).round() as i64))
             }
             _ => Err(bad(format!("epoch seconds out of range: {n}"))),
@@ -155,5 +161,12 @@ mod tests {
             "payload[1]"
         );
         assert_eq!(expand(obj(json!({"payload": 3})), now()).unwrap_err().field, "payload");
+        // Before year 0 (no RFC 3339 form) is refused as the shorthand's own field.
+        assert_eq!(
+            expand(obj(json!({"payload": "x", "scheduled_time": -99_999_999_998.9})), now())
+                .unwrap_err()
+                .field,
+            "scheduled_time"
+        );
     }
 }

@@ -1186,3 +1186,114 @@ async fn follow_streams_lines_while_the_attempt_runs() {
         (Some("two"), Some("stderr"))
     );
 }
+
+// ----- the OpenAPI document -----
+
+#[tokio::test]
+async fn a_malformed_cursor_is_a_400_naming_it_on_both_run_listings() {
+    // Given: a job with a run (schemathesis found these two answering 500).
+    let api = api();
+    api.create(every_job("j")).await;
+    api.trigger("j").await;
+    for uri in [
+        "/v1/runs?cursor=not-a-cursor",
+        "/v1/runs?cursor=x%7Cy",
+        "/v1/jobs/j/runs?cursor=not-a-cursor",
+    ] {
+        // When a cursor no listing answered is passed back, then: 400 on `cursor`.
+        let r = api.get(uri).await;
+        assert_eq!(
+            (r.status, r.field()),
+            (StatusCode::BAD_REQUEST, "cursor"),
+            "{uri}: {}",
+            r.text
+        );
+        assert_eq!(r.code(), "invalid_argument");
+    }
+}
+
+/// Every operation of the document as `METHOD path`.
+fn documented_operations(doc: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for method in item.as_object().unwrap().keys() {
+            out.push((method.to_uppercase(), path.clone()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn every_documented_operation_reaches_a_handler() {
+    // Given: the document the router serves.
+    let api = api();
+    let doc = api.get("/v1/openapi.json").await.json;
+    let operations = documented_operations(&doc);
+    assert!(operations.len() >= 20, "{operations:?}");
+    for (method, path) in operations {
+        // When each operation is called with its path parameters filled in, then the router
+        // has a handler for it: never the fallback's 404 or 405.
+        let uri = path.replace("{id}", "x").replace("{run_id}", "x@20260101T000000.000Z");
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let r = api.call(method.clone(), &uri, &[], Some(b"{}".to_vec())).await;
+        assert_ne!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}: {}", r.text);
+        assert!(
+            !(r.status == StatusCode::NOT_FOUND && r.text.contains("no such endpoint")),
+            "{method} {path} is documented but not routed: {}",
+            r.text
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_document_is_openapi_3_1_with_every_answer_described() {
+    let doc = api().get("/v1/openapi.json").await.json;
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1."));
+    assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+    let mut ids = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let name = format!("{method} {path}");
+            ids.push(
+                op["operationId"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{name}: no operationId")),
+            );
+            let responses = op["responses"].as_object().unwrap();
+            let open = path == "/healthz";
+            assert_eq!(op["security"].as_array().unwrap().is_empty(), open, "{name}");
+            if !open {
+                for status in ["401", "403", "500", "503"] {
+                    assert!(responses.contains_key(status), "{name} lacks {status}");
+                }
+            }
+            for (status, answer) in responses {
+                let body = &answer["content"]["application/json"]["schema"];
+                if status.starts_with('4') || status.starts_with('5') {
+                    assert_eq!(body["$ref"], "#/components/schemas/Error", "{name} {status}");
+                }
+            }
+        }
+    }
+    let mut unique = ids.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "operation ids must be unique: {ids:?}");
+    // Bounds in the document are the extractors'.
+    let limit = doc["paths"]["/v1/runs"]["get"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "limit")
+        .unwrap();
+    assert_eq!(limit["schema"]["maximum"], 1000);
+    let batch = &doc["components"]["schemas"]["JobBatch"]["properties"]["jobs"];
+    assert_eq!(batch["maxItems"], 1000);
+    // Every `$ref` names a component that exists.
+    let text = doc.to_string();
+    for piece in text.split("\"#/components/schemas/").skip(1) {
+        let name = piece.split('"').next().unwrap();
+        assert!(doc["components"]["schemas"][name].is_object(), "dangling $ref {name}");
+    }
+}

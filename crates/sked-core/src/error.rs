@@ -4,6 +4,7 @@ use crate::ports::{LogError, QueueError, StoreError};
 
 /// One invalid field: a JSON path such as `schedule.cron` or `task.command.argv`, and why.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct FieldError {
     /// Dotted path of the field in the request body.
     pub field: String,
@@ -23,6 +24,7 @@ impl FieldError {
 
 /// One invalid entry of a batch.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct BatchFieldError {
     /// Index of the entry in `jobs`.
     pub index: usize,

@@ -13,21 +13,27 @@ use std::str::FromStr;
 /// What a user submits: everything about a job except its identity and lifecycle.
 /// Serialises to the API's normalised form (defaults filled in).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct JobSpec {
     /// Display name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "utoipa", schema(max_length = 256))]
     pub name: Option<String>,
-    /// Free labels for filtering (≤ 32 pairs).
+    /// Free labels for filtering (≤ 32 pairs; keys 1 to 63 of `A-Z a-z 0-9 _ . - /`, values
+    /// up to 256 characters).
     #[serde(default)]
+    #[cfg_attr(feature = "utoipa", schema(schema_with = crate::openapi::labels))]
     pub labels: BTreeMap<String, String>,
     /// When the job fires.
     pub schedule: Schedule,
     /// No occurrence before this instant.
     #[serde(default, with = "timestamp::serde_ms_opt")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
     pub start_at: Option<Timestamp>,
     /// No occurrence after this instant.
     #[serde(default, with = "timestamp::serde_ms_opt")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>, format = DateTime))]
     pub end_at: Option<Timestamp>,
     /// Random delay added to each run's start (not to its nominal time); < interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -38,10 +44,12 @@ pub struct JobSpec {
     /// What runs.
     pub task: Task,
     /// 0..=9, 9 highest.
-    #[serde(default = "default_priority")]
+    #[serde(default = "default_priority", deserialize_with = "crate::integer::whole")]
+    #[cfg_attr(feature = "utoipa", schema(maximum = 9))]
     pub priority: u8,
     /// Retries after the first attempt.
-    #[serde(default = "default_max_retries")]
+    #[serde(default = "default_max_retries", deserialize_with = "crate::integer::whole")]
+    #[cfg_attr(feature = "utoipa", schema(maximum = 100))]
     pub max_retries: u32,
     /// Delay between attempts.
     #[serde(default)]
@@ -124,6 +132,7 @@ impl JobSpec {
 /// Exponential backoff between attempts: `initial · factor^(n-1)`, capped at `max`, with
 /// deterministic ±`jitter` fraction.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Backoff {
     /// Delay before the first retry.
@@ -132,11 +141,13 @@ pub struct Backoff {
     /// Cap on any one delay.
     #[serde(default = "default_max_backoff")]
     pub max: Dur,
-    /// Growth per retry (≥ 1).
+    /// Growth per retry, 1 to 10.
     #[serde(default = "default_factor")]
+    #[cfg_attr(feature = "utoipa", schema(minimum = 1, maximum = 10))]
     pub factor: f64,
     /// Spread as a fraction of the delay, 0..=1 (0.2 means ±20 %).
     #[serde(default = "default_backoff_jitter")]
+    #[cfg_attr(feature = "utoipa", schema(minimum = 0, maximum = 1))]
     pub jitter: f64,
 }
 
@@ -207,6 +218,16 @@ macro_rules! wire_enum {
                 }
             }
         }
+
+        #[cfg(feature = "utoipa")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                crate::openapi::string_enum(&[$($text),+])
+            }
+        }
+
+        #[cfg(feature = "utoipa")]
+        impl utoipa::ToSchema for $name {}
     };
 }
 pub(crate) use wire_enum;

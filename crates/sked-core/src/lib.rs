@@ -1,6 +1,7 @@
 //! sked-core: the scheduler itself, written once against ports.
 //!
-//! - [`ids`], [`duration`], [`timestamp`]: small value types and their wire formats.
+//! - [`ids`], [`duration`], [`timestamp`], [`integer`]: small value types and their wire
+//!   formats.
 //! - [`auth`]: API keys, roles, and the principal a request acts as.
 //! - [`job`], [`task`], [`schedule`], [`run`]: the domain (what a user defines, what fires);
 //!   [`secret`]: env values that are secrets (never shown, masked in output).
@@ -8,6 +9,8 @@
 //! - [`quota`]: per-tenant limits and the submit-rate rule.
 //! - [`retry`]: backoff and the attempt-outcome state machine.
 //! - [`ports`]: the traits adapters implement (clock, store, queue, logs, executor).
+//! - `openapi` (build feature `utoipa`): the OpenAPI schemas of the wire types whose serde
+//!   form is hand-written (the derived ones sit on their types).
 //! - [`service`]: submit, update, cancel, sweep, work and reap — the behaviour both
 //!   deployments share.
 //!
@@ -18,9 +21,12 @@ pub mod duration;
 pub mod error;
 pub mod firing;
 pub mod ids;
+pub mod integer;
 pub mod job;
 pub mod lifecycle;
 pub mod log_record;
+#[cfg(feature = "utoipa")]
+pub mod openapi;
 pub mod ports;
 pub mod quota;
 pub mod retry;

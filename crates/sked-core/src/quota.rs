@@ -26,15 +26,18 @@ pub const MAX_LIMIT: u64 = 1_000_000_000;
 /// Largest `submit_rate.per_second` and `submit_rate.burst`.
 pub const MAX_RATE: f64 = 1_000_000.0;
 
-/// One tenant's limits.
+/// One tenant's limits; an absent (or `null`) limit is none.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Quota {
     /// Most jobs ACTIVE or PAUSED at once.
     #[serde(default)]
+    #[cfg_attr(feature = "utoipa", schema(minimum = 0, maximum = 1_000_000_000))]
     pub max_active_jobs: Option<u64>,
     /// Most runs RUNNING at once, across every worker.
     #[serde(default)]
+    #[cfg_attr(feature = "utoipa", schema(minimum = 0, maximum = 1_000_000_000))]
     pub max_concurrent_runs: Option<u64>,
     /// Most submissions (jobs created, runs triggered) per second.
     #[serde(default)]
@@ -43,11 +46,14 @@ pub struct Quota {
 
 /// A rate with a burst: `burst` submissions at once, then `per_second` on average.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SubmitRate {
     /// Sustained submissions per second (fractions allowed: 0.5 is one every 2 s).
+    #[cfg_attr(feature = "utoipa", schema(minimum = 0.001, maximum = 1_000_000.0))]
     pub per_second: f64,
     /// Submissions allowed at once after a quiet spell.
+    #[cfg_attr(feature = "utoipa", schema(minimum = 1, maximum = 1_000_000))]
     pub burst: u32,
 }
 

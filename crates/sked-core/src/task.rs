@@ -18,13 +18,16 @@ pub enum Task {
 
 /// A child process: `argv[0]` looked up on PATH, the rest its arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct CommandTask {
     /// Program and arguments; must not be empty.
+    #[cfg_attr(feature = "utoipa", schema(min_items = 1))]
     pub argv: Vec<String>,
     /// Extra environment variables (the worker's environment is inherited); values may be
     /// secrets ([`crate::secret`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(feature = "utoipa", schema(schema_with = crate::openapi::env))]
     pub env: Env,
     /// Working directory; the worker's own if absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -33,10 +36,12 @@ pub struct CommandTask {
 
 /// An HTTP request made by the worker.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct HttpTask {
     /// HTTP method, upper case; default `GET`.
     #[serde(default = "default_method")]
+    #[cfg_attr(feature = "utoipa", schema(schema_with = crate::openapi::http_method))]
     pub method: String,
     /// Absolute `http://` or `https://` URL.
     pub url: String,
@@ -47,7 +52,12 @@ pub struct HttpTask {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<String>,
     /// The status that means success; any 2xx if absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::integer::whole_opt"
+    )]
+    #[cfg_attr(feature = "utoipa", schema(minimum = 100, maximum = 599))]
     pub expect_status: Option<u16>,
 }
 
@@ -57,6 +67,7 @@ fn default_method() -> String {
 
 /// A container run by the ECS executor.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ContainerTask {
     /// Image reference.
@@ -66,6 +77,7 @@ pub struct ContainerTask {
     pub command: Vec<String>,
     /// Environment overrides; values may be secrets ([`crate::secret`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(feature = "utoipa", schema(schema_with = crate::openapi::env))]
     pub env: Env,
 }
 

@@ -8,15 +8,18 @@
 use crate::AppState;
 use crate::dto::{ItemsView, JobView, ListView, RunView};
 use crate::error::ApiError;
+use crate::error::ErrorBody;
 use crate::extract::{IdempotencyKey, IfMatch, JsonBody, PathId, QueryParams, Tenant};
 use crate::input;
+use crate::openapi::{CreateJob, JobBatch, JobPatch};
+use crate::params::{DeleteJob, Idempotency, JobRuns, ListJobs, Preview, Version};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::LOCATION;
 use axum::response::{IntoResponse, Response};
 use sked_core::ids::JobId;
-use sked_core::job::{Job, JobState};
+use sked_core::job::{Job, JobSpec, JobState};
 use sked_core::ports::{JobFilter, RunFilter};
 use sked_core::run::RunState;
 use sked_core::timestamp;
@@ -34,6 +37,24 @@ fn job_ok(job: &Job) -> Response {
 
 /// `POST /v1/jobs`: 201 with the new job, or 200 with the existing one when the request
 /// repeated an earlier create (same id and body, or a replayed `Idempotency-Key`).
+#[utoipa::path(
+    post,
+    path = "/v1/jobs",
+    operation_id = "create_job",
+    tag = "jobs",
+    summary = "Create a job (or a one-shot in the seed-style shorthand)",
+    params(Idempotency),
+    request_body(content = CreateJob, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created", body = JobView, headers(("Location" = String, description = "The job's URL"))),
+        (status = 200, description = "The same create again (same id and definition, or a replayed Idempotency-Key): the job as it is", body = JobView, headers(("Location" = String, description = "The job's URL"))),
+        (status = 400, description = "Malformed: not JSON, a wrong type, an unknown or missing field, or a bad header (`invalid_argument`, naming the field)", body = ErrorBody),
+        (status = 409, description = "A job with this id exists with another definition, or the Idempotency-Key was used for another body (`conflict`)", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit (`payload_too_large`)", body = ErrorBody),
+        (status = 422, description = "Well formed but invalid, naming the field (`invalid_argument`), or not possible on this deployment (`unsupported`: container tasks locally)", body = ErrorBody),
+        (status = 429, description = "The tenant's quota is used up (`resource_exhausted`); `Retry-After` says when to retry", body = ErrorBody)
+    )
+)]
 pub async fn create(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
@@ -52,6 +73,23 @@ pub async fn create(
 }
 
 /// `POST /v1/jobs:batch` `{"jobs": [...]}`: 201 `{"items": [jobs in order]}`, all or none.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs:batch",
+    operation_id = "create_jobs",
+    tag = "jobs",
+    summary = "Create up to 1,000 jobs, all or none",
+    params(Idempotency),
+    request_body(content = JobBatch, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Created, in order", body = ItemsView<JobView>),
+        (status = 400, description = "Malformed: not JSON, a wrong type, an unknown or missing field, or a bad header (`invalid_argument`, naming the field)", body = ErrorBody),
+        (status = 409, description = "A job id exists with another definition, or the Idempotency-Key was used for another body (`conflict`)", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit (`payload_too_large`)", body = ErrorBody),
+        (status = 422, description = "Invalid entries, each listed in `details` with its index (`invalid_argument`)", body = ErrorBody),
+        (status = 429, description = "The tenant's quota is used up (`resource_exhausted`); `Retry-After` says when to retry", body = ErrorBody)
+    )
+)]
 pub async fn create_batch(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
@@ -65,8 +103,20 @@ pub async fn create_batch(
 }
 
 /// `GET /v1/jobs?state=&label=k=v&cursor=&limit=`: jobs ordered by id.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs",
+    operation_id = "list_jobs",
+    tag = "jobs",
+    summary = "List jobs, ordered by id",
+    params(ListJobs),
+    responses(
+        (status = 200, description = "A page of jobs", body = ListView<JobView>),
+        (status = 400, description = "A bad query parameter (`invalid_argument`, naming it)", body = ErrorBody)
+    )
+)]
 pub async fn list(State(st): State<AppState>, Tenant(tenant): Tenant, q: QueryParams) -> Result<Response, ApiError> {
-    q.allow(&["state", "label", "cursor", "limit"])?;
+    q.allow_documented::<ListJobs>()?;
     let state = q.state::<JobState>(JOB_STATES)?;
     let mut labels = Vec::new();
     for pair in q.all("label") {
@@ -88,11 +138,41 @@ pub async fn list(State(st): State<AppState>, Tenant(tenant): Tenant, q: QueryPa
 }
 
 /// `GET /v1/jobs/{id}`.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}",
+    operation_id = "get_job",
+    tag = "jobs",
+    summary = "Read a job",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job", body = JobView),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody)
+    )
+)]
 pub async fn get(State(st): State<AppState>, Tenant(tenant): Tenant, PathId(id): PathId) -> Result<Response, ApiError> {
     Ok(job_ok(&st.sked.get_job(&tenant, &JobId(id)).await?))
 }
 
 /// `PUT /v1/jobs/{id}`: replaces the definition (honours `If-Match`).
+#[utoipa::path(
+    put,
+    path = "/v1/jobs/{id}",
+    operation_id = "replace_job",
+    tag = "jobs",
+    summary = "Replace a job's definition",
+    params(("id" = String, Path, description = "Job id"), Version),
+    request_body(content = JobSpec, description = "The whole definition (an `id`, if given, must be the path's)", content_type = "application/json"),
+    responses(
+        (status = 200, description = "The job, replaced", body = JobView),
+        (status = 400, description = "Malformed: not JSON, a wrong type, an unknown or missing field, or a bad header (`invalid_argument`, naming the field)", body = ErrorBody),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody),
+        (status = 409, description = "If-Match names another version than the job's (`conflict`)", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit (`payload_too_large`)", body = ErrorBody),
+        (status = 422, description = "Well formed but invalid, naming the field (`invalid_argument`), or not possible on this deployment (`unsupported`: container tasks locally)", body = ErrorBody),
+        (status = 429, description = "The change would bring a COMPLETED job back past the tenant's max_active_jobs (`resource_exhausted`)", body = ErrorBody)
+    )
+)]
 pub async fn replace(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
@@ -107,6 +187,24 @@ pub async fn replace(
 
 /// `PATCH /v1/jobs/{id}`: a JSON merge patch (RFC 7386) of the current definition, replaced
 /// only if the job is still at the version read (or at `If-Match`, when given).
+#[utoipa::path(
+    patch,
+    path = "/v1/jobs/{id}",
+    operation_id = "patch_job",
+    tag = "jobs",
+    summary = "Change a job with a JSON merge patch (RFC 7386)",
+    params(("id" = String, Path, description = "Job id"), Version),
+    request_body(content = JobPatch, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The job, changed", body = JobView),
+        (status = 400, description = "Malformed: not a JSON object, a value of the wrong type, or an unknown field (`invalid_argument`, naming the field)", body = ErrorBody),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The job changed meanwhile, or If-Match names another version (`conflict`)", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit (`payload_too_large`)", body = ErrorBody),
+        (status = 422, description = "The patched job would not be valid, naming the field (`invalid_argument`, `unsupported`)", body = ErrorBody),
+        (status = 429, description = "The change would bring a COMPLETED job back past the tenant's max_active_jobs (`resource_exhausted`)", body = ErrorBody)
+    )
+)]
 pub async fn patch(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
@@ -134,18 +232,44 @@ pub async fn patch(
 
 /// `DELETE /v1/jobs/{id}?cancel_running=true`: no new runs; running attempts finish unless
 /// asked to stop. Answers the job, now DELETED.
+#[utoipa::path(
+    delete,
+    path = "/v1/jobs/{id}",
+    operation_id = "delete_job",
+    tag = "jobs",
+    summary = "Delete a job (no new runs; history kept)",
+    params(("id" = String, Path, description = "Job id"), DeleteJob),
+    responses(
+        (status = 200, description = "The job, now DELETED", body = JobView),
+        (status = 400, description = "A bad query parameter (`invalid_argument`, naming it)", body = ErrorBody),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody)
+    )
+)]
 pub async fn delete(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
     PathId(id): PathId,
     q: QueryParams,
 ) -> Result<Response, ApiError> {
-    q.allow(&["cancel_running"])?;
+    q.allow_documented::<DeleteJob>()?;
     let cancel_running = q.bool("cancel_running")?.unwrap_or(false);
     Ok(job_ok(&st.sked.delete_job(&tenant, &JobId(id), cancel_running).await?))
 }
 
 /// `POST /v1/jobs/{id}/pause`.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/pause",
+    operation_id = "pause_job",
+    tag = "jobs",
+    summary = "Pause a job",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job, PAUSED", body = JobView),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The job cannot be paused in its state (`conflict`)", body = ErrorBody)
+    )
+)]
 pub async fn pause(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
@@ -155,6 +279,19 @@ pub async fn pause(
 }
 
 /// `POST /v1/jobs/{id}/resume`.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/resume",
+    operation_id = "resume_job",
+    tag = "jobs",
+    summary = "Resume a paused job (its misfire policy applies)",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job, ACTIVE", body = JobView),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The job cannot be resumed in its state (`conflict`)", body = ErrorBody)
+    )
+)]
 pub async fn resume(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
@@ -164,6 +301,20 @@ pub async fn resume(
 }
 
 /// `POST /v1/jobs/{id}/trigger`: 201 with the new run.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/trigger",
+    operation_id = "trigger_job",
+    tag = "jobs",
+    summary = "Run a job once now, outside its schedule",
+    params(("id" = String, Path, description = "Job id")),
+    responses(
+        (status = 201, description = "The new run", body = RunView, headers(("Location" = String, description = "The run's URL"))),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody),
+        (status = 409, description = "The job cannot be triggered in its state, or a run for this instant exists (`conflict`)", body = ErrorBody),
+        (status = 429, description = "The tenant's quota is used up (`resource_exhausted`); `Retry-After` says when to retry", body = ErrorBody)
+    )
+)]
 pub async fn trigger(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
@@ -175,13 +326,26 @@ pub async fn trigger(
 }
 
 /// `GET /v1/jobs/{id}/preview?count=10`: `{"items": [next fire times]}`, count 1..=100.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}/preview",
+    operation_id = "preview_job",
+    tag = "jobs",
+    summary = "The next fire times of a job",
+    params(("id" = String, Path, description = "Job id"), Preview),
+    responses(
+        (status = 200, description = "Up to `count` nominal fire times, ascending", body = ItemsView<String>),
+        (status = 400, description = "A bad query parameter (`invalid_argument`, naming it)", body = ErrorBody),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody)
+    )
+)]
 pub async fn preview(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
     PathId(id): PathId,
     q: QueryParams,
 ) -> Result<Response, ApiError> {
-    q.allow(&["count"])?;
+    q.allow_documented::<Preview>()?;
     let count = q.int_in("count", 1..=MAX_PREVIEW)?.unwrap_or(10);
     let times = st.sked.preview_job(&tenant, &JobId(id), count).await?;
     let items: Vec<String> = times.iter().map(timestamp::format).collect();
@@ -190,13 +354,26 @@ pub async fn preview(
 
 /// `GET /v1/jobs/{id}/runs?state=&cursor=&limit=`: the job's runs, newest first; 404 if
 /// the job does not exist for this tenant.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}/runs",
+    operation_id = "list_job_runs",
+    tag = "jobs",
+    summary = "A job's runs, newest first",
+    params(("id" = String, Path, description = "Job id"), JobRuns),
+    responses(
+        (status = 200, description = "A page of runs", body = ListView<RunView>),
+        (status = 400, description = "A bad query parameter or cursor (`invalid_argument`, naming it)", body = ErrorBody),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody)
+    )
+)]
 pub async fn runs(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
     PathId(id): PathId,
     q: QueryParams,
 ) -> Result<Response, ApiError> {
-    q.allow(&["state", "cursor", "limit"])?;
+    q.allow_documented::<JobRuns>()?;
     let state = q.state::<RunState>(RUN_STATES)?;
     let page_request = q.page()?;
     let job = st.sked.get_job(&tenant, &JobId(id)).await?;

@@ -3,7 +3,8 @@
 //! [`sked_core::service::keys`]'s; these handlers only read the request and write the answer.
 
 use crate::AppState;
-use crate::error::ApiError;
+use crate::dto::ListView;
+use crate::error::{ApiError, ErrorBody};
 use crate::extract::{Caller, JsonBody, PathId, decode};
 use axum::Json;
 use axum::extract::State;
@@ -14,34 +15,59 @@ use sked_core::auth::{ApiKey, Role};
 use sked_core::ids::TenantId;
 use sked_core::service::keys::{Keys, NewKey};
 use sked_core::timestamp;
+use utoipa::ToSchema;
 
 /// The body of `POST /v1/keys`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = NewKey)]
 struct KeyRequest {
-    /// The tenant the key acts for (the caller's when absent).
+    /// The tenant the key acts for (the caller's when absent or null; another tenant's needs
+    /// an operator key).
     tenant: Option<String>,
-    /// `read`, `write`, `admin` or `operator`.
+    /// `read`, `write`, `admin` or `operator` (an admin key makes keys up to `admin`).
+    #[schema(schema_with = role_schema)]
     role: String,
     /// A label for people.
     name: String,
 }
 
 /// A key as listed: never its secret.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = Key)]
 pub struct KeyView {
     /// Public id.
     pub id: String,
     /// The tenant it acts for.
     pub tenant: String,
     /// What it may do.
+    #[schema(schema_with = role_schema)]
     pub role: &'static str,
     /// Its label.
     pub name: String,
     /// When it was created.
+    #[schema(format = DateTime)]
     pub created_at: String,
     /// When it was revoked, or `null`.
+    #[schema(format = DateTime, required = true)]
     pub revoked_at: Option<String>,
+}
+
+/// A key just made: the only answer that holds its secret.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = CreatedKey)]
+pub struct CreatedKeyView {
+    /// The key as listed.
+    #[serde(flatten)]
+    pub view: KeyView,
+    /// The secret, `sked_` and 48 hex digits; shown only here.
+    #[schema(pattern = "^sked_[0-9a-f]{48}$")]
+    pub key: String,
+}
+
+fn role_schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+    let roles: Vec<&str> = Role::ALL.iter().map(Role::as_str).collect();
+    sked_core::openapi::string_enum(&roles)
 }
 
 impl From<&ApiKey> for KeyView {
@@ -68,6 +94,21 @@ fn keys(st: &AppState) -> Result<&Keys, ApiError> {
 
 /// `POST /v1/keys {"tenant", "role", "name"}`: 201 `{"id", "key", "tenant", "role", "name",
 /// "created_at"}`.
+#[utoipa::path(
+    post,
+    path = "/v1/keys",
+    operation_id = "create_key",
+    tag = "keys",
+    summary = "Create an API key (admin: its tenant's; operator: any tenant's)",
+    request_body(content = KeyRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The key, with its secret (shown only here)", body = CreatedKeyView),
+        (status = 400, description = "Malformed: not JSON, a wrong type, an unknown or missing field (`invalid_argument`, naming it)", body = ErrorBody),
+        (status = 404, description = "This deployment has no API keys (identities come from its gateway)", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit (`payload_too_large`)", body = ErrorBody),
+        (status = 422, description = "An unknown role or a malformed tenant or name (`invalid_argument`, naming it)", body = ErrorBody)
+    )
+)]
 pub async fn create(
     State(st): State<AppState>,
     Caller(caller): Caller,
@@ -85,20 +126,49 @@ pub async fn create(
         name: request.name,
     };
     let created = keys.create(&caller, new).await?;
-    let mut body = serde_json::to_value(KeyView::from(&created.key)).unwrap_or_default();
-    body["key"] = serde_json::Value::String(created.secret);
+    let body = CreatedKeyView {
+        view: KeyView::from(&created.key),
+        key: created.secret,
+    };
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }
 
 /// `GET /v1/keys`: `{"items": [keys]}` — the caller's tenant's, or every tenant's for an
 /// operator.
+#[utoipa::path(
+    get,
+    path = "/v1/keys",
+    operation_id = "list_keys",
+    tag = "keys",
+    summary = "List keys (never their secrets)",
+    responses(
+        (status = 200, description = "Every key the caller may see, on one page", body = ListView<KeyView>),
+        (status = 404, description = "This deployment has no API keys (identities come from its gateway)", body = ErrorBody)
+    )
+)]
 pub async fn list(State(st): State<AppState>, Caller(caller): Caller) -> Result<Response, ApiError> {
     let listed = keys(&st)?.list(&caller).await?;
     let items: Vec<KeyView> = listed.iter().map(KeyView::from).collect();
-    Ok(Json(serde_json::json!({ "items": items, "next_cursor": null })).into_response())
+    Ok(Json(ListView {
+        items,
+        next_cursor: None,
+    })
+    .into_response())
 }
 
 /// `DELETE /v1/keys/{id}`: the revoked key.
+#[utoipa::path(
+    delete,
+    path = "/v1/keys/{id}",
+    operation_id = "revoke_key",
+    tag = "keys",
+    summary = "Revoke a key (refused from now on)",
+    params(("id" = String, Path, description = "Key id")),
+    responses(
+        (status = 200, description = "The key, revoked", body = KeyView),
+        (status = 404, description = "No such key the caller may see (`not_found`)", body = ErrorBody)
+    )
+)]
 pub async fn revoke(
     State(st): State<AppState>,
     Caller(caller): Caller,

@@ -7,8 +7,9 @@
 
 use crate::AppState;
 use crate::dto::LogsView;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorBody};
 use crate::extract::{PathId, QueryParams, Tenant};
+use crate::params::ReadLogs;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -27,13 +28,31 @@ pub const MAX_TAIL: usize = 100_000;
 pub const NDJSON: &str = "application/x-ndjson";
 
 /// `GET /v1/runs/{run_id}/logs?attempt=&stream=stdout|stderr|both&tail=&follow=`.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{run_id}/logs",
+    operation_id = "read_logs",
+    tag = "logs",
+    summary = "Read (or follow) an attempt's log",
+    params(("run_id" = String, Path, description = "Run id: `<job id>@<nominal time>`"), ReadLogs),
+    responses(
+        (status = 200, description = "The log; with `follow=true` the same line objects as newline-delimited JSON, streamed until the attempt ends",
+            content(
+                (LogsView = "application/json"),
+                (LogLine = "application/x-ndjson")
+            )
+        ),
+        (status = 400, description = "A bad query parameter (`invalid_argument`, naming it)", body = ErrorBody),
+        (status = 404, description = "No such run (or attempt) for this tenant (`not_found`)", body = ErrorBody)
+    )
+)]
 pub async fn read(
     State(st): State<AppState>,
     Tenant(tenant): Tenant,
     PathId(id): PathId,
     q: QueryParams,
 ) -> Result<Response, ApiError> {
-    q.allow(&["attempt", "stream", "tail", "follow"])?;
+    q.allow_documented::<ReadLogs>()?;
     let attempt = q.int_in("attempt", 1..=u32::MAX as usize)?.map(|a| a as u32);
     let stream = match q.one("stream")? {
         None | Some("both") => None,

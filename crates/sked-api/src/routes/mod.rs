@@ -2,6 +2,16 @@
 //! resource ([`jobs`], [`runs`], [`logs`], [`keys`], [`tenants`], [`ops`]); this file only wires them, with
 //! [`crate::auth`] in front of all of them.
 //!
+//! The table is also the OpenAPI document's list of operations ([`crate::openapi`]): each
+//! handler carries `#[utoipa::path(method, path = "...", ...)]` — its path, parameters
+//! ([`crate::params`] for query and header ones), body and every status it can answer — and
+//! `.routes(routes!(a, b))` below registers handlers of one path with axum *and* the document
+//! from that annotation, so the two cannot drift apart. To add a route: annotate the handler
+//! (401, 403, 500 and 503 are added to every authenticated operation by
+//! [`crate::openapi::document`]; list the others it answers, with `body = ErrorBody`), then add
+//! one `.routes(routes!(handler, ...))` line here. A plain `.route(...)` would serve the path but
+//! leave it out of the document, and `tests/api.rs` would fail.
+//!
 //! `/v1/jobs:batch` is a literal segment (`jobs:batch`), a sibling of `/v1/jobs`, so it
 //! cannot be taken for `/v1/jobs/{id}`.
 
@@ -13,43 +23,43 @@ pub mod runs;
 pub mod tenants;
 
 use crate::auth::{self, Auth};
+use crate::openapi::ApiDoc;
 use crate::{ApiConfig, AppState};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post};
 use sked_core::service::Sked;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+/// Every route with its handlers, and the document they make.
+pub fn table() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(ops::healthz))
+        .routes(routes!(ops::openapi))
+        .routes(routes!(jobs::create, jobs::list))
+        .routes(routes!(jobs::create_batch))
+        .routes(routes!(jobs::get, jobs::replace, jobs::patch, jobs::delete))
+        .routes(routes!(jobs::pause))
+        .routes(routes!(jobs::resume))
+        .routes(routes!(jobs::trigger))
+        .routes(routes!(jobs::preview))
+        .routes(routes!(jobs::runs))
+        .routes(routes!(runs::list))
+        .routes(routes!(runs::get))
+        .routes(routes!(runs::cancel))
+        .routes(routes!(logs::read))
+        .routes(routes!(keys::create, keys::list))
+        .routes(routes!(keys::revoke))
+        .routes(routes!(tenants::get_quota, tenants::put_quota))
+}
 
 /// Builds the router over `sked` with `config`, authenticating by `auth`.
 pub fn build(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
     let body_limit = config.max_body_bytes;
     let state = AppState { sked, config, auth };
-    Router::new()
-        .route("/healthz", get(ops::healthz))
-        .route("/v1/openapi.json", get(ops::openapi))
-        .route("/v1/jobs", post(jobs::create).get(jobs::list))
-        .route("/v1/jobs:batch", post(jobs::create_batch))
-        .route(
-            "/v1/jobs/{id}",
-            get(jobs::get)
-                .put(jobs::replace)
-                .patch(jobs::patch)
-                .delete(jobs::delete),
-        )
-        .route("/v1/jobs/{id}/pause", post(jobs::pause))
-        .route("/v1/jobs/{id}/resume", post(jobs::resume))
-        .route("/v1/jobs/{id}/trigger", post(jobs::trigger))
-        .route("/v1/jobs/{id}/preview", get(jobs::preview))
-        .route("/v1/jobs/{id}/runs", get(jobs::runs))
-        .route("/v1/runs", get(runs::list))
-        .route("/v1/runs/{run_id}", get(runs::get))
-        .route("/v1/runs/{run_id}/cancel", post(runs::cancel))
-        .route("/v1/runs/{run_id}/logs", get(logs::read))
-        .route("/v1/keys", post(keys::create).get(keys::list))
-        .route("/v1/keys/{id}", delete(keys::revoke))
-        .route(
-            "/v1/tenants/{tenant}/quota",
-            get(tenants::get_quota).put(tenants::put_quota),
-        )
+    let (router, _) = table().split_for_parts();
+    router
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))

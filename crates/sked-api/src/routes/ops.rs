@@ -1,23 +1,44 @@
-//! Operational routes: health, the OpenAPI document, and the JSON answers for unknown paths
-//! and methods.
+//! Operational routes: health, the OpenAPI document ([`crate::openapi`]), and the JSON answers
+//! for unknown paths and methods.
 
 use crate::error::ApiError;
 use axum::Json;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
-use serde_json::{Value, json};
 
-/// The hand-written OpenAPI 3.1 description of this API.
-pub const OPENAPI: &str = include_str!("../openapi.json");
-
-/// `GET /healthz`: the process is up and serving.
-pub async fn healthz() -> Json<Value> {
-    Json(json!({ "status": "ok" }))
+/// `GET /healthz`'s answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Health {
+    /// Always `ok`.
+    #[schema(pattern = "^ok$")]
+    pub status: &'static str,
 }
 
-/// `GET /v1/openapi.json`.
+/// `GET /healthz`: the process is up and serving.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    operation_id = "healthz",
+    tag = "ops",
+    summary = "Liveness (no key needed)",
+    security(()),
+    responses((status = 200, description = "Up", body = Health))
+)]
+pub async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok" })
+}
+
+/// `GET /v1/openapi.json`: the document generated from the code ([`crate::openapi`]).
+#[utoipa::path(
+    get,
+    path = "/v1/openapi.json",
+    operation_id = "get_openapi",
+    tag = "ops",
+    summary = "This document (OpenAPI 3.1)",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json", body = Object))
+)]
 pub async fn openapi() -> impl IntoResponse {
-    ([(CONTENT_TYPE, "application/json")], OPENAPI)
+    ([(CONTENT_TYPE, "application/json")], crate::openapi::json())
 }
 
 /// Any path no route matches.
@@ -34,7 +55,7 @@ pub async fn method_not_allowed() -> ApiError {
 mod tests {
     #[test]
     fn openapi_is_json_3_1() {
-        let doc: serde_json::Value = serde_json::from_str(super::OPENAPI).unwrap();
+        let doc: serde_json::Value = serde_json::from_str(crate::openapi::json()).unwrap();
         assert_eq!(doc["openapi"], "3.1.0");
         assert!(doc["paths"]["/v1/jobs:batch"]["post"].is_object());
     }

@@ -4,6 +4,7 @@
 
 use crate::AppState;
 use crate::error::ApiError;
+use crate::error::ErrorBody;
 use crate::extract::{Caller, JsonBody, PathId, decode};
 use axum::Json;
 use axum::extract::State;
@@ -12,9 +13,10 @@ use serde::Serialize;
 use sked_core::ids::TenantId;
 use sked_core::quota::Quota;
 use sked_core::service::quotas::Quotas;
+use utoipa::ToSchema;
 
 /// A tenant's quota as answered: its limits inline, `null` for none.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct QuotaView {
     /// The tenant.
     pub tenant: String,
@@ -30,6 +32,19 @@ fn quotas(st: &AppState) -> Result<&Quotas, ApiError> {
 }
 
 /// `GET /v1/tenants/{tenant}/quota`: the quota (`null` limits when none was set).
+#[utoipa::path(
+    get,
+    path = "/v1/tenants/{tenant}/quota",
+    operation_id = "get_quota",
+    tag = "tenants",
+    summary = "Read a tenant's quota (operators only)",
+    params(("tenant" = String, Path, description = "Tenant id", pattern = "^[A-Za-z0-9_.-]{1,128}$")),
+    responses(
+        (status = 200, description = "The quota; `null` limits are none", body = QuotaView),
+        (status = 404, description = "This deployment keeps no quotas", body = ErrorBody),
+        (status = 422, description = "A malformed tenant id (`invalid_argument`, naming `tenant`)", body = ErrorBody)
+    )
+)]
 pub async fn get_quota(
     State(st): State<AppState>,
     Caller(caller): Caller,
@@ -46,6 +61,22 @@ pub async fn get_quota(
 
 /// `PUT /v1/tenants/{tenant}/quota {"max_active_jobs", "max_concurrent_runs",
 /// "submit_rate": {"per_second", "burst"}}`: replaces the quota (an absent limit is none).
+#[utoipa::path(
+    put,
+    path = "/v1/tenants/{tenant}/quota",
+    operation_id = "put_quota",
+    tag = "tenants",
+    summary = "Replace a tenant's quota (operators only)",
+    params(("tenant" = String, Path, description = "Tenant id", pattern = "^[A-Za-z0-9_.-]{1,128}$")),
+    request_body(content = Quota, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The quota as stored", body = QuotaView),
+        (status = 400, description = "Malformed: not JSON, a wrong type, an unknown field (`invalid_argument`, naming it)", body = ErrorBody),
+        (status = 404, description = "This deployment keeps no quotas", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit (`payload_too_large`)", body = ErrorBody),
+        (status = 422, description = "A limit out of range or a malformed tenant id (`invalid_argument`, naming it)", body = ErrorBody)
+    )
+)]
 pub async fn put_quota(
     State(st): State<AppState>,
     Caller(caller): Caller,

@@ -119,10 +119,6 @@ fn conflict(msg: impl Into<String>) -> StoreError {
     StoreError::Conflict(msg.into())
 }
 
-fn other(msg: impl Into<String>) -> StoreError {
-    StoreError::Other(msg.into().into())
-}
-
 /// Cancellation reason codes of a cancelled transaction.
 fn tx_reasons(e: &TransactWriteItemsError) -> Option<Vec<Option<String>>> {
     match e {
@@ -153,9 +149,15 @@ fn run_range(filter: &RunFilter, after: Option<&(i64, String)>) -> (Option<Strin
 }
 
 fn parse_run_cursor(c: &str) -> Result<(i64, String), StoreError> {
-    let raw = decode_cursor(c).ok_or_else(|| other("malformed run cursor"))?;
-    let (at, id) = raw.split_once('|').ok_or_else(|| other("malformed run cursor"))?;
-    Ok((at.parse().map_err(|_| other("malformed run cursor"))?, id.to_string()))
+    let raw = decode_cursor(c).ok_or_else(|| StoreError::BadCursor("malformed run cursor".into()))?;
+    let (at, id) = raw
+        .split_once('|')
+        .ok_or_else(|| StoreError::BadCursor("malformed run cursor".into()))?;
+    Ok((
+        at.parse()
+            .map_err(|_| StoreError::BadCursor("malformed run cursor".into()))?,
+        id.to_string(),
+    ))
 }
 
 fn run_cursor(r: &Run) -> String {
@@ -768,7 +770,7 @@ impl JobStore for DynamoStore {
         let after = page
             .cursor
             .as_deref()
-            .map(|c| decode_cursor(c).ok_or_else(|| other("malformed job cursor")))
+            .map(|c| decode_cursor(c).ok_or_else(|| StoreError::BadCursor("malformed job cursor".into())))
             .transpose()?;
         let cond = if after.is_some() {
             "#pk = :pk AND #sk > :after"

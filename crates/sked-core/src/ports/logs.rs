@@ -35,9 +35,11 @@ pub struct LogKey {
 
 /// One captured line (without its newline), with the instant it was read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 pub struct LogLine {
     /// When the worker read it.
     #[serde(with = "timestamp::serde_ms")]
+    #[cfg_attr(feature = "utoipa", schema(value_type = String, format = DateTime))]
     pub ts: Timestamp,
     /// Which output.
     pub stream: LogStream,

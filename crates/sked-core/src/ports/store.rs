@@ -26,6 +26,10 @@ pub enum StoreError {
     /// A condition did not hold: the id exists, the version or `next_fire_at` moved on.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// A listing's cursor is not one this store issued (the caller's mistake, not the
+    /// store's: the API answers 400 naming `cursor`).
+    #[error("malformed cursor: {0}")]
+    BadCursor(String),
     /// The write named a fencing token that no longer holds the run's lease.
     #[error("fenced: the lease is held by another attempt or has ended")]
     Fenced,

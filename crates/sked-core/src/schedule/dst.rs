@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 /// A cron job's DST rule, written `{"gap": "shift", "repeat": "once"}`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DstPolicy {
     /// Spring-forward gap.
@@ -24,6 +25,7 @@ pub struct DstPolicy {
 
 /// A fire time that falls in the spring gap (e.g. 02:30 on the night clocks jump 02:00→03:00).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DstGap {
     /// Fire at the first instant after the gap (02:30 → 03:00 local).
@@ -35,6 +37,7 @@ pub enum DstGap {
 
 /// A fire time that occurs twice in the autumn repeat (e.g. 02:30 when 03:00→02:00).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum DstRepeat {
     /// Fire at the first of the two instants only.

@@ -214,14 +214,14 @@ fn conflict(msg: String) -> TxError {
     TxError::Store(StoreError::Conflict(msg))
 }
 
-fn invalid(msg: &str) -> StoreError {
-    StoreError::Other(msg.to_string().into())
-}
-
 /// Parses a run listing cursor `<scheduled_for ms>|<run id>`.
 fn parse_run_cursor(c: &str) -> Result<(i64, String), StoreError> {
-    let (ms, id) = c.split_once('|').ok_or_else(|| invalid("malformed run cursor"))?;
-    let ms = ms.parse().map_err(|_| invalid("malformed run cursor"))?;
+    let (ms, id) = c
+        .split_once('|')
+        .ok_or_else(|| StoreError::BadCursor("malformed run cursor".into()))?;
+    let ms = ms
+        .parse()
+        .map_err(|_| StoreError::BadCursor("malformed run cursor".into()))?;
     Ok((ms, id.to_string()))
 }
 

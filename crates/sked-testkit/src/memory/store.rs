@@ -97,10 +97,6 @@ fn conflict(msg: impl Into<String>) -> StoreError {
     StoreError::Conflict(msg.into())
 }
 
-fn other(msg: &str) -> StoreError {
-    StoreError::Other(msg.to_string().into())
-}
-
 fn trunc_job(job: &Job) -> Job {
     let mut j = job.clone();
     j.next_fire_at = j.next_fire_at.map(trunc_ms);
@@ -128,8 +124,12 @@ fn trunc_run(run: &Run) -> Run {
 
 /// Parses a run listing cursor `<scheduled_for ms>|<run id>`.
 fn parse_run_cursor(c: &str) -> Result<(i64, RunId), StoreError> {
-    let (ms, id) = c.split_once('|').ok_or_else(|| other("malformed run cursor"))?;
-    let ms = ms.parse().map_err(|_| other("malformed run cursor"))?;
+    let (ms, id) = c
+        .split_once('|')
+        .ok_or_else(|| StoreError::BadCursor("malformed run cursor".into()))?;
+    let ms = ms
+        .parse()
+        .map_err(|_| StoreError::BadCursor("malformed run cursor".into()))?;
     Ok((ms, RunId(id.to_string())))
 }
 

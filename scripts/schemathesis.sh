@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# schemathesis against a real `sked server` (issue: the API contract): builds the server, starts
+# it on a free 127.0.0.1 port with a fresh data directory and NO workers (`--workers 0`: runs
+# are created but nothing generated is ever executed on this machine), reads the operator key it
+# wrote to <data dir>/admin.key, and runs schemathesis with every check, a fixed seed and a
+# bounded number of examples (scripts/schemathesis.toml says what is configured and why). The
+# server and the data directory go when the script ends — passed, failed or interrupted.
+#
+# Usage: scripts/schemathesis.sh [extra `st run` arguments]
+# Knobs: SCHEMATHESIS_SEED [20261201], SCHEMATHESIS_EXAMPLES [25 per operation],
+#        SCHEMATHESIS_REPORT_DIR [target/schemathesis] (JUnit report), CARGO [cargo].
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+seed="${SCHEMATHESIS_SEED:-20261201}"
+examples="${SCHEMATHESIS_EXAMPLES:-25}"
+report_dir="${SCHEMATHESIS_REPORT_DIR:-$root/target/schemathesis}"
+cargo="${CARGO:-cargo}"
+
+st="$(scripts/schemathesis-env.sh)"
+"$cargo" build --quiet -p sked
+target_dir="$("$cargo" metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
+sked="$target_dir/debug/sked"
+
+work="$(mktemp -d)"
+server_pid=""
+cleanup() {
+    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
+        kill -TERM "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+mkdir -p "$work/data"
+# The server prints one line once it serves: `sked listening on http://127.0.0.1:<port>`.
+mkfifo "$work/stdout"
+"$sked" server --data-dir "$work/data" --listen 127.0.0.1:0 --workers 0 \
+    >"$work/stdout" 2>"$work/server.log" &
+server_pid=$!
+line=""
+read -r -t 60 line <"$work/stdout" || true
+url="${line#sked listening on }"
+if [ -z "$line" ] || [ "$url" = "$line" ]; then
+    echo "schemathesis.sh: the server did not start:" >&2
+    cat "$work/server.log" >&2
+    exit 1
+fi
+case "$url" in
+    http://127.0.0.1:*) ;;
+    *) echo "schemathesis.sh: unexpected address $url" >&2; exit 1 ;;
+esac
+# Keep draining the server's stdout so it never blocks on a full pipe.
+cat "$work/stdout" >/dev/null &
+
+echo "schemathesis.sh: sked server at $url (no workers), seed $seed, $examples examples per operation"
+start=$(date +%s)
+status=0
+"$st" --config-file scripts/schemathesis.toml --no-color run "$url/v1/openapi.json" \
+    --checks all \
+    --seed "$seed" \
+    --max-examples "$examples" \
+    --generation-database none \
+    --workers 1 \
+    --request-timeout 10 \
+    --header "Authorization: Bearer $(cat "$work/data/admin.key")" \
+    --report junit --report-junit-path "$report_dir/junit.xml" \
+    "$@" || status=$?
+echo "schemathesis.sh: $(( $(date +%s) - start )) s, exit $status"
+if [ "$status" -ne 0 ]; then
+    echo "schemathesis.sh: server log (last 40 lines):" >&2
+    tail -n 40 "$work/server.log" >&2
+fi
+exit "$status"
