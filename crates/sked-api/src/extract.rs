@@ -170,6 +170,20 @@ pub fn decode<T: DeserializeOwned>(value: Value, prefix: &str) -> Result<T, Fiel
     })
 }
 
+/// 400 unless `value` is a JSON object (or, with `or_null`, `null`): serde would read a
+/// struct from an array of its fields' values too, which no client means. `field` names it
+/// (empty for the body itself).
+pub fn require_object(value: &Value, field: &str, or_null: bool) -> Result<(), ApiError> {
+    if value.is_object() || (or_null && value.is_null()) {
+        return Ok(());
+    }
+    let what = if field.is_empty() { "the request body" } else { field };
+    Err(ApiError::bad_request(
+        (!field.is_empty()).then_some(field),
+        format!("{what} must be a JSON object"),
+    ))
+}
+
 /// `a.b` joined, skipping empty sides.
 pub fn join(a: &str, b: &str) -> String {
     match (a.is_empty(), b.is_empty()) {

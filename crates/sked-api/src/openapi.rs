@@ -107,7 +107,12 @@ pub fn document() -> &'static Value {
 /// OpenAPI links: what an answer names that other operations take (a created job's `id`, a
 /// triggered run's `run_id`), so clients — and schemathesis's stateful phase — can follow
 /// them. `(operation, status, path parameter, value, operations it feeds)`.
-const LINKS: [(&str, &str, &str, &str, &[&str]); 3] = [
+///
+/// A created key's `id` is not linked to `revoke_key`: the schemathesis run pins that
+/// operation's id to a key that does not exist (it must never revoke the key it acts with; see
+/// scripts/schemathesis.toml), and a link it cannot follow would be reported as a created
+/// resource that is not found.
+const LINKS: [(&str, &str, &str, &str, &[&str]); 2] = [
     (
         "create_job",
         "201",
@@ -132,7 +137,6 @@ const LINKS: [(&str, &str, &str, &str, &[&str]); 3] = [
         "$response.body#/run_id",
         &["get_run", "cancel_run", "read_logs"],
     ),
-    ("create_key", "201", "id", "$response.body#/id", &["revoke_key"]),
 ];
 
 /// Adds [`LINKS`] to the answers of `doc`'s operations.

@@ -104,10 +104,35 @@ async fn operators_read_and_set_quotas_and_bad_limits_are_named() {
             "{body}: {answer}"
         );
     }
+    for body in [json!([null, null]), json!({"submit_rate": [1, 2]})] {
+        let (got, _, answer) = w
+            .call(
+                &Method::PUT,
+                "/v1/tenants/acme/quota",
+                Some(&operator),
+                Some(&body),
+                &[],
+            )
+            .await;
+        assert_eq!(
+            got,
+            StatusCode::BAD_REQUEST,
+            "a struct is not read from an array: {body}: {answer}"
+        );
+    }
     let (_, _, unchanged) = w
         .call(&Method::GET, "/v1/tenants/acme/quota", Some(&operator), None, &[])
         .await;
     assert_eq!(unchanged, expected, "a refused PUT changes nothing");
+
+    // Whole numbers written as floats are the same integers (JSON Schema's `integer`).
+    let floats =
+        json!({"max_active_jobs": 10.0, "max_concurrent_runs": 2.0, "submit_rate": {"per_second": 0.5, "burst": 3.0}});
+    set_quota(&w, &operator, floats).await;
+    let (_, _, read) = w
+        .call(&Method::GET, "/v1/tenants/acme/quota", Some(&operator), None, &[])
+        .await;
+    assert_eq!(read, expected);
 
     // An admin may not read or raise its own tenant's quota.
     for method in [Method::GET, Method::PUT] {

@@ -32,11 +32,11 @@ pub const MAX_RATE: f64 = 1_000_000.0;
 #[serde(deny_unknown_fields)]
 pub struct Quota {
     /// Most jobs ACTIVE or PAUSED at once.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::integer::whole_opt")]
     #[cfg_attr(feature = "utoipa", schema(minimum = 0, maximum = 1_000_000_000))]
     pub max_active_jobs: Option<u64>,
     /// Most runs RUNNING at once, across every worker.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::integer::whole_opt")]
     #[cfg_attr(feature = "utoipa", schema(minimum = 0, maximum = 1_000_000_000))]
     pub max_concurrent_runs: Option<u64>,
     /// Most submissions (jobs created, runs triggered) per second.
@@ -53,6 +53,7 @@ pub struct SubmitRate {
     #[cfg_attr(feature = "utoipa", schema(minimum = 0.001, maximum = 1_000_000.0))]
     pub per_second: f64,
     /// Submissions allowed at once after a quiet spell.
+    #[serde(deserialize_with = "crate::integer::whole")]
     #[cfg_attr(feature = "utoipa", schema(minimum = 1, maximum = 1_000_000))]
     pub burst: u32,
 }

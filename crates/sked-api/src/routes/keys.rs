@@ -5,7 +5,7 @@
 use crate::AppState;
 use crate::dto::ListView;
 use crate::error::{ApiError, ErrorBody};
-use crate::extract::{Caller, JsonBody, PathId, decode};
+use crate::extract::{Caller, JsonBody, PathId, decode, require_object};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -115,6 +115,7 @@ pub async fn create(
     JsonBody(body): JsonBody,
 ) -> Result<Response, ApiError> {
     let keys = keys(&st)?;
+    require_object(&body, "", false)?;
     let request: KeyRequest = decode(body, "").map_err(ApiError::malformed)?;
     let role: Role = request
         .role

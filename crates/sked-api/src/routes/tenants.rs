@@ -5,24 +5,38 @@
 use crate::AppState;
 use crate::error::ApiError;
 use crate::error::ErrorBody;
-use crate::extract::{Caller, JsonBody, PathId, decode};
+use crate::extract::{Caller, JsonBody, PathId, decode, require_object};
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use sked_core::ids::TenantId;
-use sked_core::quota::Quota;
+use sked_core::quota::{Quota, SubmitRate};
 use sked_core::service::quotas::Quotas;
 use utoipa::ToSchema;
 
-/// A tenant's quota as answered: its limits inline, `null` for none.
+/// A tenant's quota as answered: the tenant and its limits, `null` for none.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct QuotaView {
     /// The tenant.
     pub tenant: String,
-    /// The limits.
-    #[serde(flatten)]
-    pub quota: Quota,
+    /// Most jobs ACTIVE or PAUSED at once.
+    pub max_active_jobs: Option<u64>,
+    /// Most runs RUNNING at once, across every worker.
+    pub max_concurrent_runs: Option<u64>,
+    /// Most submissions (jobs created, runs triggered) per second, with a burst.
+    pub submit_rate: Option<SubmitRate>,
+}
+
+impl QuotaView {
+    fn new(tenant: TenantId, quota: Quota) -> Self {
+        QuotaView {
+            tenant: tenant.0,
+            max_active_jobs: quota.max_active_jobs,
+            max_concurrent_runs: quota.max_concurrent_runs,
+            submit_rate: quota.submit_rate,
+        }
+    }
 }
 
 fn quotas(st: &AppState) -> Result<&Quotas, ApiError> {
@@ -52,11 +66,7 @@ pub async fn get_quota(
 ) -> Result<Response, ApiError> {
     let tenant = TenantId(tenant);
     let quota = quotas(&st)?.get(&caller, &tenant).await?;
-    Ok(Json(QuotaView {
-        tenant: tenant.0,
-        quota,
-    })
-    .into_response())
+    Ok(Json(QuotaView::new(tenant, quota)).into_response())
 }
 
 /// `PUT /v1/tenants/{tenant}/quota {"max_active_jobs", "max_concurrent_runs",
@@ -87,11 +97,11 @@ pub async fn put_quota(
     let quotas = quotas(&st)?;
     // Who may comes before what was sent: a caller who may not learns nothing of the body.
     Quotas::may_manage(&caller)?;
+    require_object(&body, "", false)?;
+    if let Some(rate) = body.get("submit_rate") {
+        require_object(rate, "submit_rate", true)?;
+    }
     let quota: Quota = decode(body, "").map_err(ApiError::malformed)?;
     let quota = quotas.put(&caller, &tenant, quota).await?;
-    Ok(Json(QuotaView {
-        tenant: tenant.0,
-        quota,
-    })
-    .into_response())
+    Ok(Json(QuotaView::new(tenant, quota)).into_response())
 }
