@@ -10,12 +10,21 @@ use crate::dynamo::DynamoStore;
 use crate::logs::CloudWatchLogStore;
 use crate::sqs::SqsQueue;
 use async_trait::async_trait;
-use sked_core::ports::{Clock, LogError, LogKey, LogPage, LogQuery, LogStore, LogWriter};
+use sked_core::ports::{Clock, LogError, LogKey, LogPage, LogQuery, LogStore, LogWriter, QuotaStore};
 use sked_core::service::Ports;
 use std::sync::Arc;
 
 /// Store on DynamoDB, queue on SQS, logs on CloudWatch Logs and S3 (or [`NoLogs`]).
 pub fn ports(clients: &AwsClients, config: &AwsConfig, clock: Arc<dyn Clock>) -> Ports {
+    ports_and_quotas(clients, config, clock).0
+}
+
+/// [`ports`], and the tenants' quotas kept by the same store (one quota cache for the process).
+pub fn ports_and_quotas(
+    clients: &AwsClients,
+    config: &AwsConfig,
+    clock: Arc<dyn Clock>,
+) -> (Ports, Arc<dyn QuotaStore>) {
     let logs: Arc<dyn LogStore> = match &config.logs {
         Some(logs) => Arc::new(CloudWatchLogStore::new(
             clients.logs.clone(),
@@ -24,12 +33,14 @@ pub fn ports(clients: &AwsClients, config: &AwsConfig, clock: Arc<dyn Clock>) ->
         )),
         None => Arc::new(NoLogs),
     };
-    Ports {
-        store: Arc::new(DynamoStore::new(clients.dynamodb.clone(), config, clock.clone())),
+    let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), config, clock.clone()));
+    let ports = Ports {
+        store: store.clone(),
         queue: Arc::new(SqsQueue::new(clients.sqs.clone(), config, clock.clone())),
         logs,
         clock,
-    }
+    };
+    (ports, store)
 }
 
 /// The log store of a process configured without logs.

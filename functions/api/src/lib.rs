@@ -19,14 +19,16 @@ use axum::Router;
 use identity::ClaimNames;
 use sked_api::{ApiConfig, Auth};
 use sked_aws::Settings;
+use sked_core::ports::QuotaStore;
+use sked_core::service::quotas::Quotas;
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::validate::Capabilities;
 use std::sync::Arc;
 
-/// The API over `ports`, configured by `settings`: container tasks are accepted when an ECS
-/// cluster is configured; jobs due within the look-ahead are fired at once; callers are who
-/// the `claims` of their verified JWT say.
-pub fn app(ports: Ports, settings: &Settings, claims: ClaimNames) -> Router {
+/// The API over `ports` and the tenants' `quotas`, configured by `settings`: container tasks
+/// are accepted when an ECS cluster is configured; jobs due within the look-ahead are fired at
+/// once; callers are who the `claims` of their verified JWT say.
+pub fn app(ports: Ports, quotas: Arc<dyn QuotaStore>, settings: &Settings, claims: ClaimNames) -> Router {
     let config = SkedConfig {
         capabilities: Capabilities {
             container_tasks: settings.aws.ecs.is_some(),
@@ -34,7 +36,8 @@ pub fn app(ports: Ports, settings: &Settings, claims: ClaimNames) -> Router {
         fire_within: settings.lookahead,
     };
     // Nothing in this process sweeps: the signal is never waited on.
-    let sked = Sked::new(ports, config, SweepSignal::default());
+    let quotas = Quotas::new(quotas, ports.clock.clone());
+    let sked = Sked::new(ports, config, SweepSignal::default()).with_quotas(quotas);
     sked_api::router(sked, ApiConfig::default(), Auth::Injected).layer(axum::middleware::from_fn_with_state(
         Arc::new(claims),
         identity::identify,

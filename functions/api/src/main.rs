@@ -13,7 +13,7 @@ async fn main() -> anyhow::Result<()> {
     lambda_http::tracing::init_default_subscriber();
     let settings = sked_aws::Settings::from_env().context("reading the function's environment")?;
     let clients = sked_aws::connect(&settings.aws).await;
-    let ports = sked_aws::ports(&clients, &settings.aws, Arc::new(SystemClock));
+    let (ports, quotas) = sked_aws::ports_and_quotas(&clients, &settings.aws, Arc::new(SystemClock));
     let defaults = ClaimNames::default();
     let local_identity = match std::env::var("SKED_LOCAL_IDENTITY") {
         Ok(text) => {
@@ -28,6 +28,6 @@ async fn main() -> anyhow::Result<()> {
         role: std::env::var("SKED_ROLE_CLAIM").unwrap_or(defaults.role),
         local_identity,
     };
-    let app = sked_fn_api::app(ports, &settings, claims);
+    let app = sked_fn_api::app(ports, quotas, &settings, claims);
     lambda_http::run(app).await.map_err(|e| anyhow::anyhow!(e))
 }

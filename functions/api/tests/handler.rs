@@ -26,9 +26,9 @@ async fn api() -> (axum::Router, SqsQueue) {
         aws,
         lookahead: Dur::secs(600),
     };
-    let ports = sked_aws::ports(&clients, &settings.aws, clock.clone());
+    let (ports, quotas) = sked_aws::ports_and_quotas(&clients, &settings.aws, clock.clone());
     let queue = SqsQueue::new(clients.sqs.clone(), &settings.aws, clock);
-    (sked_fn_api::app(ports, &settings, ClaimNames::default()), queue)
+    (sked_fn_api::app(ports, quotas, &settings, ClaimNames::default()), queue)
 }
 
 /// The request an event file describes.
@@ -138,4 +138,62 @@ async fn the_tenant_and_role_come_from_the_verified_claims_never_from_a_header()
         (403, Some("permission_denied")),
         "{body}"
     );
+}
+
+/// `CREATE_JOB` turned into `method path` with `body`, by `claims`.
+fn event_for(method: &str, path: &str, body: &Value, claims: Option<Value>) -> Request {
+    let mut event: Value = serde_json::from_str(CREATE_JOB).unwrap();
+    event["rawPath"] = json!(path);
+    event["requestContext"]["http"]["method"] = json!(method);
+    event["requestContext"]["http"]["path"] = json!(path);
+    let body = body.to_string();
+    event["headers"]["content-length"] = json!(body.len().to_string());
+    event["body"] = json!(body);
+    with_claims(&event.to_string(), claims)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_sets_a_quota_that_the_dynamodb_store_holds() {
+    let (app, _) = api().await;
+    let quota = json!({"max_active_jobs": 1, "max_concurrent_runs": 2});
+    let put = |role: &str| event_for("PUT", "/v1/tenants/acme/quota", &quota, claims("ops", role));
+    let (status, body) = call(&app, put("admin")).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("permission_denied")),
+        "{body}"
+    );
+    let (status, body) = call(&app, put("operator")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["tenant"].as_str(), body["max_active_jobs"].as_u64()),
+        (Some("acme"), Some(1))
+    );
+
+    let job = |id: &str| json!({"id": id, "schedule": {"every": "1h"}, "task": {"command": {"argv": ["true"]}}});
+    let (status, body) = call(
+        &app,
+        event_for("POST", "/v1/jobs", &job("first"), claims("acme", "write")),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        &app,
+        event_for("POST", "/v1/jobs", &job("second"), claims("acme", "write")),
+    )
+    .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (429, Some("resource_exhausted")),
+        "{body}"
+    );
+    let (status, _) = call(&app, with_claims(GET_JOB, claims("acme", "read"))).await;
+    assert_eq!(status, 404, "nothing else was stored");
+    // Another tenant is not limited.
+    let (status, body) = call(
+        &app,
+        event_for("POST", "/v1/jobs", &job("second"), claims("beta", "write")),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
 }

@@ -62,6 +62,22 @@ pub fn idem_pk(tenant: &str, key: &str) -> String {
     format!("T#{tenant}#IDEM#{key}")
 }
 
+/// Partition key of a tenant's own items: its quota and its concurrency slots.
+pub fn tenant_pk(tenant: &str) -> String {
+    format!("T#{tenant}#TENANT")
+}
+
+/// Sort key of a tenant's quota (and active-jobs count).
+pub const QUOTA_SK: &str = "QUOTA";
+
+/// Prefix shared by the sort keys of a tenant's concurrency slots.
+pub const SLOT_SK_PREFIX: &str = "SLOT#";
+
+/// Sort key of concurrency slot `index`.
+pub fn slot_sk(index: u64) -> String {
+    format!("{SLOT_SK_PREFIX}{index:010}")
+}
+
 /// A stable shard in `0..shards` for `key` (FNV-1a; never changes between releases).
 pub fn shard_of(key: &str, shards: u32) -> u32 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;

@@ -13,6 +13,8 @@
 //! | idempotency key | `T#<tenant>#IDEM#<key>` | `IDEM` | `fingerprint`, `job_ids` (list), `ttl` |
 //! | due watermark | `SWEEP` | `WATERMARK` | `minute`: due buckets before it are empty |
 //! | sweeper lease | `SWEEP` | `LEASE#<n>` | `owner`, `expires_at`, `ttl` ([`sweep_lease`]) |
+//! | tenant's quota | `T#<tenant>#TENANT` | `QUOTA` | `quota` (JSON), `active_jobs` once counted ([`quotas`]) |
+//! | concurrency slot | `T#<tenant>#TENANT` | `SLOT#<i>` | `slot_run`, `slot_token` ([`quotas`]) |
 //!
 //! A job and its runs share a partition: a job's history is one `Query` on `pk` with
 //! `begins_with(sk, "RUN#")`, newest first by reading backwards. A run's key follows from its
@@ -61,7 +63,8 @@
 //!   `attribute_not_exists`). A batch of more than 100 writes is split into transactions and
 //!   earlier ones are deleted again if a later one is refused — all-or-nothing for the caller,
 //!   but a reader may glimpse the first chunk meanwhile. `update_job` is a put conditional on
-//!   `version`.
+//!   `version`. For a tenant with a quota, creates, updates, firings and claims add the quota's
+//!   items to their transactions ([`quotas`]).
 //! - `fire` is one `TransactWriteItems`: the job update conditional on `version` and
 //!   `next_fire_at` (it also moves the due keys), the cancelled runs' puts conditional on their
 //!   `rv`, and the new runs' puts conditional on `attribute_not_exists`. Existing runs are
@@ -80,6 +83,7 @@
 
 pub mod codec;
 pub mod keys;
+pub mod quotas;
 pub mod store;
 pub mod sweep_lease;
 

@@ -18,6 +18,7 @@ use super::codec::{
     truncated,
 };
 use super::keys::*;
+use super::quotas::{QuotaCache, SlotStep, TenantLimits};
 use crate::config::AwsConfig;
 use crate::error::{Failure, build_error, classify};
 use async_trait::async_trait;
@@ -32,6 +33,7 @@ use sked_core::ports::Clock;
 use sked_core::ports::store::{
     AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
 };
+use sked_core::quota::counts_as_active;
 use sked_core::run::{Run, RunState};
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::collections::{HashMap, HashSet};
@@ -60,12 +62,13 @@ pub const NEXT_DUE_WINDOW_MINUTES: i64 = 15;
 /// Jobs and runs in one DynamoDB table.
 #[derive(Clone)]
 pub struct DynamoStore {
-    client: Client,
-    table: String,
+    pub(super) client: Client,
+    pub(super) table: String,
     shards: u32,
     run_retention_secs: i64,
     idempotency_retention_secs: i64,
     clock: Arc<dyn Clock>,
+    pub(super) quota_cache: Arc<QuotaCache>,
 }
 
 impl std::fmt::Debug for DynamoStore {
@@ -79,18 +82,18 @@ impl std::fmt::Debug for DynamoStore {
 
 /// A key condition and filter for one query, with their placeholders.
 #[derive(Debug, Clone, Default)]
-struct QuerySpec {
+pub(super) struct QuerySpec {
     index: Option<&'static str>,
     key_condition: String,
     filter: Option<String>,
     names: HashMap<String, String>,
     values: HashMap<String, AttributeValue>,
     forward: bool,
-    consistent: bool,
+    pub(super) consistent: bool,
 }
 
 impl QuerySpec {
-    fn new(index: Option<&'static str>, key_condition: impl Into<String>) -> Self {
+    pub(super) fn new(index: Option<&'static str>, key_condition: impl Into<String>) -> Self {
         QuerySpec {
             index,
             key_condition: key_condition.into(),
@@ -98,15 +101,15 @@ impl QuerySpec {
             ..QuerySpec::default()
         }
     }
-    fn name(mut self, placeholder: &str, attr: &str) -> Self {
+    pub(super) fn name(mut self, placeholder: &str, attr: &str) -> Self {
         self.names.insert(placeholder.into(), attr.into());
         self
     }
-    fn value(mut self, placeholder: &str, v: AttributeValue) -> Self {
+    pub(super) fn value(mut self, placeholder: &str, v: AttributeValue) -> Self {
         self.values.insert(placeholder.into(), v);
         self
     }
-    fn and_filter(mut self, clause: String) -> Self {
+    pub(super) fn and_filter(mut self, clause: String) -> Self {
         self.filter = Some(match self.filter {
             Some(f) => format!("{f} AND {clause}"),
             None => clause,
@@ -115,7 +118,7 @@ impl QuerySpec {
     }
 }
 
-fn conflict(msg: impl Into<String>) -> StoreError {
+pub(super) fn conflict(msg: impl Into<String>) -> StoreError {
     StoreError::Conflict(msg.into())
 }
 
@@ -129,6 +132,27 @@ fn tx_reasons(e: &TransactWriteItemsError) -> Option<Vec<Option<String>>> {
                 .collect(),
         ),
         _ => None,
+    }
+}
+
+/// The fencing token of a run's next attempt: above every token it was ever given.
+fn next_token(stored: &StoredRun) -> u64 {
+    stored.last_token.max(stored.run.attempts.len() as u64) + 1
+}
+
+/// Starts attempt `token` of the run: the claim's answer.
+fn start(
+    stored: &mut StoredRun,
+    token: u64,
+    worker: &WorkerId,
+    now: Timestamp,
+    lease_until: Timestamp,
+) -> ClaimOutcome {
+    stored.run.start_attempt(worker, now, lease_until, token);
+    stored.last_token = token;
+    ClaimOutcome::Claimed {
+        run: stored.run.clone(),
+        token,
     }
 }
 
@@ -180,12 +204,13 @@ impl DynamoStore {
             run_retention_secs: config.run_retention.as_secs() as i64,
             idempotency_retention_secs: config.idempotency_retention.as_secs() as i64,
             clock,
+            quota_cache: Arc::default(),
         }
     }
 
     // ----- plumbing -----
 
-    async fn get_item(&self, key: Item) -> Result<Option<Item>, StoreError> {
+    pub(super) async fn get_item(&self, key: Item) -> Result<Option<Item>, StoreError> {
         self.client
             .get_item()
             .table_name(&self.table)
@@ -198,7 +223,7 @@ impl DynamoStore {
     }
 
     /// Items for `keys` (strongly consistent), in no particular order; missing ones absent.
-    async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+    pub(super) async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(MAX_BATCH_GET) {
             let mut pending = KeysAndAttributes::builder()
@@ -230,7 +255,7 @@ impl DynamoStore {
     }
 
     /// Runs query pages until `want` items passed the filter (or the range is exhausted).
-    async fn query(&self, q: &QuerySpec, want: usize) -> Result<Vec<Item>, StoreError> {
+    pub(super) async fn query(&self, q: &QuerySpec, want: usize) -> Result<Vec<Item>, StoreError> {
         let mut out = Vec::new();
         let mut start: Option<Item> = None;
         loop {
@@ -272,7 +297,7 @@ impl DynamoStore {
         Ok(pages.into_iter().flatten().collect())
     }
 
-    async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), Failure> {
+    pub(super) async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), Failure> {
         self.client
             .transact_write_items()
             .set_transact_items(Some(items))
@@ -282,7 +307,7 @@ impl DynamoStore {
             .map_err(|e| classify("dynamodb:TransactWriteItems", e, tx_reasons))
     }
 
-    fn put(
+    pub(super) fn put(
         &self,
         item: Item,
         condition: &str,
@@ -303,7 +328,24 @@ impl DynamoStore {
             .build())
     }
 
-    fn now(&self) -> Timestamp {
+    /// One `PutItem` on `condition`.
+    async fn put_if(&self, item: Item, condition: &str, values: Vec<(&str, AttributeValue)>) -> Result<(), Failure> {
+        let mut req = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression(condition);
+        for (k, v) in values {
+            req = req.expression_attribute_values(k, v);
+        }
+        req.send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("dynamodb:PutItem", e, |_| None))
+    }
+
+    pub(super) fn now(&self) -> Timestamp {
         self.clock.now()
     }
 
@@ -405,6 +447,7 @@ impl DynamoStore {
             return Err(StoreError::NotFound);
         };
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        let limits = self.tenant_limits(tenant).await?;
         for _ in 0..MAX_RMW_ATTEMPTS {
             let active = self.active_stored_runs(tenant, &job_id).await?;
             let runs: Vec<Run> = active.iter().map(|stored| stored.run.clone()).collect();
@@ -416,20 +459,18 @@ impl DynamoStore {
                 // Not active: ended (or never existed); `claim` answers that.
                 None => return self.claim(tenant, run_id, worker, now, lease_until).await,
             };
-            let outcome = match stored.run.decide_claim(now) {
+            let token = next_token(&stored);
+            let slot = match stored.run.decide_claim(now) {
                 ClaimStep::Answer { .. } => return self.claim(tenant, run_id, worker, now, lease_until).await,
-                ClaimStep::Start => {
-                    let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
-                    stored.run.start_attempt(worker, now, lease_until, token);
-                    stored.last_token = token;
-                    ClaimOutcome::Claimed {
-                        run: stored.run.clone(),
-                        token,
-                    }
-                }
+                ClaimStep::Start => match self.take_slot(tenant, run_id, token, now, &limits).await? {
+                    SlotStep::AtCapacity => return Ok(ClaimOutcome::AtCapacity),
+                    SlotStep::Unlimited => Vec::new(),
+                    SlotStep::Take(writes) => writes,
+                },
             };
+            let outcome = start(&mut stored, token, worker, now, lease_until);
             let others: Vec<&StoredRun> = active.iter().filter(|o| &o.run.run_id != run_id).collect();
-            if others.len() >= MAX_TRANSACTION {
+            if others.len() + slot.len() >= MAX_TRANSACTION {
                 return Err(StoreError::Other(
                     format!(
                         "job {job_id} has {} active runs: too many to claim one alone",
@@ -455,6 +496,7 @@ impl DynamoStore {
                     .map_err(build_error)?;
                 items.push(TransactWriteItem::builder().condition_check(check).build());
             }
+            items.extend(slot);
             match self.transact(items).await {
                 Ok(()) => return Ok(outcome),
                 Err(Failure::Condition { .. }) => continue,
@@ -463,6 +505,54 @@ impl DynamoStore {
         }
         Err(StoreError::Transient(
             format!("job {job_id}'s runs kept changing under {MAX_RMW_ATTEMPTS} claims").into(),
+        ))
+    }
+
+    /// [`JobStore::claim`] of a run whose tenant has a `max_concurrent_runs`: the attempt
+    /// starts in one transaction with the slot it takes ([`super::quotas`]); a lost race reads
+    /// and decides again.
+    async fn claim_capped(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+        limits: &TenantLimits,
+    ) -> Result<ClaimOutcome, StoreError> {
+        for _ in 0..MAX_RMW_ATTEMPTS {
+            let mut stored = self.load_run(tenant, run_id).await?.ok_or(StoreError::NotFound)?;
+            let token = next_token(&stored);
+            match stored.run.decide_claim(now) {
+                ClaimStep::Answer { outcome, changed } => {
+                    if !changed || self.save_run(&stored).await? {
+                        return Ok(outcome);
+                    }
+                }
+                ClaimStep::Start => {
+                    let slot = match self.take_slot(tenant, run_id, token, now, limits).await? {
+                        SlotStep::AtCapacity => return Ok(ClaimOutcome::AtCapacity),
+                        SlotStep::Unlimited => Vec::new(),
+                        SlotStep::Take(writes) => writes,
+                    };
+                    let outcome = start(&mut stored, token, worker, now, lease_until);
+                    let next = StoredRun {
+                        rv: stored.rv + 1,
+                        ..stored.clone()
+                    };
+                    let mut items =
+                        vec![self.put(self.stored_run_item(&next)?, "rv = :rv", vec![(":rv", n(stored.rv))])?];
+                    items.extend(slot);
+                    match self.transact(items).await {
+                        Ok(()) => return Ok(outcome),
+                        Err(Failure::Condition { .. }) => {}
+                        Err(f) => return Err(f.into_store(String::new)),
+                    }
+                }
+            }
+        }
+        Err(StoreError::Transient(
+            format!("run {run_id} or its tenant's slots kept changing under {MAX_RMW_ATTEMPTS} claims").into(),
         ))
     }
 
@@ -627,7 +717,10 @@ impl JobStore for DynamoStore {
             return Ok(());
         };
         let now = self.now();
-        let mut writes = Vec::with_capacity(jobs.len() + 1);
+        let limits = self.tenant_limits(&first.tenant).await?;
+        let added = jobs.iter().filter(|j| counts_as_active(j.state)).count() as i64;
+        let counter = self.active_jobs_write(&first.tenant, &limits, added)?;
+        let mut writes = Vec::with_capacity(jobs.len() + 2);
         for job in jobs {
             let item = job_item(job, now, self.shards)?;
             writes.push(self.put(
@@ -653,6 +746,9 @@ impl JobStore for DynamoStore {
             ]);
             writes.push(self.put(item, "attribute_not_exists(pk)", vec![])?);
         }
+        // Last, so that its index tells a refusal of the quota from a conflict.
+        let counter_index = counter.is_some().then_some(writes.len());
+        writes.extend(counter);
         let describe = |failed: &[usize]| match failed.first() {
             Some(&i) if i < jobs.len() => format!("job {} exists", jobs[i].id),
             Some(_) => format!(
@@ -661,10 +757,17 @@ impl JobStore for DynamoStore {
             ),
             None => "conflict".into(),
         };
+        let refusal = async |failed: &[usize]| {
+            if failed.iter().any(|i| Some(*i) == counter_index) {
+                self.active_jobs_refused(&first.tenant, &limits, added).await
+            } else {
+                conflict(describe(failed))
+            }
+        };
         if writes.len() <= MAX_TRANSACTION {
             return match self.transact(writes).await {
                 Ok(()) => Ok(()),
-                Err(Failure::Condition { failed_items, .. }) => Err(conflict(describe(&failed_items))),
+                Err(Failure::Condition { failed_items, .. }) => Err(refusal(&failed_items).await),
                 Err(f) => Err(f.into_store(String::new)),
             };
         }
@@ -690,7 +793,7 @@ impl JobStore for DynamoStore {
                 }
                 return Err(match f {
                     Failure::Condition { failed_items, .. } => {
-                        conflict(describe(&failed_items.iter().map(|i| i + done).collect::<Vec<_>>()))
+                        refusal(&failed_items.iter().map(|i| i + done).collect::<Vec<_>>()).await
                     }
                     f => f.into_store(String::new),
                 });
@@ -730,34 +833,42 @@ impl JobStore for DynamoStore {
         expected_next_fire_at: Option<Timestamp>,
     ) -> Result<(), StoreError> {
         let item = job_item(job, self.now(), self.shards)?;
-        let req = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(item))
-            .expression_attribute_names("#nfa", "next_fire_at")
-            .expression_attribute_values(":v", n(expected_version));
         // A sweep moves `next_fire_at` without bumping the version: a user change must not
         // undo it.
-        let req = match expected_next_fire_at {
-            Some(t) => req
-                .condition_expression("attribute_exists(pk) AND version = :v AND #nfa = :nfa")
-                .expression_attribute_values(":nfa", n(ms(t))),
-            None => req.condition_expression("attribute_exists(pk) AND version = :v AND attribute_not_exists(#nfa)"),
+        let mut values = vec![(":v", n(expected_version))];
+        let condition = match expected_next_fire_at {
+            Some(t) => {
+                values.push((":nfa", n(ms(t))));
+                "attribute_exists(pk) AND version = :v AND next_fire_at = :nfa"
+            }
+            None => "attribute_exists(pk) AND version = :v AND attribute_not_exists(next_fire_at)",
         };
-        let res = req.send().await;
-        match res {
-            Ok(_) => Ok(()),
-            Err(e) => match classify("dynamodb:PutItem", e, |_| None) {
-                Failure::Condition { .. } => match self.get_job(&job.tenant, &job.id).await? {
-                    None => Err(StoreError::NotFound),
-                    Some(current) => Err(conflict(format!(
-                        "job {} is at version {} (expected {expected_version}) or was swept meanwhile",
-                        job.id, current.version
-                    ))),
-                },
-                f => Err(f.into_store(String::new)),
+        // A counted tenant's change of the job's place in `active_jobs` goes with the count.
+        let limits = self.tenant_limits(&job.tenant).await?;
+        let delta = match limits.counting {
+            true => match self.get_job(&job.tenant, &job.id).await? {
+                Some(current) => i64::from(counts_as_active(job.state)) - i64::from(counts_as_active(current.state)),
+                None => 0,
             },
+            false => 0,
+        };
+        let written = match self.active_jobs_write(&job.tenant, &limits, delta)? {
+            None => self.put_if(item, condition, values).await,
+            Some(counter) => self.transact(vec![self.put(item, condition, values)?, counter]).await,
+        };
+        match written {
+            Ok(()) => Ok(()),
+            Err(Failure::Condition { failed_items, .. }) if failed_items.contains(&1) => {
+                Err(self.active_jobs_refused(&job.tenant, &limits, delta).await)
+            }
+            Err(Failure::Condition { .. }) => match self.get_job(&job.tenant, &job.id).await? {
+                None => Err(StoreError::NotFound),
+                Some(current) => Err(conflict(format!(
+                    "job {} is at version {} (expected {expected_version}) or was swept meanwhile",
+                    job.id, current.version
+                ))),
+            },
+            Err(f) => Err(f.into_store(String::new)),
         }
     }
 
@@ -877,6 +988,12 @@ impl JobStore for DynamoStore {
         // one was refused): inserted by this firing, and not to be written again.
         let mut committed: Vec<Run> = Vec::new();
         let mut skip: HashSet<RunId> = HashSet::new();
+        // Sweeps fire ACTIVE jobs: one that ends leaves the tenant's active jobs.
+        let limits = match counts_as_active(firing.state) {
+            true => TenantLimits::default(),
+            false => self.tenant_limits(&firing.tenant).await?,
+        };
+        let ends = i64::from(!counts_as_active(firing.state));
         for _ in 0..MAX_RMW_ATTEMPTS {
             // Runs that exist are left out up front.
             let keys: Vec<Item> = firing
@@ -910,7 +1027,8 @@ impl JobStore for DynamoStore {
                 op_runs.push(Some(stored.run));
             }
             // Everything past one transaction goes first, each chunk conditional on the job.
-            let room = MAX_TRANSACTION - 1;
+            let counter = self.active_jobs_write(&firing.tenant, &limits, -ends)?;
+            let room = MAX_TRANSACTION - 1 - usize::from(counter.is_some());
             let split = ops.len().saturating_sub(room);
             let mut early_ops: Vec<TransactWriteItem> = ops.drain(..split).collect();
             let mut early_runs: Vec<Option<Run>> = op_runs.drain(..split).collect();
@@ -936,6 +1054,7 @@ impl JobStore for DynamoStore {
             if failed.is_none() {
                 let mut last = vec![self.firing_job_write(firing, false)?];
                 last.extend(ops);
+                last.extend(counter);
                 match self.transact(last).await {
                     Ok(()) => {
                         committed.extend(op_runs.into_iter().flatten());
@@ -1135,19 +1254,17 @@ impl JobStore for DynamoStore {
         lease_until: Timestamp,
     ) -> Result<ClaimOutcome, StoreError> {
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        let limits = self.tenant_limits(tenant).await?;
+        if limits.quota.max_concurrent_runs.is_some() {
+            return self
+                .claim_capped(tenant, run_id, worker, now, lease_until, &limits)
+                .await;
+        }
         self.modify_run(tenant, run_id, |stored| match stored.run.decide_claim(now) {
             ClaimStep::Answer { outcome, changed } => Ok((changed, outcome)),
             ClaimStep::Start => {
-                let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
-                stored.run.start_attempt(worker, now, lease_until, token);
-                stored.last_token = token;
-                Ok((
-                    true,
-                    ClaimOutcome::Claimed {
-                        run: stored.run.clone(),
-                        token,
-                    },
-                ))
+                let token = next_token(stored);
+                Ok((true, start(stored, token, worker, now, lease_until)))
             }
         })
         .await
