@@ -79,16 +79,6 @@ impl QuotaCache {
     }
 }
 
-/// What a claim must add to its transaction to respect the tenant's `max_concurrent_runs`.
-pub(super) enum SlotStep {
-    /// The tenant has no such limit: nothing.
-    Unlimited,
-    /// Every slot is occupied: start nothing.
-    AtCapacity,
-    /// These writes take a free slot (and check the slots past a lowered limit).
-    Take(Vec<TransactWriteItem>),
-}
-
 /// One slot item as read.
 struct Slot {
     index: u64,
@@ -196,8 +186,10 @@ impl DynamoStore {
         )
     }
 
-    /// What a claim that would start attempt `token` of `run_id` at `now` must write to take
-    /// one of the tenant's concurrency slots.
+    /// What a claim that would start attempt `token` of `run_id` at `now` must add to its
+    /// transaction to respect the tenant's `max_concurrent_runs`: the writes that take a free
+    /// slot (and check the slots past a lowered limit); none without that limit; `None` when
+    /// every slot is occupied (start nothing).
     pub(super) async fn take_slot(
         &self,
         tenant: &TenantId,
@@ -205,9 +197,9 @@ impl DynamoStore {
         token: u64,
         now: Timestamp,
         limits: &TenantLimits,
-    ) -> Result<SlotStep, StoreError> {
+    ) -> Result<Option<Vec<TransactWriteItem>>, StoreError> {
         let Some(max) = limits.quota.max_concurrent_runs else {
-            return Ok(SlotStep::Unlimited);
+            return Ok(Some(Vec::new()));
         };
         let mut q = QuerySpec::new(None, "#pk = :pk AND begins_with(#sk, :slot)")
             .name("#pk", PK)
@@ -230,11 +222,11 @@ impl DynamoStore {
             .collect::<Result<_, _>>()?;
         let occupied: Vec<&Slot> = slots.iter().filter(|slot| slot.held(&runs, now)).collect();
         if at_capacity(&limits.quota, occupied.len() as u64) {
-            return Ok(SlotStep::AtCapacity);
+            return Ok(None);
         }
         // Fewer occupied than `max`: one of the first `max` is free.
         let Some(free) = (0..max).find(|i| occupied.iter().all(|slot| slot.index != *i)) else {
-            return Ok(SlotStep::AtCapacity);
+            return Ok(None);
         };
         let unchanged = |slot: &Slot| vec![(":run", s(slot.run_id.as_str())), (":token", n(slot.token))];
         const AS_READ: &str = "slot_run = :run AND slot_token = :token";
@@ -262,7 +254,7 @@ impl DynamoStore {
                     .build(),
             );
         }
-        Ok(SlotStep::Take(writes))
+        Ok(Some(writes))
     }
 
     /// The tenant's jobs ACTIVE or PAUSED, counted from the `list` index.

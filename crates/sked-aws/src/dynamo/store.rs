@@ -18,7 +18,7 @@ use super::codec::{
     truncated,
 };
 use super::keys::*;
-use super::quotas::{QuotaCache, SlotStep, TenantLimits};
+use super::quotas::{QuotaCache, TenantLimits};
 use crate::config::AwsConfig;
 use crate::error::{Failure, build_error, classify};
 use async_trait::async_trait;
@@ -366,6 +366,15 @@ impl DynamoStore {
         }
     }
 
+    /// The transaction write of `stored` with `rv + 1`, on condition its item still has `rv`.
+    fn versioned_put(&self, stored: &StoredRun) -> Result<TransactWriteItem, StoreError> {
+        let next = StoredRun {
+            rv: stored.rv + 1,
+            ..stored.clone()
+        };
+        self.put(self.stored_run_item(&next)?, "rv = :rv", vec![(":rv", n(stored.rv))])
+    }
+
     /// Puts `stored` with `rv + 1` if its item still has version `rv`. `Ok(false)` if it moved.
     async fn save_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
         let next = StoredRun {
@@ -463,9 +472,8 @@ impl DynamoStore {
             let slot = match stored.run.decide_claim(now) {
                 ClaimStep::Answer { .. } => return self.claim(tenant, run_id, worker, now, lease_until).await,
                 ClaimStep::Start => match self.take_slot(tenant, run_id, token, now, &limits).await? {
-                    SlotStep::AtCapacity => return Ok(ClaimOutcome::AtCapacity),
-                    SlotStep::Unlimited => Vec::new(),
-                    SlotStep::Take(writes) => writes,
+                    Some(writes) => writes,
+                    None => return Ok(ClaimOutcome::AtCapacity),
                 },
             };
             let outcome = start(&mut stored, token, worker, now, lease_until);
@@ -479,11 +487,7 @@ impl DynamoStore {
                     .into(),
                 ));
             }
-            let next = StoredRun {
-                rv: stored.rv + 1,
-                ..stored.clone()
-            };
-            let mut items = vec![self.put(self.stored_run_item(&next)?, "rv = :rv", vec![(":rv", n(stored.rv))])?];
+            let mut items = vec![self.versioned_put(&stored)?];
             for other in others {
                 let k = run_key(&other.run.tenant, &other.run.run_id)
                     .ok_or_else(|| StoreError::Other(format!("run id {} names no job", other.run.run_id).into()))?;
@@ -530,18 +534,11 @@ impl DynamoStore {
                     }
                 }
                 ClaimStep::Start => {
-                    let slot = match self.take_slot(tenant, run_id, token, now, limits).await? {
-                        SlotStep::AtCapacity => return Ok(ClaimOutcome::AtCapacity),
-                        SlotStep::Unlimited => Vec::new(),
-                        SlotStep::Take(writes) => writes,
+                    let Some(slot) = self.take_slot(tenant, run_id, token, now, limits).await? else {
+                        return Ok(ClaimOutcome::AtCapacity);
                     };
                     let outcome = start(&mut stored, token, worker, now, lease_until);
-                    let next = StoredRun {
-                        rv: stored.rv + 1,
-                        ..stored.clone()
-                    };
-                    let mut items =
-                        vec![self.put(self.stored_run_item(&next)?, "rv = :rv", vec![(":rv", n(stored.rv))])?];
+                    let mut items = vec![self.versioned_put(&stored)?];
                     items.extend(slot);
                     match self.transact(items).await {
                         Ok(()) => return Ok(outcome),
