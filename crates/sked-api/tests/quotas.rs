@@ -66,6 +66,10 @@ async fn operators_read_and_set_quotas_and_bad_limits_are_named() {
     expected["tenant"] = json!("acme");
     assert_eq!(read, expected);
 
+    let put = async |body: &Value| {
+        w.call(&Method::PUT, "/v1/tenants/acme/quota", Some(&operator), Some(body), &[])
+            .await
+    };
     for (body, status, field) in [
         (
             json!({"max_active_jobs": -1}),
@@ -89,15 +93,7 @@ async fn operators_read_and_set_quotas_and_bad_limits_are_named() {
             "max_concurrent_runs",
         ),
     ] {
-        let (got, _, answer) = w
-            .call(
-                &Method::PUT,
-                "/v1/tenants/acme/quota",
-                Some(&operator),
-                Some(&body),
-                &[],
-            )
-            .await;
+        let (got, _, answer) = put(&body).await;
         assert_eq!(
             (got, answer["error"]["field"].as_str()),
             (status, Some(field)),
@@ -105,15 +101,7 @@ async fn operators_read_and_set_quotas_and_bad_limits_are_named() {
         );
     }
     for body in [json!([null, null]), json!({"submit_rate": [1, 2]})] {
-        let (got, _, answer) = w
-            .call(
-                &Method::PUT,
-                "/v1/tenants/acme/quota",
-                Some(&operator),
-                Some(&body),
-                &[],
-            )
-            .await;
+        let (got, _, answer) = put(&body).await;
         assert_eq!(
             got,
             StatusCode::BAD_REQUEST,

@@ -314,7 +314,6 @@ impl QuotaStore for DynamoStore {
             (Some(_), false) => Some(self.count_active_jobs(tenant).await?),
             _ => None,
         };
-        self.quota_cache.forget(tenant);
         match self.update_quota_item(tenant, &quota_json, start_count).await {
             Ok(()) => {}
             // Another writer started the count meanwhile: keep its count.
