@@ -8,6 +8,7 @@
 //! - [`validate`]: every field of a job checked before anything is written.
 //! - [`quota`]: per-tenant limits and the submit-rate rule.
 //! - [`retry`]: backoff and the attempt-outcome state machine.
+//! - [`fairness`]: the order in which a local queue serves several tenants (turns in rounds).
 //! - [`ports`]: the traits adapters implement (clock, store, queue, logs, executor).
 //! - `openapi` (build feature `utoipa`): the OpenAPI schemas of the wire types whose serde
 //!   form is hand-written (the derived ones sit on their types).
@@ -19,6 +20,7 @@
 pub mod auth;
 pub mod duration;
 pub mod error;
+pub mod fairness;
 pub mod firing;
 pub mod ids;
 pub mod integer;

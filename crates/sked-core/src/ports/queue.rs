@@ -78,8 +78,11 @@ pub enum QueueError {
 ///
 /// Contract (checked by sked-testkit's queue suite):
 /// - `receive` returns only messages with `not_before <= now` that are not leased, at most
-///   `max`, ordered by [`dispatch_rank`] (then by enqueue order); each becomes invisible for
-///   `visibility` and its `receive_count` grows by one.
+///   `max`; each becomes invisible for `visibility` and its `receive_count` grows by one.
+/// - Local queues serve one tenant's messages by [`dispatch_rank`] (then by enqueue order),
+///   and several tenants in turns ([`crate::fairness`]): a tenant with a ready message is
+///   served before any other tenant is served twice. (SQS approximates this with its fair
+///   queues, the tenant as message group.)
 /// - `receive` waits up to `wait` for a message to become ready (long poll) and returns an
 ///   empty vec when none did. `wait` zero never blocks.
 /// - An unacked message becomes receivable again when its visibility lease ends.

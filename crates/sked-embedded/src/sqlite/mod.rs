@@ -12,7 +12,7 @@
 //! (rows ↔ domain values), [`store`], [`queue`], [`keys`], `quotas` (the store's
 //! [`sked_core::ports::QuotaStore`] and its checks), [`error`].
 //!
-//! # Table layout (schema version 3)
+//! # Table layout (schema version 4)
 //!
 //! All instants are INTEGER milliseconds since the Unix epoch (UTC); enums are stored by
 //! their wire names. Tables are `STRICT`. `PRAGMA application_id` is `0x736B6564`
@@ -91,7 +91,12 @@
 //!
 //! Indexes: `dispatch_receive (rank, seq, visible_at)` (receive walks it in order and
 //! filters visibility in the index); `dispatch_visible (visible_at)` (is anything
-//! visible, and when is the next).
+//! visible, and when is the next); `dispatch_by_tenant (tenant, rank, seq, visible_at)`
+//! (schema version 4: which tenants have messages, and each one's in serving order).
+//!
+//! `dispatch_rounds` (schema version 4) — tenant TEXT primary key; round INTEGER: the last
+//! round of fair turns in which a message of the tenant was served
+//! ([`sked_core::fairness`]). Written only while several tenants have messages queued.
 
 mod codec;
 mod db;

@@ -8,6 +8,12 @@
 //!   expressions of the upsert read the row as it was before the update.
 //! - `rank = dispatch_rank(priority, not_before)`, stored so receive walks the index
 //!   `(rank, seq, visible_at)` in serving order and stops after `max` visible rows.
+//! - Several tenants take turns ([`sked_core::fairness`]): when more than one tenant has
+//!   messages queued (found by a skip scan of `dispatch_by_tenant`, one seek per tenant),
+//!   receive reads up to `max` visible rows of each in rank order and the round each was
+//!   last served in (`dispatch_rounds`), serves them in turns and records the rounds, in the
+//!   same transaction. Its cost grows with the number of tenants that have messages queued;
+//!   with one tenant it is the plain index walk.
 //! - Receive leases rows in one `BEGIN IMMEDIATE` transaction: `visible_at = now +
 //!   visibility`, `receive_count + 1`, receipt `"<seq>.<receive_count>"` — unique for
 //!   ever, because `seq` is never reused (AUTOINCREMENT) and the count only grows.
@@ -25,6 +31,7 @@ use super::error::TxError;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use sked_core::duration::Dur;
+use sked_core::fairness::{Ready, Rounds, take_in_turns};
 use sked_core::ids::{RunId, TenantId};
 use sked_core::ports::Clock;
 use sked_core::ports::queue::{AGING_STEP, Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
@@ -106,8 +113,8 @@ impl SqliteQueue {
 }
 
 /// Leases, in the current transaction, up to `max` messages visible at `now` (in serving
-/// order) for `visibility`. Also used by [`super::SqliteStore`] to receive and claim in one
-/// transaction.
+/// order: rank order within a tenant, tenants in turns) for `visibility`. Also used by
+/// [`super::SqliteStore`] to receive and claim in one transaction.
 pub(crate) fn take_visible(
     conn: &Connection,
     max: usize,
@@ -115,45 +122,122 @@ pub(crate) fn take_visible(
     now: Timestamp,
 ) -> Result<Vec<Delivery>, TxError> {
     let now_ms = ms(now);
-    let until = now_ms.saturating_add(visibility.as_millis());
     let max = max.min(i64::MAX as usize) as i64;
-    let mut picked = Vec::new();
-    {
+    let tenants = queued_tenants(conn)?;
+    let picked = if tenants.len() <= 1 {
+        // One tenant (the usual case): its rank order is the serving order.
         let mut stmt = conn.prepare_cached(
             "SELECT seq, tenant, run_id, priority, not_before, receive_count
              FROM dispatch INDEXED BY dispatch_receive
              WHERE visible_at <= ?1 ORDER BY rank, seq LIMIT ?2",
         )?;
-        let mut rows = stmt.query(params![now_ms, max])?;
-        while let Some(row) = rows.next()? {
-            let seq: i64 = row.get(0)?;
-            let priority = u8::try_from(row.get::<_, i64>(3)?).map_err(|e| TxError::bad(e.to_string()))?;
-            let count: i64 = row.get(5)?;
-            picked.push((
-                seq,
-                Dispatch {
-                    tenant: TenantId(row.get(1)?),
-                    run_id: RunId(row.get(2)?),
-                    priority,
-                    not_before: ts(row.get(4)?),
-                },
-                count + 1,
-            ));
-        }
-    }
+        let rows = stmt.query_map(params![now_ms, max], visible_row)?;
+        rows.collect::<Result<Vec<_>, _>>()?
+    } else {
+        take_in_turns_of(conn, &tenants, now_ms, max)?
+    };
+    let until = now_ms.saturating_add(visibility.as_millis());
     let mut lease =
         conn.prepare_cached("UPDATE dispatch SET visible_at = ?2, receipt = ?3, receive_count = ?4 WHERE seq = ?1")?;
     let mut out = Vec::with_capacity(picked.len());
-    for (seq, dispatch, count) in picked {
-        let receipt = format!("{seq}.{count}");
-        lease.execute(params![seq, until, receipt, count])?;
+    for row in picked {
+        let count = row.receive_count + 1;
+        let receipt = format!("{}.{count}", row.seq);
+        lease.execute(params![row.seq, until, receipt, count])?;
+        let priority = u8::try_from(row.priority).map_err(|e| TxError::bad(e.to_string()))?;
         out.push(Delivery {
-            dispatch,
+            dispatch: Dispatch {
+                tenant: TenantId(row.tenant),
+                run_id: RunId(row.run_id),
+                priority,
+                not_before: ts(row.not_before),
+            },
             receipt: Receipt(receipt),
             receive_count: count as u32,
         });
     }
     Ok(out)
+}
+
+/// A visible message as read for leasing.
+struct VisibleRow {
+    seq: i64,
+    tenant: String,
+    run_id: String,
+    priority: i64,
+    not_before: i64,
+    receive_count: i64,
+}
+
+/// Reads `seq, tenant, run_id, priority, not_before, receive_count`.
+fn visible_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<VisibleRow> {
+    Ok(VisibleRow {
+        seq: row.get(0)?,
+        tenant: row.get(1)?,
+        run_id: row.get(2)?,
+        priority: row.get(3)?,
+        not_before: row.get(4)?,
+        receive_count: row.get(5)?,
+    })
+}
+
+/// The tenants with messages queued (visible or not), by a skip scan of
+/// `dispatch_by_tenant`: one index seek per tenant, whatever the backlog.
+fn queued_tenants(conn: &Connection) -> Result<Vec<String>, TxError> {
+    let mut stmt = conn.prepare_cached(
+        "WITH RECURSIVE t(tenant) AS (
+             SELECT min(tenant) FROM dispatch
+             UNION ALL
+             SELECT (SELECT min(tenant) FROM dispatch WHERE tenant > t.tenant) FROM t WHERE t.tenant IS NOT NULL
+         )
+         SELECT tenant FROM t WHERE tenant IS NOT NULL",
+    )?;
+    let tenants = stmt.query_map([], |r| r.get(0))?;
+    Ok(tenants.collect::<Result<Vec<String>, _>>()?)
+}
+
+/// Up to `max` visible messages of several `tenants` in fair turns
+/// ([`sked_core::fairness::take_in_turns`]), recording each served tenant's round.
+fn take_in_turns_of(conn: &Connection, tenants: &[String], now_ms: i64, max: i64) -> Result<Vec<VisibleRow>, TxError> {
+    let mut rounds = Rounds::new();
+    let mut ready = Vec::with_capacity(tenants.len());
+    {
+        let mut round_of = conn.prepare_cached("SELECT round FROM dispatch_rounds WHERE tenant = ?1")?;
+        let mut best_of = conn.prepare_cached(
+            "SELECT seq, tenant, run_id, priority, not_before, receive_count, rank
+             FROM dispatch INDEXED BY dispatch_by_tenant
+             WHERE tenant = ?1 AND visible_at <= ?2 ORDER BY rank, seq LIMIT ?3",
+        )?;
+        for tenant in tenants {
+            let round: Option<i64> = round_of.query_row([tenant], |r| r.get(0)).optional()?;
+            let messages = best_of
+                .query_map(params![tenant, now_ms, max], |r| {
+                    Ok(Ready {
+                        rank: r.get(6)?,
+                        seq: r.get(0)?,
+                        key: visible_row(r)?,
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let tenant = TenantId(tenant.clone());
+            if let Some(round) = round {
+                rounds.insert(tenant.clone(), round as u64);
+            }
+            ready.push((tenant, messages));
+        }
+    }
+    let taken = take_in_turns(&mut rounds, ready, max as usize);
+    let mut record = conn.prepare_cached(
+        "INSERT INTO dispatch_rounds (tenant, round) VALUES (?1, ?2)
+         ON CONFLICT (tenant) DO UPDATE SET round = excluded.round",
+    )?;
+    let mut served = std::collections::HashSet::new();
+    for (tenant, _) in &taken {
+        if served.insert(tenant.clone()) {
+            record.execute(params![tenant.as_str(), rounds[tenant] as i64])?;
+        }
+    }
+    Ok(taken.into_iter().map(|(_, row)| row).collect())
 }
 
 /// The row a receipt names (`<seq>.<count>`), if it is well formed.

@@ -132,6 +132,15 @@ const MIGRATIONS: &[&str] = &[
         UPDATE tenant_usage SET active_jobs = active_jobs - 1 WHERE tenant = old.tenant;
     END;
     "#,
+    // 4: fair turns across tenants in the dispatch queue: each tenant's messages in serving
+    // order, and the round in which each tenant was last served.
+    r#"
+    CREATE INDEX dispatch_by_tenant ON dispatch (tenant, rank, seq, visible_at);
+    CREATE TABLE dispatch_rounds (
+        tenant  TEXT    NOT NULL PRIMARY KEY,
+        round   INTEGER NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this build writes.

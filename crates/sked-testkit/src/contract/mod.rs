@@ -127,6 +127,8 @@ macro_rules! queue_contract {
             receive_ages_old_low_priority_first,
             receive_equal_rank_in_enqueue_order,
             receive_respects_max,
+            tenants_take_turns,
+            a_tenant_whose_run_becomes_ready_goes_before_a_busy_tenant_goes_again,
             leased_message_is_invisible_until_visibility_ends,
             ack_removes_message,
             stale_receipts_are_refused,

@@ -8,10 +8,11 @@
 
 pub use sked_core::ports::queue::DispatchQueue;
 
-use super::fixtures::{at, dispatch};
+use super::fixtures::{self, at, dispatch};
 use crate::clock::ManualClock;
 use sked_core::duration::Dur;
-use sked_core::ports::queue::{Delivery, QueueError};
+use sked_core::ports::queue::{Delivery, Dispatch, QueueError};
+use sked_core::timestamp::Timestamp;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,6 +106,57 @@ pub async fn receive_respects_max(_clock: Arc<ManualClock>, queue: Queue) {
     assert_eq!(jobs(&recv(&queue, 2).await), ["c", "d"]);
     assert_eq!(jobs(&recv(&queue, 2).await), ["e"]);
     assert!(recv(&queue, 2).await.is_empty());
+}
+
+/// `dispatch(job, priority, not_before)` of tenant `tenant`.
+fn dispatch_of(tenant: &str, job: &str, priority: u8, not_before: Timestamp) -> Dispatch {
+    Dispatch {
+        tenant: fixtures::tenant(tenant),
+        ..dispatch(job, priority, not_before)
+    }
+}
+
+/// Several tenants take turns, one message each a round, whatever their priorities; within a
+/// tenant the rank order holds.
+pub async fn tenants_take_turns(_clock: Arc<ManualClock>, queue: Queue) {
+    queue
+        .enqueue(&[
+            dispatch_of("a", "a1", 9, at(0)),
+            dispatch_of("a", "a2", 9, at(0)),
+            dispatch_of("a", "a3", 9, at(0)),
+            dispatch_of("b", "b2", 0, at(0)),
+            dispatch_of("b", "b1", 1, at(0)),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(jobs(&recv(&queue, 10).await), ["a1", "b1", "a2", "b2", "a3"]);
+}
+
+/// One tenant's backlog does not hold back another tenant's run: a run of tenant b that
+/// becomes ready while tenant a has many queued (better ranked) is served next, and then the
+/// turns alternate.
+pub async fn a_tenant_whose_run_becomes_ready_goes_before_a_busy_tenant_goes_again(
+    clock: Arc<ManualClock>,
+    queue: Queue,
+) {
+    let burst: Vec<_> = (0..50)
+        .map(|i| dispatch_of("a", &format!("a{i:02}"), 9, at(0)))
+        .collect();
+    queue.enqueue(&burst).await.unwrap();
+    queue
+        .enqueue(&[dispatch_of("b", "b1", 0, at(1)), dispatch_of("b", "b2", 0, at(1))])
+        .await
+        .unwrap();
+    assert_eq!(jobs(&recv(&queue, 2).await), ["a00", "a01"]);
+    assert_eq!(jobs(&recv(&queue, 1).await), ["a02"]);
+    clock.advance(Dur::secs(1));
+    assert_eq!(jobs(&recv(&queue, 1).await), ["b1"], "b's run goes before a's next one");
+    assert_eq!(jobs(&recv(&queue, 3).await), ["a03", "b2", "a04"]);
+    assert_eq!(
+        jobs(&recv(&queue, 2).await),
+        ["a05", "a06"],
+        "a alone again: rank order"
+    );
 }
 
 /// A received message is invisible until its visibility ends, then delivered again with

@@ -1,7 +1,7 @@
 //! [`MemQueue`]: the in-memory [`DispatchQueue`].
 //!
-//! Keeps the local-queue contract of the trait doc: ready messages served by
-//! [`dispatch_rank`] then enqueue order, visibility leases, receive counts, deduplication
+//! Keeps the local-queue contract of the trait doc: a tenant's ready messages served by
+//! [`dispatch_rank`] then enqueue order, tenants in turns ([`sked_core::fairness`]), visibility leases, receive counts, deduplication
 //! by run (a re-enqueue keeps one message, the earlier `not_before`, and makes a live
 //! receipt stale), and a long poll that waits by the injected [`Clock`] and wakes at once
 //! on enqueue. A message's `ready_at` for ranking is its `not_before`.
@@ -9,11 +9,12 @@
 
 use async_trait::async_trait;
 use sked_core::duration::Dur;
+use sked_core::fairness::{Ready, Rounds, take_in_turns};
 use sked_core::ids::{RunId, TenantId};
 use sked_core::ports::Clock;
 use sked_core::ports::queue::{Delivery, Dispatch, DispatchQueue, QueueError, Receipt, dispatch_rank};
 use sked_core::timestamp::Timestamp;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
@@ -36,6 +37,8 @@ struct State {
     next_seq: u64,
     /// Numbers receipts so each delivery's is unique.
     next_receipt: u64,
+    /// Per tenant, the last round it was served in (fair turns across tenants).
+    rounds: Rounds,
 }
 
 /// One queued run.
@@ -93,21 +96,20 @@ impl MemQueue {
     fn take_ready(&self, max: usize, visibility: Dur) -> (Vec<Delivery>, Option<Timestamp>) {
         let now = self.clock.now();
         let mut st = self.lock();
-        let mut ready: Vec<(i64, u64, (TenantId, RunId))> = st
-            .messages
-            .iter()
-            .filter(|(_, m)| m.ready(now))
-            .map(|(k, m)| {
-                (
-                    dispatch_rank(m.dispatch.priority, m.dispatch.not_before),
-                    m.seq,
-                    k.clone(),
-                )
-            })
-            .collect();
-        ready.sort();
+        let mut ready: BTreeMap<TenantId, Vec<Ready<RunId>>> = BTreeMap::new();
+        for ((tenant, run_id), m) in st.messages.iter().filter(|(_, m)| m.ready(now)) {
+            ready.entry(tenant.clone()).or_default().push(Ready {
+                rank: dispatch_rank(m.dispatch.priority, m.dispatch.not_before),
+                seq: m.seq as i64,
+                key: run_id.clone(),
+            });
+        }
+        for messages in ready.values_mut() {
+            messages.sort_by_key(|m| (m.rank, m.seq));
+        }
+        let taken = take_in_turns(&mut st.rounds, ready, max);
         let mut out = Vec::new();
-        for (_, _, key) in ready.into_iter().take(max) {
+        for key in taken {
             st.next_receipt += 1;
             let receipt = format!("{}/{}#{}", key.0, key.1, st.next_receipt);
             let Some(m) = st.messages.get_mut(&key) else { continue };
