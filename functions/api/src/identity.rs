@@ -1,18 +1,25 @@
-//! Who is calling, on AWS: API Gateway verified the caller's JWT before invoking the function,
-//! and its claims name the tenant and the role. The claims' names are settings
-//! ([`ClaimNames`], from the template's `TenantClaim` and `RoleClaim`). This layer turns them
-//! into the [`Principal`] `sked_api::Auth::Injected` expects; a request whose claims lack
-//! either, or name an unknown role, gets none and is refused (401). Nothing the caller sends in
-//! a header is read — `X-Sked-Tenant` least of all.
+//! Who is calling, on AWS. API Gateway authenticates the caller before invoking the function
+//! and puts what it verified on the request context; this layer turns that into the
+//! [`Principal`] `sked_api::Auth::Injected` expects, or into none, and a request without one is
+//! refused (401). Nothing the caller sends in a header is read — `X-Sked-Tenant` least of all.
 //!
-//! In IAM mode (`AuthMode: IAM`) requests carry no claims, so every request is refused until a
-//! mapping from IAM principals to tenants exists.
+//! - JWT mode (`AuthMode: JWT`): the verified token's claims name the tenant and the role. The
+//!   claims' names are settings ([`ClaimNames`], from the template's `TenantClaim` and
+//!   `RoleClaim`). Claims that lack either, name an unknown role or a tenant that is not an
+//!   id: no principal.
+//! - IAM mode (`AuthMode: IAM`): the context names the SigV4 signer by ARN (an IAM user or an
+//!   assumed-role session), and the mapping the operator keeps says which tenant and role it
+//!   is ([`IamPrincipals`], from the template's `IamPrincipals`; format and matching rules in
+//!   [`crate::iam`]). A principal the mapping does not name: no principal. The default mapping
+//!   names no one.
 //!
 //! `make local-aws` has no API Gateway in front (cargo lambda's function URL), so nothing
-//! verifies anything there: its script sets [`ClaimNames::local_identity`]
-//! (`SKED_LOCAL_IDENTITY=<tenant>:<role>`), the identity of every request without claims. The
-//! template never sets it, and the function logs a warning at start when it is set.
+//! verifies anything there: its script sets [`IdentitySources::local_identity`]
+//! (`SKED_LOCAL_IDENTITY=<tenant>:<role>`), the identity of every request whose context
+//! carries neither claims nor an IAM identity. The template never sets it, and the function
+//! logs a warning at start when it is set.
 
+use crate::iam::IamPrincipals;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
@@ -21,6 +28,29 @@ use sked_core::auth::{Principal, Role};
 use sked_core::ids::{TenantId, is_valid_id};
 use std::collections::HashMap;
 use std::sync::Arc;
+
+/// Where callers' identities come from: the JWT claims' names, the IAM mapping, and (`make
+/// local-aws` only) the identity of unauthenticated requests.
+#[derive(Debug, Clone, Default)]
+pub struct IdentitySources {
+    /// The JWT claims that carry the tenant and the role (JWT mode).
+    pub claims: ClaimNames,
+    /// The IAM principals the operator mapped to tenants and roles (IAM mode; default: none).
+    pub iam: IamPrincipals,
+    /// `make local-aws` only: who a request that API Gateway verified nothing for is. `None`
+    /// (the default, and always on AWS): such a request is refused.
+    pub local_identity: Option<Principal>,
+}
+
+impl From<ClaimNames> for IdentitySources {
+    /// These claims' names, no IAM principal and no local identity.
+    fn from(claims: ClaimNames) -> Self {
+        IdentitySources {
+            claims,
+            ..IdentitySources::default()
+        }
+    }
+}
 
 /// The JWT claims that carry the tenant and the role.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,9 +61,6 @@ pub struct ClaimNames {
     /// The claim holding the role: `read`, `write`, `admin` or `operator` (default
     /// `custom:sked_role`).
     pub role: String,
-    /// `make local-aws` only: who a request without claims is. `None` (the default, and
-    /// always on AWS): such a request is refused.
-    pub local_identity: Option<Principal>,
 }
 
 impl Default for ClaimNames {
@@ -41,7 +68,6 @@ impl Default for ClaimNames {
         ClaimNames {
             tenant: "custom:sked_tenant".into(),
             role: "custom:sked_role".into(),
-            local_identity: None,
         }
     }
 }
@@ -64,20 +90,45 @@ pub fn principal_from_claims(claims: &HashMap<String, String>, names: &ClaimName
     Some(Principal::new(TenantId::from(tenant.as_str()), role))
 }
 
-/// The JWT claims API Gateway put on the request context, if any.
-fn verified_claims(req: &Request) -> Option<&HashMap<String, String>> {
-    match req.extensions().get::<RequestContext>()? {
-        RequestContext::ApiGatewayV2(context) => context.authorizer.as_ref()?.jwt.as_ref().map(|jwt| &jwt.claims),
-        _ => None,
-    }
+/// What API Gateway verified about a caller, as it put it on the request context.
+enum Verified<'a> {
+    /// The claims of a JWT.
+    Claims(&'a HashMap<String, String>),
+    /// A SigV4 signer: its ARN (`None` if the context lacks it, which maps to no one).
+    Iam(Option<&'a str>),
 }
 
-/// The layer: puts the claims' principal on the request (or, without claims, the local
-/// identity if one is configured).
-pub async fn identify(State(names): State<Arc<ClaimNames>>, mut req: Request, next: Next) -> Response {
-    let principal = match verified_claims(&req) {
-        Some(claims) => principal_from_claims(claims, &names),
-        None => names.local_identity.clone(),
+/// What API Gateway verified about the caller of `req`, if anything.
+fn verified(req: &Request) -> Option<Verified<'_>> {
+    let RequestContext::ApiGatewayV2(context) = req.extensions().get::<RequestContext>()? else {
+        return None;
+    };
+    let authorizer = context.authorizer.as_ref()?;
+    if let Some(jwt) = &authorizer.jwt {
+        return Some(Verified::Claims(&jwt.claims));
+    }
+    let iam = authorizer.iam.as_ref()?;
+    Some(Verified::Iam(iam.user_arn.as_deref()))
+}
+
+/// The layer: puts the caller's principal on the request — from its verified claims, from the
+/// IAM mapping, or, when API Gateway verified nothing, the local identity if one is
+/// configured.
+pub async fn identify(State(sources): State<Arc<IdentitySources>>, mut req: Request, next: Next) -> Response {
+    let principal = match verified(&req) {
+        Some(Verified::Claims(claims)) => principal_from_claims(claims, &sources.claims),
+        Some(Verified::Iam(user_arn)) => {
+            let principal = user_arn.and_then(|arn| sources.iam.principal_of(arn)).cloned();
+            if principal.is_none() {
+                // The operator's clue when a caller they meant to map is refused.
+                lambda_http::tracing::info!(
+                    user_arn,
+                    "refused: an IAM caller the IamPrincipals mapping does not name"
+                );
+            }
+            principal
+        }
+        None => sources.local_identity.clone(),
     };
     if let Some(principal) = principal {
         req.extensions_mut().insert(principal);

@@ -8,15 +8,17 @@
 //! ([`SkedConfig::fire_within`]) — its run is written and sent to SQS with `DelaySeconds`, and
 //! starts on time however the tick falls.
 //!
-//! Who is calling comes from the JWT claims API Gateway verified ([`identity`]), never from a
-//! header.
+//! Who is calling comes from what API Gateway verified ([`identity`]): the JWT's claims, or in
+//! IAM mode the signer's ARN looked up in the mapping the operator keeps ([`iam`]); never from
+//! a header.
 //!
 //! This crate must not decide anything about scheduling or HTTP: both live in the libraries.
 
+pub mod iam;
 pub mod identity;
 
 use axum::Router;
-use identity::ClaimNames;
+use identity::IdentitySources;
 use sked_api::{ApiConfig, Auth};
 use sked_aws::Settings;
 use sked_core::ports::QuotaStore;
@@ -27,8 +29,14 @@ use std::sync::Arc;
 
 /// The API over `ports` and the tenants' `quotas`, configured by `settings`: container tasks
 /// are accepted when an ECS cluster is configured; jobs due within the look-ahead are fired at
-/// once; callers are who the `claims` of their verified JWT say.
-pub fn app(ports: Ports, quotas: Arc<dyn QuotaStore>, settings: &Settings, claims: ClaimNames) -> Router {
+/// once; callers are who `identities` say (the claims of their verified JWT, or the IAM
+/// mapping; a bare [`identity::ClaimNames`] maps no IAM principal).
+pub fn app(
+    ports: Ports,
+    quotas: Arc<dyn QuotaStore>,
+    settings: &Settings,
+    identities: impl Into<IdentitySources>,
+) -> Router {
     let config = SkedConfig {
         capabilities: Capabilities {
             container_tasks: settings.aws.ecs.is_some(),
@@ -39,7 +47,7 @@ pub fn app(ports: Ports, quotas: Arc<dyn QuotaStore>, settings: &Settings, claim
     let quotas = Quotas::new(quotas, ports.clock.clone());
     let sked = Sked::new(ports, config, SweepSignal::default()).with_quotas(quotas);
     sked_api::router(sked, ApiConfig::default(), Auth::Injected).layer(axum::middleware::from_fn_with_state(
-        Arc::new(claims),
+        Arc::new(identities.into()),
         identity::identify,
     ))
 }

@@ -1,7 +1,9 @@
 //! The API function driven by the API Gateway v2 events in `events/`, against moto: the same
 //! conversion `lambda_http::run` applies (`lambda_http::request::from_str`), then the router.
-//! The events carry the JWT claims API Gateway verified (`requestContext.authorizer.jwt`):
-//! the tenant and role come from them, never from the `x-sked-tenant` header they also carry.
+//! The events carry what API Gateway verified: the JWT's claims
+//! (`requestContext.authorizer.jwt`), or in IAM mode the signer's ARN
+//! (`requestContext.authorizer.iam.userArn`, looked up in the operator's mapping). The tenant
+//! and role come from them, never from the `x-sked-tenant` header the events also carry.
 
 use http_body_util::BodyExt;
 use lambda_http::Request;
@@ -11,15 +13,23 @@ use sked_aws::{Settings, SqsQueue};
 use sked_core::duration::Dur;
 use sked_core::ports::{Clock, DispatchQueue, SystemClock};
 use sked_core::timestamp;
-use sked_fn_api::identity::ClaimNames;
+use sked_fn_api::iam::parse_iam_principals;
+use sked_fn_api::identity::{ClaimNames, IdentitySources};
 use std::sync::Arc;
 use tower::ServiceExt;
 
 const CREATE_JOB: &str = include_str!("../../../events/apigw-v2-create-job.json");
 const GET_JOB: &str = include_str!("../../../events/apigw-v2-get-job.json");
+const IAM_CREATE_JOB: &str = include_str!("../../../events/apigw-v2-iam-create-job.json");
 
-/// The API over fresh resources, firing 10 minutes ahead, and its SQS queue.
+/// The API over fresh resources, firing 10 minutes ahead, and its SQS queue; callers
+/// identified by the default claims, no IAM principal mapped.
 async fn api() -> (axum::Router, SqsQueue) {
+    api_with(ClaimNames::default().into()).await
+}
+
+/// [`api`] with callers identified by `identities`.
+async fn api_with(identities: IdentitySources) -> (axum::Router, SqsQueue) {
     let (clients, aws) = fresh_resources().await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let settings = Settings {
@@ -28,7 +38,7 @@ async fn api() -> (axum::Router, SqsQueue) {
     };
     let (ports, quotas) = sked_aws::ports_and_quotas(&clients, &settings.aws, clock.clone());
     let queue = SqsQueue::new(clients.sqs.clone(), &settings.aws, clock);
-    (sked_fn_api::app(ports, quotas, &settings, ClaimNames::default()), queue)
+    (sked_fn_api::app(ports, quotas, &settings, identities), queue)
 }
 
 /// The request an event file describes.
@@ -196,4 +206,195 @@ async fn an_operator_sets_a_quota_that_the_dynamodb_store_holds() {
     )
     .await;
     assert_eq!(status, 201, "{body}");
+}
+
+/// The IAM mapping the IAM-mode tests run with (the fixture's signer is a session of the role
+/// `sked-deploy`, here under a path).
+const IAM_PRINCIPALS: &str = "arn:aws:iam::123456789012:role/ci/sked-deploy=acme:write, \
+    arn:aws:iam::123456789012:role/sked-audit=acme:read, \
+    arn:aws:iam::123456789012:user/alice=beta:admin";
+
+/// The API with the default claims and [`IAM_PRINCIPALS`] mapped.
+async fn iam_api() -> axum::Router {
+    let identities = IdentitySources {
+        iam: parse_iam_principals(IAM_PRINCIPALS).unwrap(),
+        ..IdentitySources::default()
+    };
+    api_with(identities).await.0
+}
+
+/// A session of the mapped role `sked-deploy` (acme, write), named `session`.
+fn deployer(session: &str) -> String {
+    format!("arn:aws:sts::123456789012:assumed-role/sked-deploy/{session}")
+}
+
+const AUDITOR: &str = "arn:aws:sts::123456789012:assumed-role/sked-audit/audit-run";
+const ALICE: &str = "arn:aws:iam::123456789012:user/alice";
+
+/// An IAM-mode event, built from the fixture `events/apigw-v2-iam-create-job.json` (a POST of
+/// `nightly-report` signed by a `sked-deploy` session, with `x-sked-tenant: someone-else`).
+struct IamEvent(Value);
+
+impl IamEvent {
+    fn create_job() -> Self {
+        IamEvent(serde_json::from_str(IAM_CREATE_JOB).unwrap())
+    }
+
+    /// `method path` without a body.
+    fn to(method: &str, path: &str) -> Self {
+        let IamEvent(mut event) = Self::create_job();
+        event["rawPath"] = json!(path);
+        event["requestContext"]["http"]["method"] = json!(method);
+        event["requestContext"]["http"]["path"] = json!(path);
+        event["body"] = Value::Null;
+        let headers = event["headers"].as_object_mut().unwrap();
+        headers.remove("content-length");
+        headers.remove("content-type");
+        IamEvent(event)
+    }
+
+    /// With `body` instead of the fixture's job.
+    fn body(mut self, body: &Value) -> Self {
+        let body = body.to_string();
+        self.0["headers"]["content-length"] = json!(body.len().to_string());
+        self.0["body"] = json!(body);
+        self
+    }
+
+    /// Signed by `user_arn` (`None`: an IAM authorizer that names no one).
+    fn signed_by(mut self, user_arn: Option<&str>) -> Self {
+        let iam = &mut self.0["requestContext"]["authorizer"]["iam"];
+        iam["userArn"] = json!(user_arn);
+        iam["accountId"] = json!(user_arn.and_then(|arn| arn.split(':').nth(4)));
+        self
+    }
+
+    /// Without any authorizer: nothing verified.
+    fn unsigned(mut self) -> Self {
+        self.0["requestContext"].as_object_mut().unwrap().remove("authorizer");
+        self
+    }
+
+    /// With `X-Sked-Tenant: tenant`.
+    fn claiming_tenant(mut self, tenant: &str) -> Self {
+        self.0["headers"]["x-sked-tenant"] = json!(tenant);
+        self
+    }
+
+    fn request(&self) -> Request {
+        request(&self.0.to_string())
+    }
+}
+
+fn new_job(id: &str) -> Value {
+    json!({"id": id, "schedule": {"every": "1h"}, "task": {"command": {"argv": ["true"]}}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mapped_role_session_acts_for_its_tenant_and_role_whatever_its_session_name() {
+    let app = iam_api().await;
+    // The fixture: session deploy-42 of sked-deploy (acme, write) creates nightly-report.
+    let (status, created) = call(&app, IamEvent::create_job().request()).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["id"], "nightly-report");
+
+    // Another session of the same role, named anything, is the same tenant.
+    let get = |who: &str| IamEvent::to("GET", "/v1/jobs/nightly-report").signed_by(Some(who));
+    for session in ["deploy-43", "alice", "acme@example.com"] {
+        let (status, got) = call(&app, get(&deployer(session)).request()).await;
+        assert_eq!(status, 200, "{session}: {got}");
+        assert_eq!(got["id"], "nightly-report");
+    }
+    // It is acme's job: a JWT with acme's claims reads it too (claims work beside the mapping).
+    let (status, _) = call(&app, with_claims(GET_JOB, claims("acme", "read"))).await;
+    assert_eq!(status, 200);
+
+    // The user alice acts for beta: acme's job does not exist for her, nor hers for acme.
+    let (status, body) = call(&app, get(ALICE).request()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
+    let hers = IamEvent::to("POST", "/v1/jobs")
+        .body(&new_job("beta-job"))
+        .signed_by(Some(ALICE));
+    let (status, body) = call(&app, hers.request()).await;
+    assert_eq!(status, 201, "{body}");
+    let theirs = IamEvent::to("GET", "/v1/jobs/beta-job").signed_by(Some(&deployer("deploy-42")));
+    let (status, body) = call(&app, theirs.request()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("not_found")),
+        "{body}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_role_mapped_to_read_may_read_but_not_write() {
+    let app = iam_api().await;
+    let (status, body) = call(&app, IamEvent::create_job().signed_by(Some(AUDITOR)).request()).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("permission_denied")),
+        "{body}"
+    );
+    let (status, body) = call(&app, IamEvent::to("GET", "/v1/jobs").signed_by(Some(AUDITOR)).request()).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn iam_callers_the_mapping_does_not_name_and_requests_without_an_authorizer_get_401() {
+    let app = iam_api().await;
+    let refused = [
+        // A role nobody mapped.
+        IamEvent::create_job().signed_by(Some("arn:aws:sts::123456789012:assumed-role/other-role/deploy-42")),
+        // The mapped role's name in another account.
+        IamEvent::create_job().signed_by(Some("arn:aws:sts::210987654321:assumed-role/sked-deploy/deploy-42")),
+        // The mapped user's name in another account.
+        IamEvent::create_job().signed_by(Some("arn:aws:iam::210987654321:user/alice")),
+        // A role named like the mapped user.
+        IamEvent::create_job().signed_by(Some("arn:aws:sts::123456789012:assumed-role/alice/s")),
+        // An IAM authorizer without a userArn.
+        IamEvent::create_job().signed_by(None),
+        // Nothing verified at all.
+        IamEvent::create_job().unsigned(),
+    ];
+    for event in refused {
+        let (status, body) = call(&app, event.request()).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (401, Some("unauthenticated")),
+            "{:?}: {body}",
+            event.0["requestContext"].get("authorizer")
+        );
+    }
+    // Nothing was created.
+    let get = IamEvent::to("GET", "/v1/jobs/nightly-report").signed_by(Some(&deployer("deploy-42")));
+    let (status, _) = call(&app, get.request()).await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_x_sked_tenant_header_changes_nothing_in_iam_mode() {
+    let app = iam_api().await;
+    // acme's session naming beta in the header still creates acme's job...
+    let (status, body) = call(&app, IamEvent::create_job().claiming_tenant("beta").request()).await;
+    assert_eq!(status, 201, "{body}");
+    let get = || IamEvent::to("GET", "/v1/jobs/nightly-report");
+    let as_acme = get().signed_by(Some(&deployer("s"))).claiming_tenant("beta");
+    let (status, _) = call(&app, as_acme.request()).await;
+    assert_eq!(status, 200);
+    // ...that beta's user does not see, naming acme in the header...
+    let as_beta = get().signed_by(Some(ALICE)).claiming_tenant("acme");
+    let (status, _) = call(&app, as_beta.request()).await;
+    assert_eq!(status, 404);
+    // ...and the header makes no one of an unmapped or unsigned caller.
+    for who in [
+        get().signed_by(Some("arn:aws:sts::123456789012:assumed-role/other-role/s")),
+        get().unsigned(),
+    ] {
+        let (status, _) = call(&app, who.claiming_tenant("acme").request()).await;
+        assert_eq!(status, 401);
+    }
 }
