@@ -5,7 +5,7 @@ use crate::engine::tenant;
 use sked_core::schedule::Schedule;
 use sked_core::service::Sked;
 use sked_core::service::jobs::{MAX_BATCH, NewJob};
-use sked_core::{JobId, JobSpec, Timestamp};
+use sked_core::{JobId, JobSpec, TenantId, Timestamp};
 use std::time::{Duration, Instant};
 
 /// A job spec running `argv`; its schedule is replaced per job.
@@ -42,15 +42,24 @@ pub fn cron(template: &JobSpec, prefix: &str, i: usize, expr: String) -> NewJob 
 
 /// Creates `n` jobs made by `make(i)` in batches of [`MAX_BATCH`]; returns the time spent in
 /// `create_jobs` calls only (building the specs is not counted).
-pub async fn create(sked: &Sked, n: usize, mut make: impl FnMut(usize) -> NewJob) -> anyhow::Result<Duration> {
-    let tenant = tenant();
+pub async fn create(sked: &Sked, n: usize, make: impl FnMut(usize) -> NewJob) -> anyhow::Result<Duration> {
+    create_for(sked, &tenant(), n, make).await
+}
+
+/// [`create`] in `tenant`.
+pub async fn create_for(
+    sked: &Sked,
+    tenant: &TenantId,
+    n: usize,
+    mut make: impl FnMut(usize) -> NewJob,
+) -> anyhow::Result<Duration> {
     let mut spent = Duration::ZERO;
     let mut i = 0;
     while i < n {
         let end = (i + MAX_BATCH).min(n);
         let batch: Vec<NewJob> = (i..end).map(&mut make).collect();
         let started = Instant::now();
-        sked.create_jobs(&tenant, batch, None).await?;
+        sked.create_jobs(tenant, batch, None).await?;
         spent += started.elapsed();
         i = end;
     }

@@ -8,7 +8,7 @@
 //!
 //! - [`engine`]: the in-process engine.
 //! - [`jobs`]: benchmark jobs and their batch creation.
-//! - [`scenario`]: burst, stream, backlog, schedules, scale-out, api.
+//! - [`scenario`]: burst, stream, backlog, fairness, schedules, scale-out, api.
 //! - [`stats`]: percentiles and the output records.
 
 mod engine;
@@ -30,12 +30,12 @@ struct Args {
     /// Reduced sizes (finishes in under two minutes).
     #[arg(long)]
     quick: bool,
-    /// Scenarios to run, comma-separated: burst, stream, backlog, schedules, scale-out, api,
-    /// and (only when named) spawn.
+    /// Scenarios to run, comma-separated: burst, stream, backlog, fairness, schedules,
+    /// scale-out, api, and (only when named) spawn.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "burst,stream,backlog,schedules,scale-out,api"
+        default_value = "burst,stream,backlog,fairness,schedules,scale-out,api"
     )]
     only: Vec<String>,
     /// Executors for the in-process scenarios: noop, true.
@@ -107,6 +107,7 @@ async fn main() -> anyhow::Result<()> {
                 "burst" => scenario::burst::run(&settings).await?,
                 "stream" => scenario::stream::run(&settings).await?,
                 "backlog" => scenario::backlog::run(&settings).await?,
+                "fairness" => scenario::fairness::run(&settings).await?,
                 "schedules" => scenario::schedules::run(&settings).await?,
                 "scale-out" => scenario::scaleout::run(&settings).await?,
                 "api" => scenario::api::run(&settings).await?,

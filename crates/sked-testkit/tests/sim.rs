@@ -7,7 +7,8 @@
 //!   so a failure replays; without it the window starts at 500). Coverage grows with every
 //!   landing while `make test` stays short. `SKED_SIM_WINDOW_SEEDS=<n>` resizes the window.
 //! - `SKED_SIM_SEEDS=100000` runs more; `SKED_SIM_FIRST=<n>` starts elsewhere.
-//! - `SKED_SIM_SEED=<n>` replays one seed and prints its report.
+//! - `SKED_SIM_SEED=<n>` replays one seed and prints its report (`SKED_SIM_TENANTS=1` replays
+//!   one of the once-broken seeds as they run here, with one tenant).
 //! - `SKED_SIM_TRACE_LINES=<n>` shows the last n events of a failing seed (default 60).
 //! - `RUST_LOG=<filter>` with `SKED_SIM_SEED` prints the services' own log lines as well.
 //! - `SKED_SIM_RACE_API=0` keeps user changes from racing sweeps (they race by default; see
@@ -39,6 +40,8 @@ const WINDOW_SEEDS: u64 = 2_000;
 ///   of a payload that always times out was still draining, an attempt every few seconds,
 ///   when the 20-minute settle ended (the settle now goes on while the system makes
 ///   progress, and fails on a 10-minute stall).
+///
+/// They are replayed as found, with one tenant (the simulation spread jobs over tenants later).
 const ONCE_BROKEN: [u64; 7] = [17701, 25079, 35441, 44825, 67301, 73225, 20111];
 
 /// The configuration of `seed`, with the environment's switches.
@@ -47,6 +50,9 @@ fn config(seed: u64) -> SimConfig {
     c.race_api_with_sweeps = std::env::var("SKED_SIM_RACE_API").map_or(true, |v| v != "0");
     if let Some(n) = env_u64("SKED_SIM_TRACE_LINES") {
         c.trace_lines = n as usize;
+    }
+    if let Some(n) = env_u64("SKED_SIM_TENANTS") {
+        c.tenants = n;
     }
     c
 }
@@ -60,8 +66,8 @@ fn env_u64(name: &str) -> Option<u64> {
     )
 }
 
-/// Runs `seeds` on every core; reports in seed order.
-fn run_seeds(seeds: Vec<u64>) -> Vec<SimReport> {
+/// Runs `seeds`, each configured by `make`, on every core; reports in seed order.
+fn run_seeds(seeds: Vec<u64>, make: fn(u64) -> SimConfig) -> Vec<SimReport> {
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(seeds.len().max(1));
@@ -72,7 +78,7 @@ fn run_seeds(seeds: Vec<u64>) -> Vec<SimReport> {
                 scope.spawn(move || {
                     mine.into_iter()
                         .map(|seed| {
-                            std::panic::catch_unwind(|| simulate(config(seed))).unwrap_or_else(|panic| {
+                            std::panic::catch_unwind(|| simulate(make(seed))).unwrap_or_else(|panic| {
                                 let what = panic
                                     .downcast_ref::<String>()
                                     .cloned()
@@ -119,15 +125,19 @@ fn sim_seeds_keep_every_invariant() {
     }
     let count = env_u64("SKED_SIM_SEEDS").unwrap_or(CI_SEEDS);
     let first = env_u64("SKED_SIM_FIRST").unwrap_or(0);
-    assert_seeds_hold(&format!("{count} seeds from {first}"), (first..first + count).collect());
+    assert_seeds_hold(
+        &format!("{count} seeds from {first}"),
+        (first..first + count).collect(),
+        config,
+    );
 }
 
-/// Runs `seeds`, prints what they did (time, runs, attempts, faults), and fails naming every
-/// seed that broke an invariant.
-fn assert_seeds_hold(what: &str, seeds: Vec<u64>) {
+/// Runs `seeds` (each configured by `make`), prints what they did (time, runs, attempts,
+/// faults), and fails naming every seed that broke an invariant.
+fn assert_seeds_hold(what: &str, seeds: Vec<u64>, make: fn(u64) -> SimConfig) {
     let count = seeds.len();
     let started = Instant::now();
-    let reports = run_seeds(seeds);
+    let reports = run_seeds(seeds, make);
     let secs = started.elapsed().as_secs_f64();
     let mut faults = FaultCounts::default();
     let (mut runs, mut attempts, mut fenced) = (0, 0, 0);
@@ -164,7 +174,10 @@ fn the_seeds_that_once_broke_keep_every_invariant() {
     if replaying() {
         return;
     }
-    assert_seeds_hold("once broken", ONCE_BROKEN.to_vec());
+    assert_seeds_hold("once broken", ONCE_BROKEN.to_vec(), |seed| SimConfig {
+        tenants: 1,
+        ..config(seed)
+    });
 }
 
 /// Where the moving window starts: from `SKED_SIM_WINDOW` (a commit hash, or any text), far
@@ -196,7 +209,11 @@ fn sim_moving_window_keeps_every_invariant() {
         "moving window ({from}): seeds {first}..{}; replay one with SKED_SIM_SEED=<seed>",
         first + count
     );
-    assert_seeds_hold(&format!("window from {first}"), (first..first + count).collect());
+    assert_seeds_hold(
+        &format!("window from {first}"),
+        (first..first + count).collect(),
+        config,
+    );
 }
 
 #[test]

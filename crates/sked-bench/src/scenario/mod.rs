@@ -3,6 +3,7 @@
 //! - [`burst`]: N jobs due at the same whole second.
 //! - [`stream`]: jobs due at a steady rate, staggered.
 //! - [`backlog`]: draining runs already pending.
+//! - [`fairness`]: one tenant's burst and another tenant's run due just after it.
 //! - [`schedules`]: many stored cron jobs; sweep cost and memory.
 //! - [`scaleout`]: `sked worker` processes on one database.
 //! - [`api`]: HTTP requests against `sked server`.
@@ -11,6 +12,7 @@
 pub mod api;
 pub mod backlog;
 pub mod burst;
+pub mod fairness;
 pub mod scaleout;
 pub mod schedules;
 pub mod spawn;

@@ -94,9 +94,9 @@
 //! visible, and when is the next); `dispatch_by_tenant (tenant, rank, seq, visible_at)`
 //! (schema version 4: which tenants have messages, and each one's in serving order).
 //!
-//! `dispatch_rounds` (schema version 4) — tenant TEXT primary key; round INTEGER: the last
-//! round of fair turns in which a message of the tenant was served
-//! ([`sked_core::fairness`]). Written only while several tenants have messages queued.
+//! `dispatch_turns` (schema version 4) — tenant TEXT primary key; turn INTEGER: the number of
+//! the last turn in which a message of the tenant was served ([`sked_core::fairness`]).
+//! Written only while several tenants have messages queued.
 
 mod codec;
 mod db;

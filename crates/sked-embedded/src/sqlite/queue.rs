@@ -10,8 +10,8 @@
 //!   `(rank, seq, visible_at)` in serving order and stops after `max` visible rows.
 //! - Several tenants take turns ([`sked_core::fairness`]): when more than one tenant has
 //!   messages queued (found by a skip scan of `dispatch_by_tenant`, one seek per tenant),
-//!   receive reads up to `max` visible rows of each in rank order and the round each was
-//!   last served in (`dispatch_rounds`), serves them in turns and records the rounds, in the
+//!   receive reads up to `max` visible rows of each in rank order and the turn each was
+//!   last served in (`dispatch_turns`), serves them in turns and records the turns, in the
 //!   same transaction. Its cost grows with the number of tenants that have messages queued;
 //!   with one tenant it is the plain index walk.
 //! - Receive leases rows in one `BEGIN IMMEDIATE` transaction: `visible_at = now +
@@ -31,7 +31,7 @@ use super::error::TxError;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
 use sked_core::duration::Dur;
-use sked_core::fairness::{Ready, Rounds, take_in_turns};
+use sked_core::fairness::{Ready, Turns, take_in_turns};
 use sked_core::ids::{RunId, TenantId};
 use sked_core::ports::Clock;
 use sked_core::ports::queue::{AGING_STEP, Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
@@ -197,19 +197,19 @@ fn queued_tenants(conn: &Connection) -> Result<Vec<String>, TxError> {
 }
 
 /// Up to `max` visible messages of several `tenants` in fair turns
-/// ([`sked_core::fairness::take_in_turns`]), recording each served tenant's round.
+/// ([`sked_core::fairness::take_in_turns`]), recording each served tenant's last turn.
 fn take_in_turns_of(conn: &Connection, tenants: &[String], now_ms: i64, max: i64) -> Result<Vec<VisibleRow>, TxError> {
-    let mut rounds = Rounds::new();
+    let mut turns = Turns::new();
     let mut ready = Vec::with_capacity(tenants.len());
     {
-        let mut round_of = conn.prepare_cached("SELECT round FROM dispatch_rounds WHERE tenant = ?1")?;
+        let mut turn_of = conn.prepare_cached("SELECT turn FROM dispatch_turns WHERE tenant = ?1")?;
         let mut best_of = conn.prepare_cached(
             "SELECT seq, tenant, run_id, priority, not_before, receive_count, rank
              FROM dispatch INDEXED BY dispatch_by_tenant
              WHERE tenant = ?1 AND visible_at <= ?2 ORDER BY rank, seq LIMIT ?3",
         )?;
         for tenant in tenants {
-            let round: Option<i64> = round_of.query_row([tenant], |r| r.get(0)).optional()?;
+            let turn: Option<i64> = turn_of.query_row([tenant], |r| r.get(0)).optional()?;
             let messages = best_of
                 .query_map(params![tenant, now_ms, max], |r| {
                     Ok(Ready {
@@ -220,21 +220,21 @@ fn take_in_turns_of(conn: &Connection, tenants: &[String], now_ms: i64, max: i64
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
             let tenant = TenantId(tenant.clone());
-            if let Some(round) = round {
-                rounds.insert(tenant.clone(), round as u64);
+            if let Some(turn) = turn {
+                turns.insert(tenant.clone(), turn as u64);
             }
             ready.push((tenant, messages));
         }
     }
-    let taken = take_in_turns(&mut rounds, ready, max as usize);
+    let taken = take_in_turns(&mut turns, ready, max as usize);
     let mut record = conn.prepare_cached(
-        "INSERT INTO dispatch_rounds (tenant, round) VALUES (?1, ?2)
-         ON CONFLICT (tenant) DO UPDATE SET round = excluded.round",
+        "INSERT INTO dispatch_turns (tenant, turn) VALUES (?1, ?2)
+         ON CONFLICT (tenant) DO UPDATE SET turn = excluded.turn",
     )?;
     let mut served = std::collections::HashSet::new();
     for (tenant, _) in &taken {
         if served.insert(tenant.clone()) {
-            record.execute(params![tenant.as_str(), rounds[tenant] as i64])?;
+            record.execute(params![tenant.as_str(), turns[tenant] as i64])?;
         }
     }
     Ok(taken.into_iter().map(|(_, row)| row).collect())

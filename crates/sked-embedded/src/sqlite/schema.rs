@@ -133,12 +133,12 @@ const MIGRATIONS: &[&str] = &[
     END;
     "#,
     // 4: fair turns across tenants in the dispatch queue: each tenant's messages in serving
-    // order, and the round in which each tenant was last served.
+    // order, and the turn in which each tenant was last served.
     r#"
     CREATE INDEX dispatch_by_tenant ON dispatch (tenant, rank, seq, visible_at);
-    CREATE TABLE dispatch_rounds (
+    CREATE TABLE dispatch_turns (
         tenant  TEXT    NOT NULL PRIMARY KEY,
-        round   INTEGER NOT NULL
+        turn    INTEGER NOT NULL
     ) STRICT;
     "#,
 ];

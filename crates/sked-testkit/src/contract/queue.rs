@@ -116,7 +116,7 @@ fn dispatch_of(tenant: &str, job: &str, priority: u8, not_before: Timestamp) -> 
     }
 }
 
-/// Several tenants take turns, one message each a round, whatever their priorities; within a
+/// Several tenants take turns, one message a turn, whatever their priorities; within a
 /// tenant the rank order holds.
 pub async fn tenants_take_turns(_clock: Arc<ManualClock>, queue: Queue) {
     queue

@@ -9,7 +9,7 @@
 
 use async_trait::async_trait;
 use sked_core::duration::Dur;
-use sked_core::fairness::{Ready, Rounds, take_in_turns};
+use sked_core::fairness::{Ready, Turns, take_in_turns};
 use sked_core::ids::{RunId, TenantId};
 use sked_core::ports::Clock;
 use sked_core::ports::queue::{Delivery, Dispatch, DispatchQueue, QueueError, Receipt, dispatch_rank};
@@ -37,8 +37,20 @@ struct State {
     next_seq: u64,
     /// Numbers receipts so each delivery's is unique.
     next_receipt: u64,
-    /// Per tenant, the last round it was served in (fair turns across tenants).
-    rounds: Rounds,
+    /// Per tenant, the last turn it was served in (fair turns across tenants).
+    turns: Turns,
+    /// Every take that served something, when recording ([`MemQueue::recording`]).
+    takes: Option<Vec<Take>>,
+}
+
+/// One take of ready messages, as recorded for the simulation's fairness check: which
+/// tenants had a ready message just before it, and whose messages it served, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Take {
+    /// Tenants with ready messages when the take began, and how many each.
+    pub ready: BTreeMap<TenantId, usize>,
+    /// The tenant of each message served, in serving order.
+    pub served: Vec<TenantId>,
 }
 
 /// One queued run.
@@ -78,6 +90,18 @@ impl MemQueue {
         }
     }
 
+    /// An empty queue that also records every take ([`MemQueue::drain_takes`]).
+    pub fn recording(clock: Arc<dyn Clock>) -> Self {
+        let queue = MemQueue::new(clock);
+        queue.lock().takes = Some(Vec::new());
+        queue
+    }
+
+    /// The takes recorded since the last call (none unless [`MemQueue::recording`]).
+    pub fn drain_takes(&self) -> Vec<Take> {
+        self.lock().takes.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
     /// Messages held (leased or not), for assertions.
     pub fn len(&self) -> usize {
         self.lock().messages.len()
@@ -107,7 +131,14 @@ impl MemQueue {
         for messages in ready.values_mut() {
             messages.sort_by_key(|m| (m.rank, m.seq));
         }
-        let taken = take_in_turns(&mut st.rounds, ready, max);
+        let ready_tenants: BTreeMap<TenantId, usize> = ready.iter().map(|(t, m)| (t.clone(), m.len())).collect();
+        let taken = take_in_turns(&mut st.turns, ready, max);
+        if let Some(takes) = st.takes.as_mut().filter(|_| !taken.is_empty()) {
+            takes.push(Take {
+                ready: ready_tenants,
+                served: taken.iter().map(|(tenant, _)| tenant.clone()).collect(),
+            });
+        }
         let mut out = Vec::new();
         for key in taken {
             st.next_receipt += 1;

@@ -18,12 +18,15 @@
 //!   `next_fire_at` only moves by a firing or by a user change of the schedule.
 //! - **Lag** (guarantee 6): an ACTIVE job is never more than [`LAG_BOUND`] behind.
 //! - **The end** (guarantee 5): once jobs stop and faults cease, every run ends.
+//! - **Turns** (guarantee 7): while a tenant has a ready message in the queue, no other tenant
+//!   is served twice before it (the queue records each take: who was ready, who was served).
 
 use super::audit::JobEvent;
 use super::payload::Execution;
 use crate::faults::{FaultCounts, FaultKind};
+use crate::memory::queue::Take;
 use sked_core::duration::Dur;
-use sked_core::ids::JobId;
+use sked_core::ids::{JobId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::run::{AttemptOutcome, Run, RunState};
 use sked_core::schedule::next_fire_after;
@@ -45,6 +48,9 @@ pub struct Checker {
     findings: Vec<String>,
     /// Findings already reported (each is reported once).
     seen: BTreeSet<String>,
+    /// Per tenant waiting with a ready message: how many times each other tenant has been
+    /// served since (reset when the waiting tenant is served or has nothing ready).
+    turns_owed: BTreeMap<TenantId, BTreeMap<TenantId, u32>>,
 }
 
 impl Checker {
@@ -96,6 +102,43 @@ impl Checker {
                         timestamp::format(&next)
                     ),
                 );
+            }
+        }
+    }
+
+    /// The queue's takes since the last call, in order: a tenant with a ready message is
+    /// served before any other tenant is served twice.
+    pub fn takes(&mut self, now: Timestamp, takes: Vec<Take>) {
+        for take in takes {
+            let mut ready = take.ready;
+            self.turns_owed.retain(|tenant, _| ready.contains_key(tenant));
+            for tenant in ready.keys() {
+                self.turns_owed.entry(tenant.clone()).or_default();
+            }
+            let mut findings = Vec::new();
+            for served in &take.served {
+                for (waiting, owed) in self.turns_owed.iter_mut().filter(|(w, _)| *w != served) {
+                    let n = owed.entry(served.clone()).or_default();
+                    *n += 1;
+                    if *n > 1 {
+                        findings.push(format!(
+                            "tenant {served} was served {n} times while tenant {waiting} had a ready message"
+                        ));
+                    }
+                }
+                // The served tenant's wait restarts, or ends with its last ready message.
+                let left = ready.get_mut(served).map_or(0, |n| {
+                    *n = n.saturating_sub(1);
+                    *n
+                });
+                if left == 0 {
+                    self.turns_owed.remove(served);
+                } else if let Some(owed) = self.turns_owed.get_mut(served) {
+                    owed.clear();
+                }
+            }
+            for finding in findings {
+                self.report(now, finding);
             }
         }
     }

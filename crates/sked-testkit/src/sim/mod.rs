@@ -48,11 +48,15 @@ pub struct SimConfig {
     /// How many of the last events a report shows ([`trace::KEPT`] by default; a replay can
     /// ask for the whole log).
     pub trace_lines: usize,
+    /// How many tenants the jobs are spread over (job `j<n>` in tenant `n % tenants`): one,
+    /// two or three by the seed (`1 + seed % 3`), so the queue's turns are checked too.
+    pub tenants: u64,
 }
 
 impl SimConfig {
     /// The standard simulation of `seed`: 6 minutes under load with the standard faults,
-    /// then up to 3 hours to settle, ending early once 10 minutes pass without progress.
+    /// then up to 3 hours to settle, ending early once 10 minutes pass without progress;
+    /// jobs spread over `1 + seed % 3` tenants.
     pub fn new(seed: u64) -> Self {
         SimConfig {
             seed,
@@ -62,6 +66,7 @@ impl SimConfig {
             faults: FaultPlan::standard(),
             race_api_with_sweeps: true,
             trace_lines: trace::KEPT,
+            tenants: 1 + seed % 3,
         }
     }
 }

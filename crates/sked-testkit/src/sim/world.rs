@@ -103,6 +103,8 @@ pub(super) struct World {
     audit: Arc<Store>,
     /// What every process sees of the store.
     store: Arc<Faulty<Store>>,
+    /// The real queue (it records its takes for the fairness check).
+    mem_queue: Arc<MemQueue>,
     /// What every process sees of the queue.
     queue: Arc<Faulty<MemQueue>>,
     /// Attempt logs.
@@ -129,8 +131,8 @@ pub(super) struct World {
     trace: Trace,
     /// Jobs created so far (ids are `j<n>`).
     jobs: usize,
-    /// The one tenant.
-    tenant: TenantId,
+    /// The tenants; job `j<n>` belongs to `tenants[n % len]`.
+    tenants: Vec<TenantId>,
     /// Steps taken.
     steps: u64,
     /// Invariant checks.
@@ -147,7 +149,8 @@ impl World {
         let mem = Arc::new(MemStore::new());
         let audit = Arc::new(AuditStore::new(mem.clone()));
         let store = Arc::new(Faulty::new(audit.clone(), chaos.clone()));
-        let queue = Arc::new(Faulty::new(Arc::new(MemQueue::new(clock.clone())), chaos.clone()));
+        let mem_queue = Arc::new(MemQueue::recording(clock.clone()));
+        let queue = Arc::new(Faulty::new(mem_queue.clone(), chaos.clone()));
         let logs = Arc::new(MemLogs::new());
         let process_clock = || Arc::new(Faulty::new(clock.clone(), chaos.clone()));
         let api_clock = process_clock();
@@ -168,7 +171,17 @@ impl World {
                 batch: 500,
             },
         );
-        let tenant = TenantId::default();
+        // No draw from the seeded stream: a one-tenant seed runs exactly as before tenants
+        // took turns.
+        let tenants = (0..config.tenants.max(1))
+            .map(|i| {
+                if i == 0 {
+                    TenantId::default()
+                } else {
+                    TenantId(format!("tenant-{i}"))
+                }
+            })
+            .collect();
         let mut world = World {
             checker: Checker::new(config.faults.max_skew_ms),
             config,
@@ -178,6 +191,7 @@ impl World {
             mem,
             audit,
             store,
+            mem_queue,
             queue,
             logs,
             driver: Driver::new(),
@@ -191,7 +205,7 @@ impl World {
             reaper_clock,
             trace: Trace::keeping(config.trace_lines),
             jobs: 0,
-            tenant,
+            tenants,
             steps: 0,
         };
         let workers = world.rng.range(2, 4);
@@ -505,7 +519,7 @@ impl World {
             id: Some(id.clone()),
             spec: serde_json::from_value(spec).expect("the simulation writes valid specs"),
         };
-        let (api, tenant) = (self.api.clone(), self.tenant.clone());
+        let (api, tenant) = (self.api.clone(), self.tenant_of(&id));
         let r = self
             .driver
             .block_on(async move { api.create_job(&tenant, new, None).await });
@@ -517,6 +531,12 @@ impl World {
             Err(e) => format!("create {id} failed: {e}"),
         };
         self.log(what);
+    }
+
+    /// The tenant of job `id` (`j<n>`).
+    fn tenant_of(&self, id: &JobId) -> TenantId {
+        let n: usize = id.0.trim_start_matches('j').parse().unwrap_or(0);
+        self.tenants[n % self.tenants.len()].clone()
     }
 
     /// Job ids that exist, in order.
@@ -549,13 +569,16 @@ impl World {
         }
         let ids = self.job_ids();
         let id = self.rng.pick(&ids).clone();
-        let (api, tenant) = (self.api.clone(), self.tenant.clone());
+        let (api, tenant) = (self.api.clone(), self.tenant_of(&id));
         let action = self.rng.range(0, 9);
         let live = self.live_runs();
         let spec = self.random_spec();
         let new_priority = self.rng.range(0, 9);
         let delete_running = self.rng.chance(0.5);
-        let victim = (!live.is_empty()).then(|| live[self.rng.index(live.len())].run_id.clone());
+        let victim = (!live.is_empty()).then(|| {
+            let run = &live[self.rng.index(live.len())];
+            (run.tenant.clone(), run.run_id.clone())
+        });
         let call = async move {
             match action {
                 0 | 1 => api
@@ -571,8 +594,8 @@ impl World {
                     .await
                     .map(|r| format!("triggered {}", r.run_id)),
                 5 => match victim {
-                    Some(run_id) => api
-                        .cancel_run(&tenant, &run_id)
+                    Some((run_tenant, run_id)) => api
+                        .cancel_run(&run_tenant, &run_id)
                         .await
                         .map(|r| format!("cancelled {} ({})", r.run_id, r.state)),
                     None => Ok("nothing to cancel".to_string()),
@@ -653,7 +676,7 @@ impl World {
         // A last sweep, so every job is accounted up to now, then stop every job.
         self.sweep();
         for id in self.job_ids() {
-            let (api, tenant) = (self.api.clone(), self.tenant.clone());
+            let (api, tenant) = (self.api.clone(), self.tenant_of(&id));
             let r = self.driver.block_on(async move { api.pause_job(&tenant, &id).await });
             let what = match r {
                 Ok(j) => format!("stopped {} ({})", j.id, j.state),
@@ -700,7 +723,7 @@ impl World {
             .iter()
             .filter_map(|id| {
                 self.mem
-                    .get_job(&self.tenant, id)
+                    .get_job(&self.tenant_of(id), id)
                     .now_or_never()
                     .and_then(Result::ok)
                     .flatten()
@@ -709,6 +732,7 @@ impl World {
         let audit = std::mem::take(&mut self.audit.log().violations);
         let execs = self.execs.lock().clone();
         self.checker.step(now, &runs, &jobs, &execs, audit);
+        self.checker.takes(now, self.mem_queue.drain_takes());
     }
 
     fn finish(mut self) -> SimReport {
@@ -720,7 +744,7 @@ impl World {
             .iter()
             .filter_map(|id| {
                 self.mem
-                    .get_job(&self.tenant, id)
+                    .get_job(&self.tenant_of(id), id)
                     .now_or_never()
                     .and_then(Result::ok)
                     .flatten()
