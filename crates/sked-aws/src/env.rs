@@ -23,7 +23,9 @@
 //! | `SKED_ECS_SUBNETS`, `SKED_ECS_SECURITY_GROUPS` | comma-separated awsvpc network of container tasks | subnets required with a cluster |
 //! | `SKED_ECS_ASSIGN_PUBLIC_IP` | `true` to give tasks a public IP | `false` |
 //! | `SKED_TENANT_CLAIM`, `SKED_ROLE_CLAIM` | API function (read by its main): the JWT claims naming the caller's tenant and role | `custom:sked_tenant`, `custom:sked_role` |
-//! | `SKED_LOCAL_IDENTITY` | `make local-aws` only (no gateway verifies anything there): `<tenant>:<role>` of every request without claims | none: such requests are refused |
+//! | `SKED_IAM_PRINCIPALS` | API function (read by its main), IAM mode: `<principal ARN>=<tenant>:<role>,…`, the IAM roles and users allowed and who they act as (template parameter `IamPrincipals`) | empty: no IAM caller is allowed |
+//! | `SKED_AUTH_MODE` | API function: `JWT` or `IAM`, informational (the function goes by what the authorizer verified: JWT claims or an IAM caller) | `JWT` |
+//! | `SKED_LOCAL_IDENTITY` | `make local-aws` only (no gateway verifies anything there): `<tenant>:<role>` of every request with nothing verified | none: such requests are refused |
 //! | `SKED_AWS_FAULT_THROTTLE` | chaos tests only: fraction of AWS requests answered with a throttling error instead of being sent ([`crate::fault`]) | `0`: none |
 //! | `SKED_AWS_FAULT_LOST_ANSWER` | chaos tests only: fraction of AWS requests sent whose answer is replaced by a 500 | `0`: none |
 //! | `SKED_AWS_FAULT_SEED` | seed of the fault draw | `1` |

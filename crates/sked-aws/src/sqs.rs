@@ -18,6 +18,12 @@
 //!   Messages received together are returned in [`dispatch_rank`] order.
 //! - **Receipt** = `<queue>|<receipt handle>`; `extend` is `ChangeMessageVisibility`, `ack` is
 //!   `DeleteMessage`; `receive_count` is SQS's `ApproximateReceiveCount`.
+//! - **Fairness across tenants**: every message carries its tenant as `MessageGroupId`. On a
+//!   standard queue that makes it an SQS *fair queue*: when one tenant (group) builds a
+//!   backlog, SQS delivers the other tenants' messages first, so their dwell time stays low —
+//!   the AWS counterpart of the local queue's turns ([`sked_core::fairness`]). Ordering and
+//!   throughput stay those of a standard queue (it is not FIFO). moto stores and returns the
+//!   group id but does not reorder by it, so the tests check the tag, not the reordering.
 //! - **Duplicates**: SQS keeps every message enqueued (no dedupe by run as the local queue
 //!   does); claiming in the store makes the second delivery harmless.
 //!
@@ -272,6 +278,7 @@ impl DispatchQueue for SqsQueue {
                     .id(format!("m{}", entries.len()))
                     .message_body(body)
                     .delay_seconds(delay as i32)
+                    .message_group_id(d.tenant.as_str())
                     .build()
                     .map_err(|e| QueueError::Other(Box::new(e)))?;
                 entries.push(entry);
