@@ -242,6 +242,7 @@ impl Settings {
                 throttle,
                 lost_answer,
                 seed,
+                ..Faults::default()
             });
         }
         Ok(Settings { aws, lookahead })

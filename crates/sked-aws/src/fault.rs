@@ -2,8 +2,10 @@
 //! wrapping [`HttpClient`] that, for a seeded fraction of requests, answers a real
 //! throttling error in the service's wire format **instead of sending** the request, and for
 //! another fraction **sends** the request but replaces the answer with a 500 (the write
-//! happened; the client sees an error). The SDK's own retry classifier and sked's error
-//! mapping ([`crate::error`]) handle both, as they would the real thing.
+//! happened; the client sees an error). A third fraction answers a DynamoDB `BatchGetItem`,
+//! without sending it, with every key unprocessed — what DynamoDB answers when a partition's
+//! throughput is exceeded. The SDK's own retry classifier and sked's error mapping
+//! ([`crate::error`]) handle all three, as they would the real thing.
 //!
 //! Enabled by [`AwsConfig::faults`](crate::AwsConfig) — from the environment
 //! `SKED_AWS_FAULT_THROTTLE`, `SKED_AWS_FAULT_LOST_ANSWER` and `SKED_AWS_FAULT_SEED` (see
@@ -26,12 +28,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What to inject, as fractions of all requests (each in `0.0..=1.0`, summing to at most 1).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Faults {
     /// Requests answered with a throttling error without being sent.
     pub throttle: f64,
     /// Requests sent whose answer is replaced by a 500.
     pub lost_answer: f64,
+    /// DynamoDB `BatchGetItem` requests answered, without being sent, with every key in
+    /// `UnprocessedKeys` (other requests drawing it pass untouched).
+    pub unprocessed_keys: f64,
     /// Seed of the draw (the same seed draws the same sequence of faults).
     pub seed: u64,
 }
@@ -41,8 +46,8 @@ impl Faults {
     pub fn throttle(fraction: f64, seed: u64) -> Self {
         Faults {
             throttle: fraction,
-            lost_answer: 0.0,
             seed,
+            ..Faults::default()
         }
     }
 }
@@ -52,6 +57,7 @@ impl Faults {
 pub struct FaultCounts {
     throttled: Arc<AtomicU64>,
     lost_answers: Arc<AtomicU64>,
+    unprocessed: Arc<AtomicU64>,
     passed: Arc<AtomicU64>,
 }
 
@@ -66,6 +72,11 @@ impl FaultCounts {
         self.lost_answers.load(Ordering::Relaxed)
     }
 
+    /// Batch reads answered with every key unprocessed.
+    pub fn unprocessed(&self) -> u64 {
+        self.unprocessed.load(Ordering::Relaxed)
+    }
+
     /// Requests passed through untouched.
     pub fn passed(&self) -> u64 {
         self.passed.load(Ordering::Relaxed)
@@ -78,6 +89,7 @@ enum Fault {
     None,
     Throttle,
     LostAnswer,
+    Unprocessed,
 }
 
 /// The seeded draw, shared by every connector of one client.
@@ -89,7 +101,9 @@ struct Draw {
 }
 
 impl Draw {
-    fn draw(&self) -> Fault {
+    /// The fault of the next request; `batch_get` says whether it is a DynamoDB
+    /// `BatchGetItem` (the only request an unprocessed-keys answer fits).
+    fn draw(&self, batch_get: bool) -> Fault {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         // splitmix64 of (seed, n): uniform in [0, 1).
         let mut z = self.faults.seed.wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
@@ -103,6 +117,9 @@ impl Draw {
         } else if u < self.faults.throttle + self.faults.lost_answer {
             self.counts.lost_answers.fetch_add(1, Ordering::Relaxed);
             Fault::LostAnswer
+        } else if batch_get && u < self.faults.throttle + self.faults.lost_answer + self.faults.unprocessed_keys {
+            self.counts.unprocessed.fetch_add(1, Ordering::Relaxed);
+            Fault::Unprocessed
         } else {
             self.counts.passed.fetch_add(1, Ordering::Relaxed);
             Fault::None
@@ -163,7 +180,7 @@ struct FaultyConnector {
 impl HttpConnector for FaultyConnector {
     fn call(&self, request: HttpRequest) -> HttpConnectorFuture {
         let protocol = Protocol::of(&request);
-        match self.draw.draw() {
+        match self.draw.draw(protocol.operation == "DynamoDB_20120810.BatchGetItem") {
             Fault::None => self.inner.call(request),
             Fault::Throttle => {
                 tracing::debug!(target: "sked_aws::fault", kind = "throttle", operation = %protocol.operation, "fault injected");
@@ -177,6 +194,10 @@ impl HttpConnector for FaultyConnector {
                     let _ = sent.await;
                     Ok(protocol.internal_error())
                 })
+            }
+            Fault::Unprocessed => {
+                tracing::debug!(target: "sked_aws::fault", kind = "unprocessed_keys", operation = %protocol.operation, "fault injected");
+                HttpConnectorFuture::ready(Ok(all_unprocessed(&request)))
             }
         }
     }
@@ -265,6 +286,20 @@ impl Protocol {
     }
 }
 
+/// DynamoDB's answer to a `BatchGetItem` that read nothing: every requested key unprocessed.
+fn all_unprocessed(request: &HttpRequest) -> HttpResponse {
+    let asked: serde_json::Value = request
+        .body()
+        .bytes()
+        .and_then(|b| serde_json::from_slice(b).ok())
+        .unwrap_or_default();
+    let body = serde_json::json!({
+        "Responses": {},
+        "UnprocessedKeys": asked.get("RequestItems").cloned().unwrap_or_else(|| serde_json::json!({})),
+    });
+    response(200, "application/x-amz-json-1.0", body.to_string())
+}
+
 fn response(status: u16, content_type: &'static str, body: String) -> HttpResponse {
     let status = StatusCode::try_from(status).expect("a valid status code");
     let mut response = HttpResponse::new(status, SdkBody::from(body));
@@ -300,7 +335,7 @@ mod tests {
             next: AtomicU64::new(0),
             counts: FaultCounts::default(),
         };
-        (0..n).map(|_| draw.draw()).collect()
+        (0..n).map(|_| draw.draw(false)).collect()
     }
 
     #[test]
@@ -308,6 +343,7 @@ mod tests {
         let faults = Faults {
             throttle: 0.2,
             lost_answer: 0.1,
+            unprocessed_keys: 0.3,
             seed: 7,
         };
         let a = draws(faults, 10_000);
@@ -317,6 +353,10 @@ mod tests {
         let lost = a.iter().filter(|f| **f == Fault::LostAnswer).count();
         assert!((1700..2300).contains(&throttled), "{throttled}");
         assert!((800..1200).contains(&lost), "{lost}");
+        assert!(
+            !a.contains(&Fault::Unprocessed),
+            "only a batch read can draw unprocessed keys"
+        );
         assert!(draws(Faults::throttle(0.0, 1), 1000).iter().all(|f| *f == Fault::None));
     }
 }

@@ -77,6 +77,7 @@ async fn a_lost_answer_hides_a_write_that_happened() {
         throttle: 0.0,
         lost_answer: 1.0,
         seed: 1,
+        ..Faults::default()
     };
     let (lease, counter, clients) = lease_with(&config, Some(faults)).await;
 
@@ -122,4 +123,56 @@ async fn every_service_s_injected_throttling_parses_as_its_own_code_and_is_retri
     assert_eq!(counts.len(), 5, "{counts:?}");
     assert!(counts.values().all(|n| *n == 3), "{counts:?}");
     assert_eq!(clients.faults.as_ref().unwrap().throttled(), 15);
+}
+
+/// A listing reads its page's items with BatchGetItem. Keys DynamoDB leaves unprocessed are
+/// asked again; keys still unprocessed after every try make the listing a transient error
+/// (retried by the caller), never a page with jobs silently missing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_left_unprocessed_are_asked_again_and_never_dropped_from_a_listing() {
+    use sked_core::ports::{JobFilter, JobStore, PageRequest};
+    let (clients, config) = common::fresh_table().await;
+    let clean = sked_aws::DynamoStore::new(clients.dynamodb.clone(), &config, Arc::new(SystemClock));
+    let jobs: Vec<_> = (0..12)
+        .map(|i| sked_testkit::contract::fixtures::job("t1", &format!("j{i:02}")))
+        .collect();
+    clean.create_jobs(&jobs, None).await.unwrap();
+    let tenant = jobs[0].tenant.clone();
+    let page = PageRequest {
+        cursor: None,
+        limit: 50,
+    };
+    let listed = |store: sked_aws::DynamoStore| {
+        let (tenant, page) = (tenant.clone(), page.clone());
+        async move { store.list_jobs(&tenant, &JobFilter::default(), &page).await }
+    };
+    let faulty = |unprocessed_keys: f64| {
+        let config = AwsConfig {
+            faults: Some(Faults {
+                unprocessed_keys,
+                seed: 3,
+                ..Faults::default()
+            }),
+            ..config.clone()
+        };
+        async move {
+            let clients = connect(&config).await;
+            let counts = clients.faults.clone().expect("faults configured");
+            let store = sked_aws::DynamoStore::new(clients.dynamodb.clone(), &config, Arc::new(SystemClock));
+            (store, counts)
+        }
+    };
+
+    // Half the batch reads come back with every key unprocessed: asked again, all listed.
+    let (store, counts) = faulty(0.5).await;
+    let got = listed(store).await.unwrap();
+    assert_eq!(got.items.len(), 12, "every job listed");
+    assert!(counts.unprocessed() > 0, "the fault was drawn");
+
+    // Every batch read comes back unprocessed: the listing fails, transient, naming it.
+    let (store, counts) = faulty(1.0).await;
+    let err = listed(store).await.unwrap_err();
+    assert!(matches!(err, StoreError::Transient(_)), "{err:?}");
+    assert!(format!("{err}").contains("unprocessed"), "{err}");
+    assert_eq!(counts.unprocessed(), 8, "asked BATCH_GET_TRIES times");
 }

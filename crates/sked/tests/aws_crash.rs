@@ -146,6 +146,7 @@ async fn crash(soak: Soak, lost_answer: f64) {
         throttle: THROTTLE,
         lost_answer,
         seed,
+        ..Faults::default()
     });
     let mut aws = Deployment::start(config, Dur::ZERO, Dur::secs(600)).await;
     // The repair pass re-enqueues runs left PENDING (e.g. written by a sweep whose enqueue

@@ -43,6 +43,8 @@ use std::sync::Arc;
 const MAX_TRANSACTION: usize = 100;
 /// Most keys in one `BatchGetItem`.
 const MAX_BATCH_GET: usize = 100;
+/// How many times [`DynamoStore::batch_get`] asks for keys DynamoDB left unprocessed.
+const BATCH_GET_TRIES: u32 = 8;
 /// Read-modify-write attempts before a run that keeps changing is reported as transient.
 const MAX_RMW_ATTEMPTS: usize = 16;
 /// Index queries in flight at once.
@@ -223,6 +225,9 @@ impl DynamoStore {
     }
 
     /// Items for `keys` (strongly consistent), in no particular order; missing ones absent.
+    /// Keys DynamoDB leaves unprocessed (throughput exceeded) are asked again, up to
+    /// [`BATCH_GET_TRIES`] times with a doubling pause; keys still unprocessed then make the
+    /// whole read a transient error — never an answer with items silently left out.
     pub(super) async fn batch_get(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
         let mut out = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(MAX_BATCH_GET) {
@@ -231,7 +236,8 @@ impl DynamoStore {
                 .consistent_read(true)
                 .build()
                 .map_err(build_error)?;
-            for _ in 0..10 {
+            let mut pause = std::time::Duration::from_millis(25);
+            for tries in 1.. {
                 let res = self
                     .client
                     .batch_get_item()
@@ -244,8 +250,19 @@ impl DynamoStore {
                 }
                 match res.unprocessed_keys.and_then(|mut u| u.remove(&self.table)) {
                     Some(rest) if !rest.keys().is_empty() => {
+                        if tries >= BATCH_GET_TRIES {
+                            return Err(StoreError::Transient(
+                                format!(
+                                    "dynamodb:BatchGetItem left {} of {} keys unprocessed after {tries} tries",
+                                    rest.keys().len(),
+                                    chunk.len()
+                                )
+                                .into(),
+                            ));
+                        }
                         pending = rest;
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        tokio::time::sleep(pause).await;
+                        pause = (pause * 2).min(std::time::Duration::from_millis(800));
                     }
                     _ => break,
                 }
