@@ -1,6 +1,14 @@
 //! Firing plans: what a sweep does with one due job — which occurrences become runs, which
 //! are skipped by policy (misfire, overlap) and why, and where the job's schedule goes next.
 //! A pure function of (job, its active runs, now), so every policy is unit-tested here.
+//!
+//! **Bounded**: one plan fires at most [`MAX_RUNS_PER_FIRING`] runs of a job, whatever its
+//! schedule and the look-ahead. A per-second cron with AWS's 10-minute look-ahead has 600
+//! occurrences within reach; a plan fires the first 96 and leaves the job's `next_fire_at` at
+//! the first one it did not fire, so the next plan (the next sweep, or the same sweep's next
+//! round) goes on from there. Nothing is lost or fired twice: the rest stay on the job's
+//! schedule, every run id is derived from (job, nominal time), and each firing is conditional
+//! on the `next_fire_at` and version the plan was made from.
 
 use crate::duration::Dur;
 use crate::job::{Job, JobState, MAX_FIRE_ALL, Misfire, Overlap};
@@ -16,6 +24,13 @@ pub const MISFIRE_GRACE: Dur = Dur::secs(60);
 
 /// Most occurrences one plan walks through; a longer catch-up continues at the next sweep.
 const MAX_SCAN: usize = 10_000;
+
+/// Most runs one plan fires for one job. It keeps a firing one store write (on DynamoDB one
+/// transaction of at most 100 items: the job, the tenant's counter and the runs) and bounds
+/// what a firing costs in time, whatever the schedule: a per-second job is fed 96 s ahead
+/// per firing, more than the AWS sweeper's one-minute tick consumes, so successive sweeps
+/// keep it fed without firing its whole look-ahead at once.
+pub const MAX_RUNS_PER_FIRING: usize = 96;
 
 /// Why an occurrence did not become a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,11 +48,24 @@ pub struct Plan {
     pub firing: Firing,
     /// Occurrences not fired, with the reason.
     pub skipped: Vec<(Timestamp, SkipReason)>,
+    /// More occurrences were within reach than [`MAX_RUNS_PER_FIRING`]: the firing stops
+    /// short of the horizon, at `firing.next_fire_at`, and the next plan continues there.
+    pub capped: bool,
+}
+
+impl Plan {
+    /// Whether the job still has an occurrence due at `now` after this firing (a capped
+    /// catch-up): whoever fired it should plan it again at once rather than at its next tick.
+    pub fn still_due(&self, now: Timestamp) -> bool {
+        self.capped && self.firing.next_fire_at.is_some_and(|t| t <= now)
+    }
 }
 
 /// Plans the firing of `job` at `now`: every occurrence from `job.next_fire_at` up to
-/// `now + lookahead` is considered. `active` are the job's PENDING/RUNNING runs.
-/// `None` if the job is not ACTIVE or has nothing due.
+/// `now + lookahead` is considered, and at most [`MAX_RUNS_PER_FIRING`] of them become runs
+/// (the earliest; the job's `next_fire_at` stays at the first one left, see [`Plan::capped`]).
+/// `active` are the job's PENDING/RUNNING runs. `None` if the job is not ACTIVE or has
+/// nothing due.
 pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option<Plan> {
     let first = job.next_fire_at?;
     let horizon = now + lookahead.to_chrono();
@@ -116,6 +144,15 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
     fire.extend(ahead);
     skipped.sort_by_key(|(t, _)| *t);
 
+    // The bound. `fire` is in time order and every skipped occurrence is earlier than every
+    // fired one (policies only drop older occurrences in favour of later ones), so what is cut
+    // off is the tail of the schedule: the job's next occurrence becomes its first.
+    let capped = fire.len() > MAX_RUNS_PER_FIRING;
+    if capped {
+        next = Some(fire[MAX_RUNS_PER_FIRING]);
+        fire.truncate(MAX_RUNS_PER_FIRING);
+    }
+
     let runs = fire
         .into_iter()
         .map(|t| {
@@ -150,6 +187,7 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
             at: now,
         },
         skipped,
+        capped,
     })
 }
 
@@ -256,9 +294,17 @@ mod tests {
             every_minute(serde_json::json!({"misfire": "fire_all", "overlap": "allow"})),
             "2026-12-01T00:00:00Z",
         );
-        let p = plan(&j, &[], ts("2026-12-01T10:00:30Z"), Dur::ZERO).unwrap();
-        assert_eq!(fired(&p).len(), MAX_FIRE_ALL + 1, "100 missed plus the current one");
+        let now = ts("2026-12-01T10:00:30Z");
+        let p = plan(&j, &[], now, Dur::ZERO).unwrap();
         assert_eq!(p.skipped.len(), 600 - MAX_FIRE_ALL);
+        // 100 missed plus the current one: more than one firing takes, so two firings.
+        assert_eq!(fired(&p).len(), MAX_RUNS_PER_FIRING);
+        assert!(p.still_due(now));
+        let mut j = j;
+        j.next_fire_at = p.firing.next_fire_at;
+        let q = plan(&j, &[], now, Dur::ZERO).unwrap();
+        assert_eq!(fired(&q).len(), MAX_FIRE_ALL + 1 - MAX_RUNS_PER_FIRING);
+        assert!(q.skipped.is_empty() && !q.capped);
     }
 
     #[test]
@@ -399,6 +445,63 @@ mod tests {
         // worker decides when it claims them.
         let p = plan(&j, &[running], ts("2026-12-01T10:00:30Z"), Dur::secs(60)).unwrap();
         assert_eq!(fired(&p), vec![ts("2026-12-01T10:01:00Z")]);
+    }
+
+    #[test]
+    fn a_per_second_job_fires_at_most_the_bound_and_the_next_plan_goes_on_where_it_stopped() {
+        let spec = serde_json::json!({
+            "schedule": {"cron": "*/1 * * * * *"},
+            "task": {"command": {"argv": ["true"]}},
+        });
+        let mut j = job(spec, "2026-12-01T10:00:01Z");
+        let now = ts("2026-12-01T10:00:00.500Z");
+        let p = plan(&j, &[], now, Dur::secs(600)).unwrap();
+        let first = fired(&p);
+        assert_eq!(first.len(), MAX_RUNS_PER_FIRING, "600 within reach, the bound fired");
+        assert!(p.capped && !p.still_due(now));
+        assert!(p.skipped.is_empty());
+        let expected: Vec<Timestamp> = (0..MAX_RUNS_PER_FIRING as i64)
+            .map(|i| ts("2026-12-01T10:00:01Z") + chrono::Duration::seconds(i))
+            .collect();
+        assert_eq!(first, expected, "the earliest, one a second");
+        let resume = ts("2026-12-01T10:00:01Z") + chrono::Duration::seconds(MAX_RUNS_PER_FIRING as i64);
+        assert_eq!(p.firing.next_fire_at, Some(resume), "the first one not fired");
+        assert_eq!(p.firing.state, JobState::Active);
+
+        // The next plan (as after the write) starts exactly there: no gap, no repeat.
+        j.next_fire_at = p.firing.next_fire_at;
+        let p = plan(&j, &[], now, Dur::secs(600)).unwrap();
+        assert_eq!(fired(&p)[0], resume);
+        assert_eq!(fired(&p).len(), MAX_RUNS_PER_FIRING);
+
+        // Within a short horizon the bound does not bite.
+        j.next_fire_at = Some(ts("2026-12-01T10:00:01Z"));
+        let p = plan(&j, &[], now, Dur::secs(60)).unwrap();
+        assert_eq!(fired(&p).len(), 60);
+        assert!(!p.capped);
+        assert_eq!(p.firing.next_fire_at, Some(ts("2026-12-01T10:01:01Z")));
+    }
+
+    #[test]
+    fn a_capped_catch_up_is_still_due_and_loses_nothing() {
+        // fire_all + allow after 10 minutes down: 100 missed + 60 within the grace are due.
+        let spec = serde_json::json!({
+            "schedule": {"every": "1s"},
+            "task": {"command": {"argv": ["true"]}},
+            "misfire": "fire_all",
+            "overlap": "allow",
+        });
+        let mut j = job(spec, "2026-12-01T10:00:00Z");
+        let now = ts("2026-12-01T10:10:00Z");
+        let p = plan(&j, &[], now, Dur::ZERO).unwrap();
+        assert_eq!(p.firing.runs.len(), MAX_RUNS_PER_FIRING);
+        assert!(p.still_due(now), "the rest is due now");
+        let last = *fired(&p).last().unwrap();
+        j.next_fire_at = p.firing.next_fire_at;
+        let q = plan(&j, &[], now, Dur::ZERO).unwrap();
+        assert_eq!(fired(&q)[0], last + chrono::Duration::seconds(1));
+        assert!(q.skipped.is_empty(), "what was cut off is not missed a second time");
+        assert_eq!(p.skipped.len() + p.firing.runs.len() + q.firing.runs.len(), 601);
     }
 
     #[test]

@@ -16,6 +16,14 @@ use sha2::{Digest, Sha256};
 /// Most jobs one batch may create.
 pub const MAX_BATCH: usize = 1_000;
 
+/// The longest one API call spends firing jobs directly ([`SkedConfig::fire_within`]) before
+/// it leaves the rest to the sweeper: a create answers in about this time at worst, well
+/// inside API Gateway's 29 s, whatever the batch. (One job's firing is bounded by
+/// [`crate::firing::MAX_RUNS_PER_FIRING`]; the budget bounds how many jobs fire.)
+///
+/// [`SkedConfig::fire_within`]: super::SkedConfig::fire_within
+pub const DIRECT_FIRE_BUDGET: crate::duration::Dur = crate::duration::Dur::secs(2);
+
 /// Reads and writes one user change may take when sweeps keep moving the job.
 const MAX_MODIFY_TRIES: usize = 5;
 
@@ -298,6 +306,11 @@ impl Sked {
     /// moved on; the version does not change, as with any sweep). The user's change is
     /// already stored, so a failure here is only logged: the sweeper fires the job at its
     /// next tick (a conflict means it, or another call, already did).
+    ///
+    /// Bounded, so a request answers in about the same time whatever the schedules: each job
+    /// fires at most [`crate::firing::MAX_RUNS_PER_FIRING`] runs, only up to `fire_within`
+    /// ahead, and once the call has spent [`DIRECT_FIRE_BUDGET`] firing it starts no more
+    /// (a big batch): the jobs left are fired by the sweeper, as without the window.
     async fn fire_if_due(&self, mut jobs: Vec<Job>) -> Vec<Job> {
         let within = self.config.fire_within;
         if within.is_zero() {
@@ -305,9 +318,15 @@ impl Sked {
         }
         let now = self.now();
         let horizon = now + within.to_chrono();
+        let stop_at = self.ports.clock.now() + DIRECT_FIRE_BUDGET.to_chrono();
         let mut dispatches = Vec::new();
+        let mut left = 0usize;
         for job in jobs.iter_mut() {
             if job.state != JobState::Active || job.next_fire_at.is_none_or(|t| t > horizon) {
+                continue;
+            }
+            if self.ports.clock.now() >= stop_at {
+                left += 1;
                 continue;
             }
             match super::fire::fire_job(&self.ports, job, now, within, None).await {
@@ -323,6 +342,9 @@ impl Sked {
                     tracing::warn!(tenant = %job.tenant, job_id = %job.id, error = %e, "direct firing failed; the sweeper will fire the job");
                 }
             }
+        }
+        if left > 0 {
+            tracing::info!(jobs = left, budget = %DIRECT_FIRE_BUDGET, "direct firing stopped at its time budget; the sweeper fires the rest");
         }
         if !dispatches.is_empty()
             && let Err(e) = self.ports.queue.enqueue(&dispatches).await

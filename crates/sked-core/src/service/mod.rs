@@ -66,8 +66,12 @@ pub struct SkedConfig {
     /// its next occurrence at most this far from now; its runs go to the queue with their
     /// `not_before` (SQS `DelaySeconds` on AWS). Zero (the default) disables it: the local
     /// deployment's sweeper is woken on every change and needs no help, while on AWS the
-    /// sweeper only runs on a tick, so the API handler sets this to the sweeper's look-ahead
-    /// and a job due before the next tick is not late. Firing here is the sweeper's own path
+    /// sweeper only runs on a tick, so the API handler sets this to a little more than the
+    /// tick: a job due before the next sweep is not late. Only occurrences within this window
+    /// are fired here (the sweeper fires the rest of its look-ahead at its tick), at most
+    /// [`crate::firing::MAX_RUNS_PER_FIRING`] per job, for at most
+    /// [`jobs::DIRECT_FIRE_BUDGET`] per call — so a per-second cron costs a create about a
+    /// minute of runs, not the look-ahead's ten. Firing here is the sweeper's own path
     /// ([`fire::fire_job`]), conditional like it, so the two never fire one occurrence twice.
     pub fire_within: crate::duration::Dur,
 }

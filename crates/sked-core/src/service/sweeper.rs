@@ -3,6 +3,14 @@
 //! polling interval. Due jobs are planned by [`super::fire::plan_jobs`] (shared with the API's
 //! direct firing) and written a chunk at a time with [`crate::ports::JobStore::fire_many`];
 //! each chunk's runs are enqueued together.
+//!
+//! **What one sweep fires is bounded**: at most `batch` jobs (a store query), and per job at
+//! most [`crate::firing::MAX_RUNS_PER_FIRING`] runs, however frequent its schedule and however
+//! long the look-ahead. A job with more within reach keeps its `next_fire_at` at the first
+//! occurrence not fired; the next sweep goes on from there (at once, with `more` set, when that
+//! occurrence is already due). So a per-second job costs a run and a message per second, a
+//! sweep's time grows with the number of due jobs rather than with their frequency, and a
+//! caller with a time budget (the AWS sweeper function) stops between sweeps.
 
 use super::fire::{plan_jobs, written};
 use super::{Ports, SweepSignal};
@@ -59,7 +67,8 @@ pub struct SweepReport {
     pub fired: usize,
     /// Occurrences skipped by policy.
     pub skipped: usize,
-    /// The batch was full: more may be due right now.
+    /// The batch was full, or a job's firing stopped at the bound with occurrences still due:
+    /// more may be due right now.
     pub more: bool,
 }
 
@@ -188,6 +197,7 @@ impl Sweeper {
             for ((job, plan), result) in plans.iter().zip(results) {
                 match result {
                     Ok(created) => {
+                        report.more |= plan.still_due(now);
                         let fired = written(job, plan, &created, self.skips.as_ref());
                         report.fired += fired.dispatches.len();
                         report.skipped += fired.skipped;
