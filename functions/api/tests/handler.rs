@@ -95,6 +95,58 @@ async fn a_job_due_within_the_look_ahead_is_enqueued_by_the_api_call_itself() {
     assert!(got[0].receipt.0.starts_with("high|"), "{:?}", got[0].receipt);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_per_second_cron_created_through_the_api_fires_only_until_the_next_sweep() {
+    // Issue 15: with the whole 10-minute look-ahead fired in the request (600 runs), the
+    // create outlived the function's time limit. Now it fires the next 90 seconds.
+    let (app, _) = api().await;
+    let mut event: Value = serde_json::from_str(CREATE_JOB).unwrap();
+    let body = json!({"id": "every-second", "schedule": {"cron": "*/1 * * * * *"},
+        "task": {"command": {"argv": ["true"]}}});
+    event["body"] = Value::String(body.to_string());
+    let started = std::time::Instant::now();
+    let (status, created) = call(&app, request(&event.to_string())).await;
+    let took = started.elapsed();
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["state"], "ACTIVE", "{created}");
+    let created_at = timestamp::parse(created["created_at"].as_str().unwrap()).unwrap();
+    let next = timestamp::parse(created["next_fire_at"].as_str().unwrap()).unwrap();
+    let window = sked_fn_api::DIRECT_FIRE_WITHIN.as_millis() / 1000;
+    let ahead = (next - created_at).num_seconds();
+    assert!(
+        (window - 1..=window + 1).contains(&ahead),
+        "fired up to the window, not the look-ahead: next {ahead} s after the create"
+    );
+
+    // One run per second up to there, each once.
+    let mut runs: Value = serde_json::from_str(GET_JOB).unwrap();
+    runs["rawPath"] = json!("/v1/jobs/every-second/runs");
+    runs["requestContext"]["http"]["path"] = json!("/v1/jobs/every-second/runs");
+    runs["rawQueryString"] = json!("limit=100");
+    runs["queryStringParameters"] = json!({"limit": "100"});
+    let (status, page) = call(&app, request(&runs.to_string())).await;
+    assert_eq!(status, 200, "{page}");
+    let mut times: Vec<String> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["scheduled_for"].as_str().unwrap().to_string())
+        .collect();
+    times.sort();
+    times.dedup();
+    let expected = (next - created_at).num_seconds() as usize;
+    assert!(
+        times.len() + 1 >= expected && times.len() <= expected,
+        "{} runs for {expected} s",
+        times.len()
+    );
+    eprintln!(
+        "create of a per-second cron on moto: {} ms, {} runs",
+        took.as_millis(),
+        times.len()
+    );
+}
+
 /// `event` with the verified claims replaced by `claims` (`None`: no authorizer at all).
 fn with_claims(event: &str, claims: Option<Value>) -> Request {
     let mut event: Value = serde_json::from_str(event).unwrap();
