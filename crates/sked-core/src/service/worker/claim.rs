@@ -1,0 +1,382 @@
+//! A received batch's claim ([`Worker::claim_batch`]): one store call claims the runs and
+//! reads their jobs, except runs whose job's overlap policy is checked at claim time
+//! (`queue_one` always; `forbid` and `replace` where runs are fired ahead), which are held
+//! back, checked, and claimed in a second call — `queue_one` runs on condition that no other
+//! run of their job is running. Every answer is dealt with here (acked, deferred, requeued,
+//! failed for want of a job); what may start is returned as [`ClaimedAttempt`]s.
+
+use super::Worker;
+use crate::error::CoreError;
+use crate::ids::{RunId, TenantId};
+use crate::job::{Job, Overlap};
+use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
+use crate::ports::{AttemptResult, ClaimOutcome, Delivery, JobClaim, RunTransition, StoreError};
+use crate::run::{AttemptOutcome, Run, RunState, Trigger};
+use crate::timestamp::{self, Timestamp};
+
+/// An attempt [`Worker::claim_batch`] started: run it with [`Worker::run_claimed`].
+#[derive(Debug)]
+pub struct ClaimedAttempt {
+    /// The delivery it came from (acked when the run ends).
+    pub(super) delivery: Delivery,
+    /// The run's job, as read before the claim.
+    pub(super) job: Job,
+    /// The run after the claim.
+    pub(super) run: Run,
+    /// The attempt's fencing token.
+    pub(super) token: u64,
+}
+
+impl ClaimedAttempt {
+    /// The claimed run (RUNNING, its last attempt the new one).
+    pub fn run(&self) -> &Run {
+        &self.run
+    }
+}
+
+/// What a delivery needs before its claim.
+#[allow(clippy::large_enum_variant)] // a return value, moved once; boxing would only add an allocation
+enum Admission {
+    /// Claim it; the job as read (`None` if the run id names no existing job).
+    Claim(Option<Job>),
+    /// Already dealt with (deferred, or skipped and acked).
+    Done,
+}
+
+impl Worker {
+    /// Step-wise entry point ([`Worker::run`] uses it too): claims a whole received batch
+    /// up to the start of its attempts — one
+    /// [`JobStore::claim_many_with_jobs`](crate::ports::JobStore::claim_many_with_jobs) claims
+    /// the runs and reads their jobs, except runs whose job's overlap policy is checked at
+    /// claim time, which go through those checks and then one
+    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many). Returns the attempts to
+    /// run (hand each to [`Worker::run_claimed`]); deliveries dealt with
+    /// otherwise (deferred, acked, failed for want of a job, or left for redelivery after an
+    /// error) are not returned.
+    pub async fn claim_batch(&self, deliveries: Vec<Delivery>) -> Vec<ClaimedAttempt> {
+        // Jobs whose overlap policy is checked at claim time are held back by the store and
+        // go through the checks; all others are claimed at once, in the call that reads the
+        // jobs.
+        let hold = self.checked_at_claim();
+        let runs: Vec<(TenantId, RunId)> = deliveries
+            .iter()
+            .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
+            .collect();
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        match self
+            .ports
+            .store
+            .claim_many_with_jobs(&runs, hold, &self.config.id, now, lease_until)
+            .await
+        {
+            Ok(answers) => self.sort_claims(deliveries.into_iter().zip(answers).collect()).await,
+            Err(e) => {
+                let e = CoreError::from(e);
+                for delivery in &deliveries {
+                    self.unhandled(delivery, &e);
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    /// After the claim call of a batch (the claim's answer beside each delivery): the held
+    /// deliveries go through their overlap checks and a claim of their own, every answer is
+    /// dealt with, and the attempts to start are returned.
+    pub(super) async fn sort_claims(
+        &self,
+        answers: Vec<(Delivery, Result<JobClaim, StoreError>)>,
+    ) -> Vec<ClaimedAttempt> {
+        // When a run whose job no longer exists is recorded as failed.
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let mut claimed = Vec::with_capacity(answers.len());
+        let mut held = Vec::new();
+        for (delivery, answer) in answers {
+            let (job, claim) = match answer {
+                Ok(JobClaim::Held(job)) => {
+                    held.push((delivery, job));
+                    continue;
+                }
+                Ok(JobClaim::Claimed(outcome, job)) => (job, Ok(outcome)),
+                Err(e) => (None, Err(e)),
+            };
+            self.collect_claimed(delivery, job, claim, now, &mut claimed).await;
+        }
+        if !held.is_empty() {
+            self.claim_held(held, &mut claimed).await;
+        }
+        claimed
+    }
+
+    /// The overlap policies checked before a claim: `queue_one` always; `forbid` and
+    /// `replace` where runs may have been fired ahead of their time.
+    pub(super) fn checked_at_claim(&self) -> &'static [Overlap] {
+        if self.config.fired_ahead {
+            &[Overlap::QueueOne, Overlap::Forbid, Overlap::Replace]
+        } else {
+            &[Overlap::QueueOne]
+        }
+    }
+
+    /// The held-back part of [`Worker::claim_batch`]: each delivery's overlap checks, then
+    /// one [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for those that may
+    /// start; what starts goes to `claimed`.
+    async fn claim_held(&self, held: Vec<(Delivery, Job)>, claimed: &mut Vec<ClaimedAttempt>) {
+        let held = self.one_queue_one_run_per_job(held).await;
+        let admitted = futures::future::join_all(
+            held.iter()
+                .map(|(delivery, job)| self.admit(delivery, Some(job.clone()))),
+        )
+        .await;
+        // `queue_one` runs are claimed only if no other run of their job is running, checked
+        // again in the claim itself: the check above may be stale by then (another worker,
+        // or another batch of this one, may have just claimed a run of the job).
+        let (mut alone, mut others) = (Vec::new(), Vec::new());
+        for ((delivery, held_job), admission) in held.into_iter().zip(admitted) {
+            match admission {
+                Ok(Admission::Claim(job)) if held_job.spec.overlap_policy() == Overlap::QueueOne => {
+                    alone.push((delivery, job))
+                }
+                Ok(Admission::Claim(job)) => others.push((delivery, job)),
+                Ok(Admission::Done) => {}
+                Err(e) => self.unhandled(&delivery, &e),
+            }
+        }
+        self.claim_admitted(alone, true, claimed).await;
+        self.claim_admitted(others, false, claimed).await;
+    }
+
+    /// One claim call for deliveries admitted after their overlap checks
+    /// ([`JobStore::claim_many_alone`](crate::ports::JobStore::claim_many_alone) if `alone`,
+    /// else [`JobStore::claim_many`](crate::ports::JobStore::claim_many)); what starts goes to
+    /// `claimed`.
+    async fn claim_admitted(
+        &self,
+        to_claim: Vec<(Delivery, Option<Job>)>,
+        alone: bool,
+        claimed: &mut Vec<ClaimedAttempt>,
+    ) {
+        if to_claim.is_empty() {
+            return;
+        }
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let lease_until = now + self.config.lease.to_chrono();
+        let runs: Vec<(TenantId, RunId)> = to_claim
+            .iter()
+            .map(|(d, _)| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
+            .collect();
+        let (store, worker) = (&self.ports.store, &self.config.id);
+        let claims = if alone {
+            store.claim_many_alone(&runs, worker, now, lease_until).await
+        } else {
+            store.claim_many(&runs, worker, now, lease_until).await
+        };
+        match claims {
+            Ok(claims) => {
+                for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
+                    self.collect_claimed(delivery, job, claim, now, claimed).await;
+                }
+            }
+            Err(e) => {
+                let e = CoreError::from(e);
+                for (delivery, _) in &to_claim {
+                    self.unhandled(delivery, &e);
+                }
+            }
+        }
+    }
+
+    /// Of the held deliveries of one `queue_one` job, only the earliest run may go on to its
+    /// overlap check: checked side by side, none would see another running, and all would
+    /// start. The others are handed back to the queue for one lease (by then the first is
+    /// running and they wait their turn; its end enqueues them again at once).
+    async fn one_queue_one_run_per_job(&self, mut held: Vec<(Delivery, Job)>) -> Vec<(Delivery, Job)> {
+        held.sort_by_key(|(d, _)| d.dispatch.not_before);
+        let mut first_of_job = std::collections::HashSet::new();
+        let mut going_on = Vec::with_capacity(held.len());
+        for (delivery, job) in held {
+            let queue_one = job.spec.overlap_policy() == Overlap::QueueOne;
+            if !queue_one || first_of_job.insert((job.tenant.clone(), job.id.clone())) {
+                going_on.push((delivery, job));
+                continue;
+            }
+            let until = self.ports.clock.now() + self.config.lease.to_chrono();
+            if let Err(e) = self.requeue(&delivery, until).await {
+                self.unhandled(&delivery, &e);
+            }
+        }
+        going_on
+    }
+
+    /// [`Worker::claimed`] for one delivery of a batch: what starts goes to `claimed`, a
+    /// failure is logged (the message will be redelivered).
+    async fn collect_claimed(
+        &self,
+        delivery: Delivery,
+        job: Option<Job>,
+        claim: Result<ClaimOutcome, StoreError>,
+        now: Timestamp,
+        claimed: &mut Vec<ClaimedAttempt>,
+    ) {
+        match self.claimed(&delivery, job, claim, now).await {
+            Ok(Some((job, run, token))) => claimed.push(ClaimedAttempt {
+                delivery,
+                job,
+                run,
+                token,
+            }),
+            Ok(None) => {}
+            Err(e) => self.unhandled(&delivery, &e),
+        }
+    }
+
+    /// Before a claim: applies the overlap checks that happen at claim time, given the job
+    /// the run id names (as read). [`Admission::Done`] when the delivery was dealt with here.
+    async fn admit(&self, delivery: &Delivery, job: Option<Job>) -> Result<Admission, CoreError> {
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        // `queue_one`: the waiting run starts only once the earlier one has ended. Runs fired
+        // ahead of their time (look-ahead) met no overlap check when they were fired, so theirs
+        // happens here: `forbid` skips the run if the earlier one is still going, as the
+        // sweeper would have; `replace` asks the earlier ones to stop, then starts.
+        let policy = job.as_ref().map(|j| j.spec.overlap_policy());
+        let check_overlap = policy.is_some_and(|p| self.checked_at_claim().contains(&p));
+        if let Some(job) = job.as_ref().filter(|_| check_overlap) {
+            let now = self.ports.clock.now();
+            let active = store.active_runs(tenant, &job.id).await?;
+            if policy == Some(Overlap::Replace) {
+                self.replace_earlier(&active, run_id, now).await?;
+            } else if let Some(until) = another_run_leased_until(&active, run_id, now) {
+                if policy == Some(Overlap::QueueOne) {
+                    if queue_one_already_waiting(&active, run_id, now) {
+                        let reason = "skipped: a run was already waiting for the running one (overlap: queue_one)";
+                        self.skip_at_claim(delivery, now, reason).await?;
+                    } else {
+                        self.requeue(delivery, until).await?;
+                    }
+                    return Ok(Admission::Done);
+                }
+                let reason = "skipped: the previous run was still running (overlap: forbid)";
+                if self.skip_at_claim(delivery, now, reason).await? {
+                    return Ok(Admission::Done);
+                }
+            }
+        }
+        Ok(Admission::Claim(job))
+    }
+
+    /// Ends the delivery's run CANCELLED with `reason` if it is still a PENDING scheduled
+    /// run (an occurrence skipped by the overlap policy at claim time), and acks the
+    /// delivery; `false` (nothing done) otherwise.
+    async fn skip_at_claim(&self, delivery: &Delivery, now: Timestamp, reason: &str) -> Result<bool, CoreError> {
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let Some(run) = store.get_run(tenant, run_id).await? else {
+            return Ok(false);
+        };
+        if run.trigger != Trigger::Schedule || run.state != RunState::Pending {
+            return Ok(false);
+        }
+        store
+            .cancel_run(tenant, run_id, timestamp::trunc_ms(now), reason)
+            .await?;
+        tracing::info!(worker = %self.config.id, %tenant, %run_id, reason, "occurrence skipped at claim");
+        self.ack(delivery).await?;
+        Ok(true)
+    }
+
+    /// After a claim made at `now`: the attempt to run (with its job), or `None` once the
+    /// delivery was dealt with (acked, deferred, or its run failed for want of a job).
+    async fn claimed(
+        &self,
+        delivery: &Delivery,
+        job: Option<Job>,
+        claim: Result<ClaimOutcome, StoreError>,
+        now: Timestamp,
+    ) -> Result<Option<(Job, Run, u64)>, CoreError> {
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let (run, token) = match claim {
+            Ok(ClaimOutcome::Claimed { run, token }) => (run, token),
+            Ok(ClaimOutcome::Terminal(_)) | Err(StoreError::NotFound) => {
+                self.ack(delivery).await?;
+                return Ok(None);
+            }
+            // Another worker holds the run: look again when its lease ends (if that worker
+            // died, this message takes the run over then). With a new message, not the same
+            // one deferred: a run that lasts many leases would otherwise have this message
+            // redelivered every lease until a queue with a dead-letter limit gave it up.
+            Ok(ClaimOutcome::Leased(until)) => {
+                self.requeue(delivery, until).await?;
+                return Ok(None);
+            }
+            Ok(ClaimOutcome::NotYet(until)) => {
+                self.defer(delivery, until).await?;
+                return Ok(None);
+            }
+            // The tenant is at its concurrency cap: look again once a slot may have freed.
+            Ok(ClaimOutcome::AtCapacity) => {
+                self.requeue(delivery, now + self.config.capacity_retry.to_chrono())
+                    .await?;
+                return Ok(None);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let job = match job {
+            Some(job) if job.id == run.job_id => job,
+            _ => match store.get_job(tenant, &run.job_id).await? {
+                Some(job) => job,
+                None => {
+                    let result = failure_at(now, "the run's job no longer exists");
+                    store
+                        .complete(
+                            tenant,
+                            run_id,
+                            token,
+                            &result,
+                            RunTransition::Finish(RunState::Failed),
+                            None,
+                        )
+                        .await?;
+                    self.ack(delivery).await?;
+                    return Ok(None);
+                }
+            },
+        };
+        Ok(Some((job, run, token)))
+    }
+
+    /// `replace` for a run fired ahead: once `run_id` (a scheduled run among the job's
+    /// `active` runs) is due, every earlier active run of the job is asked to stop — a
+    /// PENDING one ends CANCELLED, a RUNNING one gets `cancel_requested` and its worker stops
+    /// it — as the sweeper's firing plan does for runs fired at their time.
+    async fn replace_earlier(&self, active: &[Run], run_id: &RunId, now: Timestamp) -> Result<(), CoreError> {
+        let Some(this) = active.iter().find(|r| &r.run_id == run_id) else {
+            return Ok(());
+        };
+        if this.trigger != Trigger::Schedule || this.state != RunState::Pending || this.not_before > now {
+            return Ok(());
+        }
+        let at = timestamp::trunc_ms(now);
+        for earlier in active.iter().filter(|r| r.scheduled_for < this.scheduled_for) {
+            self.ports
+                .store
+                .cancel_run(&earlier.tenant, &earlier.run_id, at, REPLACED)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+fn failure_at(now: Timestamp, error: &str) -> AttemptResult {
+    AttemptResult {
+        finished_at: now,
+        outcome: AttemptOutcome::Failed,
+        exit_code: None,
+        http_status: None,
+        error: Some(error.to_string()),
+        log_bytes: 0,
+        log_truncated: false,
+    }
+}

@@ -1,0 +1,140 @@
+//! What an ended attempt records: its outcome (or nothing at all if its lease was lost), then
+//! the run's next step — a retry (written, then enqueued, then the old message acked) or the
+//! run's end (written and acked in one store call where the store holds the queue) — and the
+//! follow-ups of an ended run: the timeout handler job, and the run `queue_one` held back.
+
+use super::Worker;
+use crate::error::CoreError;
+use crate::job::{Job, OnTimeout, Overlap};
+use crate::ports::{AttemptResult, Delivery, Dispatch, ExecResult, LogSummary, RunTransition, StopReason, StoreError};
+use crate::retry::after_attempt_for;
+use crate::run::{AttemptOutcome, Run, RunState, Trigger};
+use crate::service::start_extra_run;
+use crate::timestamp;
+
+/// How an attempt's execution ended, as the attempt loop saw it.
+pub(super) struct Ended {
+    /// What the executor answered.
+    pub(super) result: ExecResult,
+    /// Why the worker asked the payload to stop, if it did.
+    pub(super) stop: Option<StopReason>,
+    /// The attempt's log, finished.
+    pub(super) summary: LogSummary,
+}
+
+impl Worker {
+    /// Records how the attempt `token` of `run` (claimed from `delivery`) ended, unless its
+    /// lease was lost: then another attempt may be running, and nothing is written.
+    pub(super) async fn record_attempt(
+        &self,
+        delivery: &Delivery,
+        job: &Job,
+        run: &Run,
+        token: u64,
+        ended: Ended,
+    ) -> Result<(), CoreError> {
+        let Ended { result, stop, summary } = ended;
+        let clock = &self.ports.clock;
+        let attempt = run.attempt_count();
+        let stopped = result.stopped.or(stop.filter(|s| *s == StopReason::LeaseLost));
+        let outcome = match stopped {
+            // Fenced off: another attempt may be running. Write nothing about this one.
+            Some(StopReason::LeaseLost) => {
+                tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "lease lost; payload stopped, nothing recorded");
+                return Ok(());
+            }
+            Some(StopReason::Timeout) => AttemptOutcome::TimedOut,
+            Some(StopReason::Cancelled) => AttemptOutcome::Cancelled,
+            Some(StopReason::Shutdown) => AttemptOutcome::WorkerLost,
+            None if result.success => AttemptOutcome::Succeeded,
+            None => AttemptOutcome::Failed,
+        };
+        let now = timestamp::trunc_ms(clock.now());
+        let error = match stopped {
+            Some(StopReason::Timeout) => Some(format!("timed out after {}", job.spec.timeout)),
+            Some(StopReason::Cancelled) => Some("cancelled".to_string()),
+            Some(StopReason::Shutdown) => Some(format!("worker {} shut down", self.config.id)),
+            _ => result.error.clone(),
+        };
+        let attempt_result = AttemptResult {
+            finished_at: now,
+            outcome,
+            exit_code: result.exit_code,
+            http_status: result.http_status,
+            error,
+            log_bytes: summary.bytes,
+            log_truncated: summary.truncated,
+        };
+        let next = match after_attempt_for(run, &job.spec, outcome, now) {
+            // Interrupted by a clean shutdown, not by a fault of the payload: the retry need
+            // not wait out a backoff (it still counts as an attempt).
+            RunTransition::Retry { .. } if stopped == Some(StopReason::Shutdown) => {
+                RunTransition::Retry { not_before: now }
+            }
+            next => next,
+        };
+        let store = &self.ports.store;
+        let (tenant, run_id) = (&run.tenant, &run.run_id);
+        let completed = match next {
+            // The run ends: its message goes in the same write where the store can.
+            RunTransition::Finish(_) => {
+                store
+                    .complete_and_ack(tenant, run_id, token, &attempt_result, next, &delivery.receipt)
+                    .await
+            }
+            // A retry is enqueued before the old message is acked (a crash in between leaves
+            // the message to be redelivered, not a PENDING run without one).
+            RunTransition::Retry { .. } => store
+                .complete(tenant, run_id, token, &attempt_result, next, None)
+                .await
+                .map(|run| (run, false)),
+        };
+        let (finished, acked) = match completed {
+            Ok(done) => done,
+            Err(StoreError::Fenced) => {
+                tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "completion fenced off; nothing recorded");
+                return Ok(());
+            }
+            Err(e) => return Err(e.into()),
+        };
+        tracing::info!(worker = %self.config.id, run_id = %run.run_id, attempt, outcome = %outcome, state = %finished.state, "attempt ended");
+        if matches!(next, RunTransition::Retry { .. }) {
+            self.ports.queue.enqueue(&[Dispatch::from(&finished)]).await?;
+        }
+        if !acked {
+            self.ack(delivery).await?;
+        }
+        if finished.state.is_terminal() {
+            self.after_run(job, &finished).await?;
+        }
+        Ok(())
+    }
+
+    /// Follow-ups once a run has ended: the timeout handler job, and the run `queue_one`
+    /// held back.
+    async fn after_run(&self, job: &Job, run: &Run) -> Result<(), CoreError> {
+        if let (RunState::TimedOut, OnTimeout::RunJob(handler)) = (run.state, &job.spec.on_timeout) {
+            match self.ports.store.get_job(&run.tenant, handler).await? {
+                Some(handler) if handler.state != crate::job::JobState::Deleted => {
+                    start_extra_run(&self.ports, &handler, Trigger::Handler).await?;
+                }
+                _ => tracing::warn!(run_id = %run.run_id, handler = %handler, "timeout handler job not found"),
+            }
+        }
+        if job.spec.overlap_policy() == Overlap::QueueOne {
+            let waiting: Vec<_> = self
+                .ports
+                .store
+                .active_runs(&run.tenant, &run.job_id)
+                .await?
+                .iter()
+                .filter(|r| r.state == RunState::Pending)
+                .map(Dispatch::from)
+                .collect();
+            if !waiting.is_empty() {
+                self.ports.queue.enqueue(&waiting).await?;
+            }
+        }
+        Ok(())
+    }
+}
