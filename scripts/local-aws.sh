@@ -16,7 +16,7 @@
 #  6. The DLQ polled every $SWEEP_EVERY seconds, each batch handed to the DLQ function as an
 #     SQS event and deleted unless reported failed (the SQS event source mapping's job).
 #
-# Ctrl-C stops everything this script started. Logs and the environment file (source it to
+# Ctrl-C or TERM stops everything this script started (see cleanup). Logs and the environment file (source it to
 # point your own tools at the same resources) are in $LOCAL_AWS_DIR.
 set -euo pipefail
 set -m # every background job gets its own process group, so cleanup can stop its children
@@ -36,19 +36,63 @@ mkdir -p "$LOCAL_AWS_DIR"
 
 say() { printf '[local-aws] %s\n' "$*" >&2; }
 
+# Everything started goes into `pids` (each a process group leader, by `set -m`). On exit,
+# Ctrl-C (INT) or TERM, cleanup stops them all: TERM to each group and to every descendant
+# (some leave their group: cargo lambda watch starts the functions in groups of their own),
+# up to 5 s for them to go, then KILL for what is left; then it reaps them.
 pids=()
+descendants() {
+    local child
+    for child in $(ps -o pid= --ppid "$1" 2>/dev/null); do
+        echo "$child"
+        descendants "$child"
+    done
+}
+# Those of the given pids still running (zombies are gone already, only not reaped).
+alive() {
+    [ "$#" -gt 0 ] || return 0
+    ps -o pid=,stat= -p "$(IFS=,; echo "$*")" 2>/dev/null | awk '$2 !~ /^Z/ {print $1}'
+}
 cleanup() {
     trap - EXIT INT TERM
-    if [ "${#pids[@]}" -gt 0 ]; then
-        say "stopping ${#pids[@]} process groups"
-        for pid in "${pids[@]}"; do
-            kill -TERM -- "-$pid" 2>/dev/null || true
-        done
-        wait 2>/dev/null || true
+    [ "${#pids[@]}" -gt 0 ] || return 0
+    say "stopping ${#pids[@]} process groups"
+    local all=() pid left=()
+    for pid in "${pids[@]}"; do
+        all+=("$pid")
+        while read -r child; do all+=("$child"); done < <(descendants "$pid")
+    done
+    for pid in "${pids[@]}"; do kill -TERM -- "-$pid" 2>/dev/null || true; done
+    kill -TERM "${all[@]}" 2>/dev/null || true
+    for _ in $(seq 1 50); do
+        mapfile -t left < <(alive "${all[@]}")
+        [ "${#left[@]}" -eq 0 ] && break
+        sleep 0.1
+    done
+    if [ "${#left[@]}" -gt 0 ]; then
+        say "killing ${#left[@]} processes that did not stop on TERM"
+        for pid in "${pids[@]}"; do kill -KILL -- "-$pid" 2>/dev/null || true; done
+        kill -KILL "${left[@]}" 2>/dev/null || true
     fi
+    wait 2>/dev/null || true
+    say "stopped"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Runs one step in the background and waits for it: bash runs a trap only once the foreground
+# command ends, so a step run in the foreground (a compile, a long curl) would hold Ctrl-C and
+# TERM back until it finished; `wait` is interrupted at once, and cleanup stops the step too.
+step() {
+    local pid rc=0
+    "$@" &
+    pid=$!
+    pids+=("$pid")
+    wait "$pid" || rc=$?
+    unset 'pids[-1]'
+    return "$rc"
+}
 
 # ------------------------------------------------------------------ 1. the endpoint
 export AWS_REGION="${AWS_REGION:-us-east-1}"
@@ -65,9 +109,9 @@ else
     "$python" scripts/moto-server.py -H 127.0.0.1 -p "$LOCAL_AWS_PORT" >"$LOCAL_AWS_DIR/moto.log" 2>&1 &
     pids+=($!)
     for _ in $(seq 1 300); do
-        curl -sf -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" && break
+        curl -sf -m 2 -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" && break
         kill -0 "${pids[0]}" 2>/dev/null || { say "moto server exited; see $LOCAL_AWS_DIR/moto.log"; exit 1; }
-        sleep 0.2
+        step sleep 0.2
     done
     curl -sf -o /dev/null "$AWS_ENDPOINT_URL/moto-api/" || { say "moto server did not answer"; exit 1; }
 fi
@@ -95,7 +139,8 @@ PY
     export SKED_ECS_SUBNETS="$subnet" SKED_ECS_SECURITY_GROUPS="$group"
 fi
 say "creating the resources (cargo run -p sked-aws --example bootstrap)"
-urls="$(cargo run -q -p sked-aws --example bootstrap)"
+step cargo run -q -p sked-aws --example bootstrap >"$LOCAL_AWS_DIR/bootstrap.out"
+urls="$(cat "$LOCAL_AWS_DIR/bootstrap.out")"
 while IFS='=' read -r name value; do
     case "$name" in SKED_QUEUE_*) export "$name=$value" ;; esac
 done <<<"$urls"
@@ -126,7 +171,7 @@ has_aws_worker() {
 workers_note="none"
 if has_aws_worker; then
     say "building sked with the aws feature"
-    cargo build -q -p sked --features aws
+    step cargo build -q -p sked --features aws
     for i in $(seq 1 "$WORKER_PROCS"); do
         "$CARGO_TARGET_DIR/debug/sked" worker --backend aws --workers "$WORKER_CONCURRENCY" \
             >"$LOCAL_AWS_DIR/worker-$i.log" 2>&1 &
@@ -140,8 +185,8 @@ fi
 
 say "compiling and starting the API function (first time: several minutes)"
 for _ in $(seq 1 180); do
-    curl -sf -m 600 -o /dev/null "$api/healthz" && break
-    sleep 2
+    step curl -sf -m 600 -o /dev/null "$api/healthz" && break
+    step sleep 2
 done
 curl -sf -m 10 -o /dev/null "$api/healthz" || { say "the API did not answer; see $LOCAL_AWS_DIR/functions.log"; exit 1; }
 
@@ -217,6 +262,6 @@ sked on local AWS is up.
   workers    $workers_note
   logs       $LOCAL_AWS_DIR/*.log
   env        $envfile   (set -a; . $envfile; set +a — to point other tools at it)
-Ctrl-C stops everything.
+Ctrl-C (or TERM to this script) stops everything.
 EOF
 wait
