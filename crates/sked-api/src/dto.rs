@@ -1,5 +1,6 @@
 //! Response views: how jobs, runs, attempts, log lines and pages are written on the wire
-//! (SPEC §8). Timestamps are RFC 3339 UTC with milliseconds; absent values are `null`.
+//! (the shapes clients rely on, documented in the README and the OpenAPI document).
+//! Timestamps are RFC 3339 UTC with milliseconds; absent values are `null`.
 //!
 //! Views only borrow and reshape core types; they decide nothing. Each also describes itself
 //! to the OpenAPI document (`ToSchema`), so the document and the wire cannot drift.

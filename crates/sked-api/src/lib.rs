@@ -1,8 +1,8 @@
 //! sked-api: sked's REST API as an axum [`Router`], built once here and served by whatever
 //! main chooses (`axum::serve` locally, `lambda_http` on AWS).
 //!
-//! The contract is SPEC §8; `GET /v1/openapi.json` serves it as an OpenAPI 3.1 document
-//! generated from this code ([`openapi`]). Modules:
+//! The contract is the wire shapes in `dto` and the routes here; `GET /v1/openapi.json`
+//! serves it as an OpenAPI 3.1 document generated from this code ([`openapi`]). Modules:
 //!
 //! - [`routes`]: the route table, and one handler file per resource (jobs, runs, logs, keys,
 //!   ops).
@@ -40,7 +40,7 @@ pub use error::ApiError;
 use axum::Router;
 use sked_core::service::Sked;
 
-/// Default request body limit: 256 KiB (SPEC §5).
+/// Default request body limit: 256 KiB (the product's documented request limit).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// Settings of the HTTP layer.

@@ -1,5 +1,5 @@
 //! Black-box tests of the router: requests in through `tower::ServiceExt::oneshot`, over the
-//! in-memory ports of sked-testkit and a manual clock. They check SPEC §8's shapes, status
+//! in-memory ports of sked-testkit and a manual clock. They check the API's wire shapes, status
 //! codes and field names, and that a rejected request writes nothing.
 //!
 //! Every request carries an API key: an admin key of the tenant the test acts as (`default`,

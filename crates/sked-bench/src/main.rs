@@ -1,4 +1,4 @@
-//! `sked-bench`: the benchmark suite of the local deployment (issue 4). `make bench` runs
+//! `sked-bench`: the benchmark suite of the local deployment. `make bench` runs
 //! it in full, `make bench-quick` with reduced sizes.
 //!
 //! Each scenario starts its own engine — an SQLite file in a temporary directory, the core

@@ -7,9 +7,14 @@
 //!   [`secret`]: env values that are secrets (never shown, masked in output).
 //! - [`validate`]: every field of a job checked before anything is written.
 //! - [`quota`]: per-tenant limits and the submit-rate rule.
+//! - [`firing`]: a sweep's plan for one due job (runs to fire, occurrences skipped and why,
+//!   the next fire time); [`lifecycle`]: the run state machine (claim, heartbeat, complete,
+//!   cancel) as pure functions every store applies in its own transaction.
 //! - [`retry`]: backoff and the attempt-outcome state machine.
-//! - [`fairness`]: the order in which a local queue serves several tenants (turns in rounds).
-//! - [`ports`]: the traits adapters implement (clock, store, queue, logs, executor).
+//! - [`fairness`]: the order in which a local queue serves several tenants (turns).
+//! - [`ports`]: the traits adapters implement (clock, store, queue, logs, executor, keys,
+//!   quotas); [`log_record`]: the stored form of a log line, shared by every log store.
+//! - [`error`]: the errors services answer with ([`CoreError`], [`FieldError`]).
 //! - `openapi` (build feature `utoipa`): the OpenAPI schemas of the wire types whose serde
 //!   form is hand-written (the derived ones sit on their types).
 //! - [`service`]: submit, update, cancel, sweep, work and reap — the behaviour both

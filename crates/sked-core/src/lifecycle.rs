@@ -1,6 +1,7 @@
 //! The run state machine as pure functions on a loaded [`Run`]: claim, heartbeat, complete and
 //! cancel. Every store that keeps a run as one record applies these inside its own transaction
-//! (read, decide, write), so the rules of SPEC §2 are written once, here, and unit-tested here.
+//! (read, decide, write), so the rules of a run's life (its states, retries, cancels and
+//! skips) are written once, here, and unit-tested here.
 //! A store whose writes are conditional expressions (DynamoDB) must keep the same rules; the
 //! contract suites in sked-testkit check that they do.
 

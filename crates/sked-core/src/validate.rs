@@ -17,7 +17,7 @@ use crate::timestamp::{self, Timestamp};
 use chrono::Datelike;
 use std::collections::BTreeMap;
 
-/// Limits from SPEC §5.
+/// The product's documented request limits (README, "What a job can say").
 pub const MAX_LABELS: usize = 32;
 /// Most env entries of a command or container task.
 pub const MAX_ENV: usize = 64;

@@ -358,7 +358,7 @@ async fn a_partial_last_line_waits_for_its_end() {
 
 #[tokio::test]
 async fn an_empty_log_leaves_no_file_and_reads_as_not_found() {
-    // SPEC §3 asks for an attempt's lines, not for a file per attempt; core reads a missing
+    // The logs API promises an attempt's lines, not for a file per attempt; core reads a missing
     // log as an empty one (`Sked::read_page`), so a silent attempt costs no file-system work.
     let dir = tempfile::tempdir().unwrap();
     let store = FileLogStore::new(dir.path());

@@ -1,4 +1,4 @@
-//! Crash test of the AWS deployment on moto (feature `aws`; issue 5's AWS part): the local
+//! Crash test of the AWS deployment on moto (feature `aws`; the AWS counterpart of the local crash tests): the local
 //! crash soak's job mix and audit (`common::soak`, checks listed in `crash_soak.rs`) against
 //! the AWS processes, under `kill -9`, concurrent sweeper invocations and injected throttling.
 //!

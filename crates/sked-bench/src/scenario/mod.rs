@@ -1,4 +1,4 @@
-//! The scenarios of issue 4. Each returns one [`Record`] per case it ran.
+//! The benchmark scenarios. Each returns one [`Record`] per case it ran.
 //!
 //! - [`burst`]: N jobs due at the same whole second.
 //! - [`stream`]: jobs due at a steady rate, staggered.
