@@ -10,7 +10,6 @@
 //! This module decides nothing itself: the plan is [`crate::firing::plan`].
 
 use super::Ports;
-use super::sweeper::{SkipSink, SkippedOccurrence};
 use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::firing::{Plan, SkipReason, plan};
@@ -19,6 +18,24 @@ use crate::job::{Job, JobState, Overlap};
 use crate::ports::Dispatch;
 use crate::run::Run;
 use crate::timestamp::Timestamp;
+use std::sync::Arc;
+
+/// An occurrence a sweep skipped by policy, reported once its firing was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedOccurrence {
+    /// Owner.
+    pub tenant: TenantId,
+    /// The job.
+    pub job_id: JobId,
+    /// The occurrence's nominal time.
+    pub scheduled_for: Timestamp,
+    /// Why it did not become a run.
+    pub reason: SkipReason,
+}
+
+/// Receives every skipped occurrence (besides the log line each gets). Deployments leave it
+/// unset; simulations use it to account for every occurrence.
+pub type SkipSink = Arc<dyn Fn(&SkippedOccurrence) + Send + Sync>;
 
 /// What firing one job wrote.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -113,14 +130,4 @@ pub fn written(job: &Job, plan: &Plan, created: &[Run], skips: Option<&SkipSink>
         skipped: plan.skipped.len(),
         job_after: Some((plan.firing.next_fire_at, plan.firing.state)),
     }
-}
-
-/// [`fire_job`] for one job, then enqueues what it created. A crash between the two leaves
-/// PENDING runs that the reaper's repair pass enqueues.
-pub async fn fire_and_enqueue(ports: &Ports, job: &Job, now: Timestamp, lookahead: Dur) -> Result<Fired, CoreError> {
-    let fired = fire_job(ports, job, now, lookahead, None).await?;
-    if !fired.dispatches.is_empty() {
-        ports.queue.enqueue(&fired.dispatches).await?;
-    }
-    Ok(fired)
 }

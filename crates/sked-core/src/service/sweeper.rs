@@ -12,16 +12,14 @@
 //! sweep's time grows with the number of due jobs rather than with their frequency, and a
 //! caller with a time budget (the AWS sweeper function) stops between sweeps.
 
-use super::fire::{plan_jobs, written};
+use super::fire::{SkipSink, plan_jobs, written};
 use super::{Ports, SweepSignal};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::firing::{Plan, SkipReason};
-use crate::ids::{JobId, TenantId};
+use crate::firing::Plan;
 use crate::job::Job;
 use crate::ports::{Firing, StoreError};
 use crate::timestamp::Timestamp;
-use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 /// Jobs planned together, written in one store call, and enqueued together: the first
@@ -71,23 +69,6 @@ pub struct SweepReport {
     /// more may be due right now.
     pub more: bool,
 }
-
-/// An occurrence a sweep skipped by policy, reported once its firing was written.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkippedOccurrence {
-    /// Owner.
-    pub tenant: TenantId,
-    /// The job.
-    pub job_id: JobId,
-    /// The occurrence's nominal time.
-    pub scheduled_for: Timestamp,
-    /// Why it did not become a run.
-    pub reason: SkipReason,
-}
-
-/// Receives every skipped occurrence (besides the log line each gets). Deployments leave it
-/// unset; simulations use it to account for every occurrence.
-pub type SkipSink = Arc<dyn Fn(&SkippedOccurrence) + Send + Sync>;
 
 /// The sweeper task.
 pub struct Sweeper {

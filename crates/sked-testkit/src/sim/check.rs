@@ -30,7 +30,7 @@ use sked_core::ids::{JobId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::run::{AttemptOutcome, Run, RunState};
 use sked_core::schedule::next_fire_after;
-use sked_core::service::sweeper::SkippedOccurrence;
+use sked_core::service::fire::SkippedOccurrence;
 use sked_core::timestamp::{self, Timestamp};
 use std::collections::{BTreeMap, BTreeSet};
 
