@@ -113,3 +113,36 @@ async fn read_and_write_keys_manage_no_keys_and_bad_fields_are_named() {
     empty.name = "  ".into();
     assert!(matches!(keys.create(&operator, empty).await, Err(CoreError::Invalid(ref e)) if e[0].field == "name"));
 }
+
+/// A live key is read from the store once per `KEY_CHECK_TTL`, not on every request; a key
+/// revoked by another process on the same store (here: in the store directly) is refused once
+/// that time has passed, and one revoked through this service at once (the case above).
+#[tokio::test]
+async fn a_key_revoked_elsewhere_is_refused_within_the_check_ttl() {
+    use sked_core::service::keys::KEY_CHECK_TTL;
+    let store = Arc::new(MemKeys::new());
+    let clock = Arc::new(ManualClock::new(sked_testkit::contract::t0()));
+    let keys = Keys::new(store.clone(), clock.clone());
+    let op = keys.bootstrap(&TenantId::default()).await.unwrap().unwrap();
+    let operator = keys.authenticate(&op.secret).await.unwrap();
+    let made = keys.create(&operator, new("acme", Role::Write)).await.unwrap();
+    assert!(keys.authenticate(&made.secret).await.is_ok());
+
+    store.revoke_key(&made.key.id, clock.now()).await.unwrap();
+    assert!(
+        keys.authenticate(&made.secret).await.is_ok(),
+        "within the TTL the key is not read again"
+    );
+    clock.advance(KEY_CHECK_TTL);
+    assert!(
+        matches!(
+            keys.authenticate(&made.secret).await,
+            Err(CoreError::Unauthenticated(_))
+        ),
+        "read again after the TTL: revoked"
+    );
+    assert!(
+        keys.authenticate(&op.secret).await.is_ok(),
+        "other keys still authenticate"
+    );
+}

@@ -2,13 +2,25 @@
 //! first operator key of a store that has none. Who may manage which keys is decided here:
 //! an `admin` manages its own tenant's keys up to `admin`; an `operator` manages every
 //! tenant's keys, operators included. Another tenant's key is, to an admin, absent.
+//!
+//! Checking a key is on every request's path, so a live key, once read from the store, is
+//! remembered for [`KEY_CHECK_TTL`]: a request costs a SHA-256 and a map lookup, not a store
+//! read. Only live keys are remembered (a stream of unknown keys cannot grow the map), and a
+//! key revoked through this service is forgotten at once, so it is refused from the next
+//! request. A key revoked by another process on the same store (a second API server) is
+//! refused within [`KEY_CHECK_TTL`].
 
 use crate::auth::{self, ApiKey, Principal, Role};
+use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::ids::{self, TenantId};
 use crate::ports::{Clock, KeyStore, StoreError};
-use crate::timestamp::trunc_ms;
-use std::sync::Arc;
+use crate::timestamp::{Timestamp, trunc_ms};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+/// How long a live key, once read from the store, is taken as live without reading it again.
+pub const KEY_CHECK_TTL: Dur = Dur::secs(1);
 
 /// Longest key name.
 pub const MAX_KEY_NAME: usize = 128;
@@ -33,17 +45,27 @@ pub struct CreatedKey {
     pub secret: String,
 }
 
-/// The key service.
+/// The key service. Clones share the keys remembered as live.
 #[derive(Clone)]
 pub struct Keys {
     store: Arc<dyn KeyStore>,
     clock: Arc<dyn Clock>,
+    /// Live keys by the hash of their secret: the principal and when the store was read.
+    checked: Arc<Mutex<HashMap<String, (Principal, Timestamp)>>>,
 }
 
 impl Keys {
     /// Keys kept in `store`, stamped by `clock`.
     pub fn new(store: Arc<dyn KeyStore>, clock: Arc<dyn Clock>) -> Self {
-        Keys { store, clock }
+        Keys {
+            store,
+            clock,
+            checked: Arc::default(),
+        }
+    }
+
+    fn checked(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Principal, Timestamp)>> {
+        self.checked.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The principal a bearer `secret` stands for. `Unauthenticated` for anything but a live
@@ -53,13 +75,28 @@ impl Keys {
         if !auth::looks_like_key(secret) {
             return Err(refused());
         }
-        match self.store.key_by_hash(&auth::key_hash(secret)).await? {
-            Some(key) if key.revoked_at.is_none() => Ok(Principal {
-                tenant: key.tenant,
-                role: key.role,
-                key_id: Some(key.id),
-            }),
-            _ => Err(refused()),
+        let hash = auth::key_hash(secret);
+        let now = self.clock.now();
+        if let Some((principal, read_at)) = self.checked().get(&hash)
+            && now >= *read_at
+            && now - *read_at < KEY_CHECK_TTL.to_chrono()
+        {
+            return Ok(principal.clone());
+        }
+        match self.store.key_by_hash(&hash).await? {
+            Some(key) if key.revoked_at.is_none() => {
+                let principal = Principal {
+                    tenant: key.tenant,
+                    role: key.role,
+                    key_id: Some(key.id),
+                };
+                self.checked().insert(hash, (principal.clone(), now));
+                Ok(principal)
+            }
+            _ => {
+                self.checked().remove(&hash);
+                Err(refused())
+            }
         }
     }
 
@@ -123,6 +160,8 @@ impl Keys {
             Err(StoreError::NotFound) => return Err(not_found()),
             other => other?,
         };
+        self.checked()
+            .retain(|_, (principal, _)| principal.key_id.as_deref() != Some(revoked.id.as_str()));
         tracing::info!(key_id = %revoked.id, tenant = %revoked.tenant, by = caller.key_id.as_deref().unwrap_or("-"), "API key revoked");
         Ok(revoked)
     }
