@@ -70,7 +70,7 @@
 //!   `rv`, and the new runs' puts conditional on `attribute_not_exists`. Existing runs are
 //!   left out beforehand (a consistent `BatchGetItem`); a run created meanwhile cancels the
 //!   transaction with `ConditionalCheckFailed` at its index, and the firing is retried without
-//!   it. A firing of more than 99 writes (`fire_all` catching up 100 occurrences) writes the
+//!   it. A firing of more than 99 writes (its at most 96 new runs with the runs it cancels) writes the
 //!   excess runs first in transactions that each check the job's condition, then the last one
 //!   with the job update.
 //! - Runs: read (consistent), changed by sked-core's lifecycle functions, put back on

@@ -12,6 +12,11 @@
 //!   that follows one is conditional, so a stale copy costs a conflict, never a wrong write.
 //!
 //! This module must not hold scheduling policy: that lives in sked-core.
+//!
+//! Why one long file: it implements every method of the `JobStore` port (jobs, firings, runs,
+//! claims, listings) over the same read–decide–put loop and transaction plumbing. The worker's
+//! claim and completion paths are to move to a port of their own, and their DynamoDB code with
+//! them.
 
 use super::codec::{
     Item, Reader, StoredRun, job_due_keys, job_from_item, job_item, key, ms, n, run_from_item, run_item, run_key, s,

@@ -4,6 +4,9 @@
 //! sked-core's `ports/store.rs`). Cases only use the port, fixed instants from
 //! [`fixtures`](super::fixtures), and never the wall clock.
 //! Run them all with [`store_contract!`](crate::store_contract).
+//!
+//! Long because it is a list: one case per promise of the port (about 60), each a few dozen
+//! lines, in the order of the trait's methods.
 
 pub use sked_core::ports::store::JobStore;
 
