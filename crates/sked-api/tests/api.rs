@@ -15,7 +15,8 @@ use sked_api::{ApiConfig, Auth, router};
 use sked_core::auth::{Principal, Role};
 use sked_core::ids::{RunId, TenantId, WorkerId};
 use sked_core::ports::{
-    AttemptResult, ClaimOutcome, JobStore, LogKey, LogLine, LogStore, LogStream, LogWriter, RunTransition,
+    AttemptResult, ClaimOutcome, Completion, JobStore, JobStoreExt, LogKey, LogLine, LogStore, LogStream, LogWriter,
+    RunTransition,
 };
 use sked_core::run::{AttemptOutcome, RunState};
 use sked_core::service::keys::{Keys, NewKey};
@@ -79,12 +80,7 @@ fn api() -> Api {
     let store = Arc::new(MemStore::new());
     let logs = Arc::new(MemLogs::new());
     let queue = Arc::new(MemQueue::new(clock.clone()));
-    let ports = Ports {
-        store: store.clone(),
-        queue,
-        logs: logs.clone(),
-        clock: clock.clone(),
-    };
+    let ports = Ports::new(store.clone(), queue, logs.clone(), clock.clone());
     let quotas = Quotas::new(store.clone(), clock.clone());
     let sked = Sked::new(ports, SkedConfig::default(), SweepSignal::default()).with_quotas(quotas);
     let keys = Keys::new(Arc::new(MemKeys::new()), clock.clone());
@@ -959,7 +955,7 @@ async fn start_attempt(api: &Api, run_id: &str) -> (u64, Box<dyn LogWriter>) {
     let lease_until = now + chrono::Duration::seconds(60);
     let claim = api
         .store
-        .claim(&tenant, &run_id, &WorkerId::from("w1"), now, lease_until)
+        .claim_one(&tenant, &run_id, &WorkerId::from("w1"), now, lease_until)
         .await
         .unwrap();
     let ClaimOutcome::Claimed { token, run } = claim else {
@@ -993,11 +989,15 @@ async fn finish_attempt(api: &Api, run_id: &str, token: u64, writer: Box<dyn Log
         log_bytes: summary.bytes,
         log_truncated: summary.truncated,
     };
-    let next = RunTransition::Finish(RunState::Succeeded);
-    api.store
-        .complete(&TenantId::default(), &RunId::from(run_id), token, &result, next, None)
-        .await
-        .unwrap();
+    let done = Completion {
+        tenant: TenantId::default(),
+        run_id: RunId::from(run_id),
+        token,
+        result,
+        next: RunTransition::Finish(RunState::Succeeded),
+        only_if_expired_by: None,
+    };
+    api.store.complete(&done).await.unwrap();
 }
 
 /// Runs the first attempt to success, logging `one` (stdout), `two` (stderr), `three` (stdout).

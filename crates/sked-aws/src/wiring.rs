@@ -14,7 +14,8 @@ use sked_core::ports::{Clock, LogError, LogKey, LogPage, LogQuery, LogStore, Log
 use sked_core::service::Ports;
 use std::sync::Arc;
 
-/// Store on DynamoDB, queue on SQS, logs on CloudWatch Logs and S3 (or [`NoLogs`]).
+/// Store on DynamoDB, queue on SQS (the work port over the two in turn), logs on CloudWatch
+/// Logs and S3 (or [`NoLogs`]).
 pub fn ports(clients: &AwsClients, config: &AwsConfig, clock: Arc<dyn Clock>) -> Ports {
     ports_and_quotas(clients, config, clock).0
 }
@@ -34,12 +35,9 @@ pub fn ports_and_quotas(
         None => Arc::new(NoLogs),
     };
     let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), config, clock.clone()));
-    let ports = Ports {
-        store: store.clone(),
-        queue: Arc::new(SqsQueue::new(clients.sqs.clone(), config, clock.clone())),
-        logs,
-        clock,
-    };
+    let queue = Arc::new(SqsQueue::new(clients.sqs.clone(), config, clock.clone()));
+    // The store and the queue are two services: one call to each in turn.
+    let ports = Ports::new(store.clone(), queue, logs, clock);
     (ports, store)
 }
 

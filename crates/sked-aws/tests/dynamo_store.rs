@@ -10,7 +10,9 @@ use sked_aws::dynamo::codec::key;
 use sked_aws::dynamo::keys::{JOB_SK, job_pk, run_sk};
 use sked_core::ids::{JobId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
-use sked_core::ports::store::{ClaimOutcome, Firing, JobStore, RunTransition, StoreError};
+use sked_core::ports::store::{
+    ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobStore, JobStoreExt, RunTransition, StoreError,
+};
 use sked_core::ports::{Clock, SystemClock};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::timestamp::{Timestamp, trunc_ms};
@@ -80,13 +82,13 @@ async fn a_firing_larger_than_one_transaction_inserts_every_run() {
         cancel: vec![],
         at: t0,
     };
-    let inserted = store.fire(&firing).await.unwrap();
+    let inserted = store.fire_one(&firing).await.unwrap();
     assert_eq!(inserted.len(), 149, "all but the one that existed");
-    let active = store.active_runs(&job.tenant, &job.id).await.unwrap();
+    let active = store.active_runs_of(&job.tenant, &job.id).await.unwrap();
     assert_eq!(active.len(), 150);
     let after = store.get_job(&job.tenant, &job.id).await.unwrap().unwrap();
     assert_eq!(after.next_fire_at, firing.next_fire_at);
-    assert!(matches!(store.fire(&firing).await, Err(StoreError::Conflict(_))));
+    assert!(matches!(store.fire_one(&firing).await, Err(StoreError::Conflict(_))));
 }
 
 #[tokio::test]
@@ -132,7 +134,7 @@ async fn racing_claims_start_exactly_one_attempt() {
         tasks.push(tokio::spawn(async move {
             let lease = at + chrono::Duration::seconds(60);
             store
-                .claim(&run.tenant, &run.run_id, &WorkerId(format!("w{i}")), at, lease)
+                .claim_one(&run.tenant, &run.run_id, &WorkerId(format!("w{i}")), at, lease)
                 .await
                 .unwrap()
         }));
@@ -166,13 +168,19 @@ async fn racing_claims_of_different_runs_of_one_job_alone_start_exactly_one() {
         let (store, run) = (store.clone(), run.clone());
         tasks.push(tokio::spawn(async move {
             let lease = at + chrono::Duration::seconds(60);
-            let ids = [(run.tenant.clone(), run.run_id.clone())];
-            store
-                .claim_many_alone(&ids, &WorkerId(format!("w{i}")), at, lease)
-                .await
-                .unwrap()
-                .remove(0)
-                .unwrap()
+            let batch = ClaimBatch {
+                runs: vec![(run.tenant.clone(), run.run_id.clone())],
+                worker: WorkerId(format!("w{i}")),
+                now: at,
+                lease_until: lease,
+                read_jobs: false,
+                hold: Vec::new(),
+                alone: true,
+            };
+            match store.claim(&batch).await.unwrap().remove(0).unwrap() {
+                JobClaim::Claimed(outcome, _) => outcome,
+                JobClaim::Held(job) => panic!("held {}", job.id),
+            }
         }));
     }
     let mut claimed = 0;
@@ -214,7 +222,7 @@ async fn finished_runs_carry_a_ttl_and_live_ones_do_not() {
     };
     assert_eq!(ttl_of().await, None);
     let ClaimOutcome::Claimed { token, .. } = store
-        .claim(
+        .claim_one(
             &run.tenant,
             &run.run_id,
             &WorkerId::from("w"),
@@ -228,14 +236,14 @@ async fn finished_runs_carry_a_ttl_and_live_ones_do_not() {
     };
     let done = at + chrono::Duration::seconds(5);
     store
-        .complete(
-            &run.tenant,
-            &run.run_id,
+        .complete(&Completion {
+            tenant: run.tenant.clone(),
+            run_id: run.run_id.clone(),
             token,
-            &fixtures::result(AttemptOutcome::Succeeded, done),
-            RunTransition::Finish(RunState::Succeeded),
-            None,
-        )
+            result: fixtures::result(AttemptOutcome::Succeeded, done),
+            next: RunTransition::Finish(RunState::Succeeded),
+            only_if_expired_by: None,
+        })
         .await
         .unwrap();
     assert_eq!(

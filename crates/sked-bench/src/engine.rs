@@ -18,7 +18,7 @@ use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_embedded::exec::{HttpExecutor, NoopExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
-use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
+use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore, SqliteWork};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -167,6 +167,7 @@ impl Engine {
         let ports = Ports {
             store: Arc::new(SqliteStore::new(db.clone())),
             queue: queue.clone(),
+            work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
             logs: Arc::new(FileLogStore::new(dir.join("logs"))),
             clock,
         };

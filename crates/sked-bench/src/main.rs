@@ -45,9 +45,11 @@ struct Args {
     /// scale-out), comma-separated.
     #[arg(long, value_delimiter = ',')]
     sizes: Vec<usize>,
-    /// Worker tasks of the in-process engine.
-    #[arg(long, default_value_t = 5)]
-    workers: usize,
+    /// Worker tasks of the in-process engine, comma-separated: the stream runs with each
+    /// count (more workers must never mean slower starts), every other scenario with the
+    /// first.
+    #[arg(long, value_delimiter = ',', default_value = "5")]
+    workers: Vec<usize>,
     /// Attempts each worker task runs at once (workers × concurrency = the 50 slots).
     #[arg(long, default_value_t = 10)]
     concurrency: usize,
@@ -87,9 +89,10 @@ async fn main() -> anyhow::Result<()> {
     let settings = Settings {
         quick: args.quick,
         slots: Slots {
-            workers: args.workers.max(1),
+            workers: args.workers.first().copied().unwrap_or(5).max(1),
             concurrency: args.concurrency.max(1),
         },
+        stream_workers: args.workers.iter().map(|w| (*w).max(1)).collect(),
         execs,
         tmp: Some(root.path().to_path_buf()),
         no_spawner: args.no_spawner,

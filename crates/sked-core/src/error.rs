@@ -1,6 +1,6 @@
 //! Errors the services answer with; the API maps each to a status and a JSON body.
 
-use crate::ports::{LogError, QueueError, StoreError};
+use crate::ports::{LogError, QueueError, StoreError, WorkError};
 
 /// One invalid field: a JSON path such as `schedule.cron` or `task.command.argv`, and why.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -81,6 +81,15 @@ pub enum CoreError {
     /// Log storage failed.
     #[error(transparent)]
     Logs(#[from] LogError),
+}
+
+impl From<WorkError> for CoreError {
+    fn from(e: WorkError) -> Self {
+        match e {
+            WorkError::Store(e) => CoreError::Store(e),
+            WorkError::Queue(e) => CoreError::Queue(e),
+        }
+    }
 }
 
 impl CoreError {

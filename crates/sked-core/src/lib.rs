@@ -9,11 +9,12 @@
 //! - [`quota`]: per-tenant limits and the submit-rate rule.
 //! - [`firing`]: a sweep's plan for one due job (runs to fire, occurrences skipped and why,
 //!   the next fire time); [`lifecycle`]: the run state machine (claim, heartbeat, complete,
-//!   cancel) as pure functions every store applies in its own transaction.
+//!   cancel) as pure functions every store applies in its own transaction, deciding the
+//!   values of [`attempt`] (a claim's answer, an attempt's end, the run's next step).
 //! - [`retry`]: backoff and the attempt-outcome state machine.
 //! - [`fairness`]: the order in which a local queue serves several tenants (turns).
-//! - [`ports`]: the traits adapters implement (clock, store, queue, logs, executor, keys,
-//!   quotas); [`log_record`]: the stored form of a log line, shared by every log store.
+//! - [`ports`]: the traits adapters implement (clock, store, queue, work, logs, executor,
+//!   keys, quotas); [`work`]: the work port over any store and any queue; [`log_record`]: the stored form of a log line, shared by every log store.
 //! - [`error`]: the errors services answer with ([`CoreError`], [`FieldError`]).
 //! - `openapi` (build feature `utoipa`): the OpenAPI schemas of the wire types whose serde
 //!   form is hand-written (the derived ones sit on their types).
@@ -22,6 +23,7 @@
 //!
 //! This crate must not know which store, queue or executor it drives: no SQL, HTTP or AWS.
 
+pub mod attempt;
 pub mod auth;
 pub mod duration;
 pub mod error;
@@ -44,6 +46,7 @@ pub mod service;
 pub mod task;
 pub mod timestamp;
 pub mod validate;
+pub mod work;
 
 pub use error::{CoreError, FieldError};
 pub use ids::{JobId, RunId, TenantId, WorkerId};

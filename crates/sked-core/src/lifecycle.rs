@@ -5,8 +5,10 @@
 //! A store whose writes are conditional expressions (DynamoDB) must keep the same rules; the
 //! contract suites in sked-testkit check that they do.
 
-use crate::ids::{RunId, WorkerId};
-use crate::ports::{AttemptResult, ClaimOutcome, RunTransition, StoreError};
+use crate::attempt::{AttemptResult, ClaimOutcome, RunTransition};
+use crate::ids::{JobId, RunId, TenantId, WorkerId};
+use crate::job::Job;
+use crate::ports::{ClaimBatch, JobClaim, StoreError};
 use crate::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
 use crate::timestamp::{Timestamp, trunc_ms};
 
@@ -228,6 +230,55 @@ impl Run {
         self.finished_at = Some(trunc_ms(at));
         self.reason.get_or_insert_with(|| reason.to_string());
     }
+}
+
+/// What a store's transaction offers [`claim_batch`]: reads of the job and of its active
+/// runs, and the claim of one run (load, [`Run::decide_claim`], the quota's check,
+/// [`Run::start_attempt`], save). `Err` is a failure of the transaction; a refusal of one run
+/// (it does not exist) is the inner error.
+pub trait ClaimTx {
+    /// The transaction's failure.
+    type Error;
+    /// The job, if it exists.
+    fn job(&mut self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, Self::Error>;
+    /// The job's PENDING and RUNNING runs.
+    fn active_runs(&mut self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, Self::Error>;
+    /// Claims one run as [`crate::ports::JobStore::claim`] describes.
+    fn claim_run(
+        &mut self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        batch: &ClaimBatch,
+    ) -> Result<Result<ClaimOutcome, StoreError>, Self::Error>;
+}
+
+/// A whole [`ClaimBatch`] in one transaction: for each run, its job read (with
+/// `read_jobs`), the run held back if its job's overlap policy is in `hold`, left alone while
+/// another run of its job holds a live lease (with `alone`), else claimed. The rules of
+/// [`crate::ports::JobStore::claim`], written once for every store that has transactions.
+pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, T::Error> {
+    let mut out = Vec::with_capacity(batch.runs.len());
+    for (tenant, run_id) in &batch.runs {
+        let job_id = run_id.parts().map(|(job_id, _)| job_id);
+        let job = match &job_id {
+            Some(job_id) if batch.read_jobs => tx.job(tenant, job_id)?,
+            _ => None,
+        };
+        if let Some(job) = job.as_ref().filter(|j| batch.hold.contains(&j.spec.overlap_policy())) {
+            out.push(Ok(JobClaim::Held(job.clone())));
+            continue;
+        }
+        if let Some(job_id) = job_id.as_ref().filter(|_| batch.alone) {
+            let active = tx.active_runs(tenant, job_id)?;
+            if let Some(until) = another_run_leased_until(&active, run_id, batch.now) {
+                out.push(Ok(JobClaim::Claimed(ClaimOutcome::Leased(until), job)));
+                continue;
+            }
+        }
+        let claimed = tx.claim_run(tenant, run_id, batch)?;
+        out.push(claimed.map(|outcome| JobClaim::Claimed(outcome, job)));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

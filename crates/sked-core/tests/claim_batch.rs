@@ -1,10 +1,11 @@
-//! A worker's received batch, step by step: `Worker::claim_batch` claims every delivery in one
-//! store call and `Worker::run_claimed` runs each attempt — and never starts a payload whose
-//! lease ended between the two.
+//! A worker's received batch, step by step: `Worker::take_work` receives the deliveries and
+//! claims them in one store call, and `Worker::run_claimed` runs each attempt — and never
+//! starts a payload whose lease ended between the two.
 
 use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, TenantId, WorkerId};
+use sked_core::ports::DispatchQueue;
 use sked_core::run::{AttemptOutcome, RunState};
 use sked_core::service::jobs::NewJob;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 struct Harness {
     clock: Arc<ManualClock>,
     store: Arc<MemStore>,
+    queue: Arc<dyn DispatchQueue>,
     executor: Arc<FakeExecutor>,
     worker: Worker,
 }
@@ -41,10 +43,12 @@ async fn harness(jobs: usize) -> Harness {
     let executor = Arc::new(FakeExecutor::new(clock.clone()));
     let mut config = WorkerConfig::new(WorkerId::from("w1"));
     config.lease = Dur::secs(15);
+    let queue = ports.queue.clone();
     let worker = Worker::new(ports, executor.clone(), config);
     Harness {
         clock,
         store,
+        queue,
         executor,
         worker,
     }
@@ -53,9 +57,7 @@ async fn harness(jobs: usize) -> Harness {
 #[tokio::test]
 async fn a_received_batch_is_claimed_together_and_each_attempt_runs_to_its_end() {
     let h = harness(3).await;
-    let deliveries = h.worker.receive(10).await.unwrap();
-    assert_eq!(deliveries.len(), 3);
-    let claimed = h.worker.claim_batch(deliveries).await;
+    let claimed = h.worker.take_work(10, Dur::ZERO).await.unwrap();
     assert_eq!(claimed.len(), 3);
     let until = h.clock.now() + chrono::Duration::seconds(15);
     for attempt in &claimed {
@@ -69,14 +71,14 @@ async fn a_received_batch_is_claimed_together_and_each_attempt_runs_to_its_end()
     }
     assert_eq!(h.executor.calls(), 3);
     assert!(h.store.all_runs().iter().all(|r| r.state == RunState::Succeeded));
-    assert!(h.worker.receive(10).await.unwrap().is_empty(), "every message acked");
+    let left = h.queue.receive(10, Dur::secs(15), Dur::ZERO).await.unwrap();
+    assert!(left.is_empty(), "every message acked");
 }
 
 #[tokio::test]
 async fn an_attempt_whose_lease_ended_before_it_started_starts_no_payload_and_records_nothing() {
     let h = harness(1).await;
-    let deliveries = h.worker.receive(10).await.unwrap();
-    let mut claimed = h.worker.claim_batch(deliveries).await;
+    let mut claimed = h.worker.take_work(10, Dur::ZERO).await.unwrap();
     let attempt = claimed.pop().unwrap();
     let claimed_run = attempt.run().clone();
     // The worker stalls past its lease: another worker may have the run by now.

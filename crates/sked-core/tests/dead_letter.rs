@@ -4,7 +4,7 @@
 use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::ports::{ClaimOutcome, JobStore};
+use sked_core::ports::{ClaimOutcome, JobStore, JobStoreExt};
 use sked_core::run::{AttemptOutcome, Run, RunState};
 use sked_core::service::dead_letter::{DLQ_WORKER, DeadLetterOutcome, dead_letter, dead_letter_reason};
 use sked_core::service::jobs::NewJob;
@@ -56,7 +56,7 @@ impl Harness {
         let now = self.clock.now();
         match self
             .store
-            .claim(
+            .claim_one(
                 &self.tenant,
                 run_id,
                 &WorkerId::from(worker),

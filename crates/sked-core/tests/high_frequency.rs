@@ -206,17 +206,14 @@ impl Clock for SlowClock {
 
 #[tokio::test]
 async fn a_batch_create_stops_firing_directly_at_its_budget_and_the_sweeper_fires_the_rest() {
-    let MemPorts {
-        mut ports,
-        clock,
-        store,
-    } = MemPorts::at("2026-12-01T10:00:00Z");
+    let MemPorts { ports, clock, store } = MemPorts::at("2026-12-01T10:00:00Z");
     // Every clock read takes a tenth of the budget.
     let step = Dur::millis(DIRECT_FIRE_BUDGET.as_millis() as u64 / 10);
-    ports.clock = Arc::new(SlowClock {
+    let slow = Arc::new(SlowClock {
         inner: clock.clone(),
         step,
     });
+    let ports = Ports::new(ports.store, ports.queue, ports.logs, slow);
     let h = Harness::over(ports, clock, store, DIRECT_WINDOW);
     let at = timestamp::format(&(h.clock.now() + secs(60)));
     let news: Vec<NewJob> = (0..40)

@@ -10,7 +10,7 @@ use sked_core::ids::{JobId, TenantId, WorkerId};
 use sked_core::service::jobs::NewJob;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
-use sked_core::service::{Sked, SkedConfig, SweepSignal};
+use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp;
 use sked_testkit::faults::{Chaos, FaultPlan, Faulty, SimRng};
 use sked_testkit::memory::MemPorts;
@@ -26,15 +26,12 @@ async fn a_worker_cut_off_from_the_store_stops_its_payload_the_margin_before_its
     // Given: a worker whose store calls can be cut off, with a 15 s lease, a 5 s grace and
     // a 500 ms clock-skew bound: its payload must be asked to stop 2 x 0.5 s + 3 s (the grace,
     // at most a fifth of the lease) before the lease ends.
-    let MemPorts {
-        mut ports,
-        clock,
-        store,
-    } = MemPorts::at("2026-12-01T10:00:00Z");
+    let MemPorts { ports, clock, store } = MemPorts::at("2026-12-01T10:00:00Z");
     let sked = Sked::new(ports.clone(), SkedConfig::default(), SweepSignal::default());
     let chaos = Chaos::new(SimRng::new(1), FaultPlan::none(), clock.clone());
     let cut = Arc::new(Faulty::new(store.clone(), chaos));
-    ports.store = cut.clone();
+    // Every store call the worker makes, its work port's included, goes through the cut.
+    let ports = Ports::new(cut.clone(), ports.queue, ports.logs, ports.clock);
     let execs = ExecLog::default();
     let executor = Arc::new(RecordingExecutor::new(0, clock.clone(), clock.clone(), execs.clone()));
     let mut config = WorkerConfig::new(WorkerId::from("w"));
@@ -57,8 +54,7 @@ async fn a_worker_cut_off_from_the_store_stops_its_payload_the_margin_before_its
         .sweep_once()
         .await
         .unwrap();
-    let deliveries = worker.receive(1).await.unwrap();
-    let mut claimed = worker.claim_batch(deliveries).await;
+    let mut claimed = worker.take_work(1, Dur::ZERO).await.unwrap();
     let attempt = claimed.pop().expect("the run is claimed");
     let lease_end = attempt
         .run()

@@ -48,12 +48,12 @@ impl DispatchQueue for CountingQueue {
 async fn enqueues_over_100s(doubling: bool) -> usize {
     let clock = Arc::new(ManualClock::new(timestamp::parse("2026-12-01T10:00:00Z").unwrap()));
     let queue = Arc::new(CountingQueue::default());
-    let ports = Ports {
-        store: Arc::new(MemStore::new()),
-        queue: queue.clone(),
-        logs: Arc::new(MemLogs::new()),
-        clock: clock.clone(),
-    };
+    let ports = Ports::new(
+        Arc::new(MemStore::new()),
+        queue.clone(),
+        Arc::new(MemLogs::new()),
+        clock.clone(),
+    );
     let sked = Sked::new(ports.clone(), SkedConfig::default(), SweepSignal::default());
     let spec = json!({"schedule": {"at": timestamp::format(&clock.now())}, "task": {"command": {"argv": ["true"]}}});
     let new = NewJob {

@@ -4,7 +4,7 @@
 use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::ports::{ClaimOutcome, JobStore, LogStream, PageRequest, RunFilter};
+use sked_core::ports::{ClaimOutcome, JobStoreExt, LogStream, PageRequest, RunFilter};
 use sked_core::run::{AttemptOutcome, Run, RunState};
 use sked_core::service::jobs::NewJob;
 use sked_core::service::reaper::{Reaper, ReaperConfig};
@@ -310,7 +310,7 @@ async fn a_lost_worker_is_reaped_at_lease_expiry_and_the_next_attempt_runs_elsew
     let lease_until = h.now() + chrono::Duration::seconds(15);
     let claimed = h
         .store
-        .claim(&h.tenant, &id, &WorkerId::from("ghost"), h.now(), lease_until)
+        .claim_one(&h.tenant, &id, &WorkerId::from("ghost"), h.now(), lease_until)
         .await
         .unwrap();
     let ClaimOutcome::Claimed { token: ghost_token, .. } = claimed else {

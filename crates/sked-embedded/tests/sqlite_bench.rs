@@ -4,8 +4,8 @@
 
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::ports::store::{AttemptResult, ClaimOutcome, RunTransition};
-use sked_core::ports::{Clock, Dispatch, DispatchQueue, JobStore, SystemClock};
+use sked_core::ports::store::{AttemptResult, ClaimOutcome, Completion, RunTransition};
+use sked_core::ports::{Clock, Dispatch, DispatchQueue, JobStore, JobStoreExt, SystemClock};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
 use std::sync::Arc;
@@ -151,7 +151,7 @@ async fn bench_claim_complete() {
     let started = Instant::now();
     for r in &runs {
         let ClaimOutcome::Claimed { token, .. } = store
-            .claim(&r.tenant, &r.run_id, &me, now, now + chrono::Duration::seconds(30))
+            .claim_one(&r.tenant, &r.run_id, &me, now, now + chrono::Duration::seconds(30))
             .await
             .unwrap()
         else {
@@ -167,14 +167,14 @@ async fn bench_claim_complete() {
             log_truncated: false,
         };
         store
-            .complete(
-                &r.tenant,
-                &r.run_id,
+            .complete(&Completion {
+                tenant: r.tenant.clone(),
+                run_id: r.run_id.clone(),
                 token,
-                &result,
-                RunTransition::Finish(RunState::Succeeded),
-                None,
-            )
+                result,
+                next: RunTransition::Finish(RunState::Succeeded),
+                only_if_expired_by: None,
+            })
             .await
             .unwrap();
     }

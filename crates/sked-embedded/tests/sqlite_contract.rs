@@ -1,10 +1,11 @@
-//! The store, queue and key store contract suites (sked-testkit) against SQLite: each case gets a
-//! fresh database file in its own temporary directory, shared by store and queue (and quotas) the way
-//! the local deployment shares it.
+//! The store, queue, work port and key store contract suites (sked-testkit) against SQLite:
+//! each case gets a fresh database file in its own temporary directory, shared by store and
+//! queue (and quotas, and the work port) the way the local deployment shares it.
 
 use sked_core::ports::{Clock, DispatchQueue, JobStore, KeyStore, QuotaStore};
-use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore};
+use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore, SqliteWork};
 use sked_testkit::clock::ManualClock;
+use sked_testkit::contract::work::WorkPorts;
 use std::sync::Arc;
 
 /// A fresh database in a temporary directory; the directory lives as long as the process
@@ -18,6 +19,17 @@ sked_testkit::store_contract!(async || Arc::new(SqliteStore::new(fresh_db())) as
 
 sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
     Arc::new(SqliteQueue::new(fresh_db(), clock as Arc<dyn Clock>)) as Arc<dyn DispatchQueue>
+});
+
+sked_testkit::work_contract!(|clock: Arc<ManualClock>| async move {
+    let db = fresh_db();
+    let as_clock = clock.clone() as Arc<dyn Clock>;
+    WorkPorts {
+        store: Arc::new(SqliteStore::new(db.clone())),
+        queue: Arc::new(SqliteQueue::new(db.clone(), as_clock.clone())),
+        work: Arc::new(SqliteWork::new(db, as_clock)),
+        clock,
+    }
 });
 
 sked_testkit::keys_contract!(async || Arc::new(SqliteKeys::new(fresh_db())) as Arc<dyn KeyStore>);

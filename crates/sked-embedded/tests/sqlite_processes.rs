@@ -5,8 +5,8 @@
 
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::ports::store::{AttemptResult, ClaimOutcome, RunTransition};
-use sked_core::ports::{Clock, Dispatch, DispatchQueue, JobStore, SystemClock};
+use sked_core::ports::store::{AttemptResult, ClaimOutcome, Completion, RunTransition};
+use sked_core::ports::{Clock, Dispatch, DispatchQueue, JobStore, JobStoreExt, SystemClock};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
 use std::process::{Command, Stdio};
@@ -48,17 +48,17 @@ fn ok(now: sked_core::Timestamp) -> AttemptResult {
 async fn work(store: &SqliteStore, run_id: &RunId, me: &WorkerId) -> bool {
     let now = SystemClock.now();
     let lease = now + chrono::Duration::seconds(60);
-    match store.claim(&tenant(), run_id, me, now, lease).await.expect("claim") {
+    match store.claim_one(&tenant(), run_id, me, now, lease).await.expect("claim") {
         ClaimOutcome::Claimed { token, .. } => {
             store
-                .complete(
-                    &tenant(),
-                    run_id,
+                .complete(&Completion {
+                    tenant: tenant(),
+                    run_id: run_id.clone(),
                     token,
-                    &ok(SystemClock.now()),
-                    RunTransition::Finish(RunState::Succeeded),
-                    None,
-                )
+                    result: ok(SystemClock.now()),
+                    next: RunTransition::Finish(RunState::Succeeded),
+                    only_if_expired_by: None,
+                })
                 .await
                 .expect("complete with own token");
             true

@@ -6,12 +6,15 @@ use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState, Overlap};
 use sked_core::ports::store::{
-    AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, PageRequest, RunTransition, StoreError,
+    AttemptResult, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, PageRequest, RunTransition, StoreError,
 };
-use sked_core::ports::{Clock, Dispatch, DispatchQueue, JobStore, QueueError, SystemClock};
+use sked_core::ports::{
+    Clock, Dispatch, DispatchQueue, JobStore, JobStoreExt, QueueError, Receipt, ReceiveRequest, Settlement,
+    SystemClock, WorkError, WorkPort,
+};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::timestamp::{Timestamp, parse};
-use sked_embedded::sqlite::{OpenError, SqliteDb, SqliteOptions, SqliteQueue, SqliteStore};
+use sked_embedded::sqlite::{OpenError, SqliteDb, SqliteOptions, SqliteQueue, SqliteStore, SqliteWork};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -107,7 +110,7 @@ async fn two_handles_racing_to_claim_get_exactly_one_claim_per_run() {
             let mut claimed = Vec::new();
             for r in &runs {
                 match store
-                    .claim(&r.tenant, &r.run_id, &WorkerId::from(w), secs(200), secs(230))
+                    .claim_one(&r.tenant, &r.run_id, &WorkerId::from(w), secs(200), secs(230))
                     .await
                     .unwrap()
                 {
@@ -212,7 +215,7 @@ async fn reopening_the_file_keeps_everything() {
         store.insert_run(&r).await.unwrap();
         queue.enqueue(&[dispatch(&r.run_id, t0())]).await.unwrap();
         let ClaimOutcome::Claimed { run, token } = store
-            .claim(&r.tenant, &r.run_id, &WorkerId::from("w"), secs(1), secs(31))
+            .claim_one(&r.tenant, &r.run_id, &WorkerId::from("w"), secs(1), secs(31))
             .await
             .unwrap()
         else {
@@ -235,18 +238,18 @@ async fn reopening_the_file_keeps_everything() {
     assert_eq!(got[0].dispatch.run_id, r.run_id);
     // The token survives too: completing with it works, and a new claim gets a bigger one.
     store
-        .complete(
-            &r.tenant,
-            &r.run_id,
+        .complete(&Completion {
+            tenant: r.tenant.clone(),
+            run_id: r.run_id.clone(),
             token,
-            &done(secs(2)),
-            RunTransition::Retry { not_before: secs(3) },
-            None,
-        )
+            result: done(secs(2)),
+            next: RunTransition::Retry { not_before: secs(3) },
+            only_if_expired_by: None,
+        })
         .await
         .unwrap();
     let ClaimOutcome::Claimed { token: next, .. } = store
-        .claim(&r.tenant, &r.run_id, &WorkerId::from("w"), secs(4), secs(34))
+        .claim_one(&r.tenant, &r.run_id, &WorkerId::from("w"), secs(4), secs(34))
         .await
         .unwrap()
     else {
@@ -441,15 +444,30 @@ async fn ten_thousand_runs_enqueue_receive_ack_quickly() {
     assert!(took < Duration::from_secs(60), "took {took:?}");
 }
 
+/// A settlement of `run`'s attempt `token` ending it SUCCEEDED, with `receipt`.
+fn finished(r: &Run, token: u64, now: Timestamp, receipt: &Receipt) -> Settlement {
+    Settlement {
+        completion: Completion {
+            tenant: r.tenant.clone(),
+            run_id: r.run_id.clone(),
+            token,
+            result: done(now),
+            next: RunTransition::Finish(RunState::Succeeded),
+            only_if_expired_by: None,
+        },
+        receipt: receipt.clone(),
+    }
+}
+
 #[tokio::test]
-async fn complete_and_ack_removes_the_message_in_the_completing_transaction_only_when_it_may() {
+async fn work_complete_removes_the_message_in_the_completing_transaction_only_when_it_may() {
     let (_dir, path) = db_path();
     let db = open(&path);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = SqliteStore::new(db.clone());
-    let queue = SqliteQueue::new(db, clock.clone());
+    let queue = SqliteQueue::new(db.clone(), clock.clone());
+    let work = SqliteWork::new(db, clock.clone());
     let now = clock.now();
-    let fin = RunTransition::Finish(RunState::Succeeded);
     let lease = chrono::Duration::seconds(30);
     let mut runs = Vec::new();
     for i in 0..2 {
@@ -463,7 +481,7 @@ async fn complete_and_ack_removes_the_message_in_the_completing_transaction_only
     let mut tokens = Vec::new();
     for r in &runs {
         let ClaimOutcome::Claimed { token, .. } = store
-            .claim(&r.tenant, &r.run_id, &WorkerId::from("w"), now, now + lease)
+            .claim_one(&r.tenant, &r.run_id, &WorkerId::from("w"), now, now + lease)
             .await
             .unwrap()
         else {
@@ -473,32 +491,21 @@ async fn complete_and_ack_removes_the_message_in_the_completing_transaction_only
     }
 
     // Fenced: nothing is written, and the message stays.
-    let fenced = store
-        .complete_and_ack(
-            &tenant(),
-            &runs[0].run_id,
-            tokens[0] + 1,
-            &done(now),
-            fin,
-            &delivered[0].receipt,
-        )
+    let fenced = work
+        .complete(&finished(&runs[0], tokens[0] + 1, now, &delivered[0].receipt))
         .await;
-    assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
+    assert!(
+        matches!(fenced, Err(WorkError::Store(StoreError::Fenced))),
+        "{fenced:?}"
+    );
     assert_eq!(queue.depth().await.unwrap(), 2);
 
     // The current receipt: the run ends and its message is gone, in one write.
-    let (ended, acked) = store
-        .complete_and_ack(
-            &tenant(),
-            &runs[0].run_id,
-            tokens[0],
-            &done(now),
-            fin,
-            &delivered[0].receipt,
-        )
+    let ended = work
+        .complete(&finished(&runs[0], tokens[0], now, &delivered[0].receipt))
         .await
         .unwrap();
-    assert_eq!((ended.state, acked), (RunState::Succeeded, true));
+    assert_eq!(ended.state, RunState::Succeeded);
     assert_eq!(queue.depth().await.unwrap(), 1);
     assert!(matches!(
         queue.ack(&delivered[0].receipt).await,
@@ -507,19 +514,19 @@ async fn complete_and_ack_removes_the_message_in_the_completing_transaction_only
 
     // A receipt that is no longer current (the message was redelivered): the run ends, the
     // message is left for its current holder.
-    let stale = sked_core::ports::Receipt(format!("{}x", delivered[1].receipt.0));
-    let (ended, acked) = store
-        .complete_and_ack(&tenant(), &runs[1].run_id, tokens[1], &done(now), fin, &stale)
+    let stale = Receipt(format!("{}x", delivered[1].receipt.0));
+    let ended = work
+        .complete(&finished(&runs[1], tokens[1], now, &stale))
         .await
         .unwrap();
-    assert_eq!((ended.state, acked), (RunState::Succeeded, false));
+    assert_eq!(ended.state, RunState::Succeeded);
     assert_eq!(queue.depth().await.unwrap(), 1);
     queue.ack(&delivered[1].receipt).await.unwrap();
     assert_eq!(queue.depth().await.unwrap(), 0);
 }
 
 #[tokio::test]
-async fn fire_many_writes_a_chunk_in_one_call_and_a_refused_firing_leaves_no_trace() {
+async fn fire_writes_a_chunk_in_one_call_and_a_refused_firing_leaves_no_trace() {
     let (_dir, path) = db_path();
     let store = SqliteStore::new(open(&path));
     let jobs: Vec<Job> = (0..3).map(|i| job(&format!("j{i}"), &[])).collect();
@@ -540,11 +547,7 @@ async fn fire_many_writes_a_chunk_in_one_call_and_a_refused_firing_leaves_no_tra
             at: secs(60),
         })
         .collect();
-    let (answers, enqueued) = store.fire_many(&firings).await.unwrap();
-    assert!(
-        !enqueued,
-        "no SqliteQueue was opened on this database: the caller enqueues"
-    );
+    let answers = store.fire(&firings).await.unwrap();
     assert!(answers[0].is_ok() && answers[2].is_ok());
     assert!(matches!(answers[1], Err(StoreError::Conflict(_))));
     for (i, j) in jobs.iter().enumerate() {
@@ -561,12 +564,13 @@ async fn fire_many_writes_a_chunk_in_one_call_and_a_refused_firing_leaves_no_tra
 }
 
 #[tokio::test]
-async fn fire_many_enqueues_in_its_transaction_when_the_queue_in_use_is_in_the_same_database() {
+async fn work_fire_enqueues_the_runs_in_the_firing_transaction() {
     let (_dir, path) = db_path();
     let db = open(&path);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = SqliteStore::new(db.clone());
-    let queue = SqliteQueue::new(db, clock);
+    let queue = SqliteQueue::new(db.clone(), clock.clone());
+    let work = SqliteWork::new(db, clock);
     let jobs: Vec<Job> = (0..2).map(|i| job(&format!("j{i}"), &[])).collect();
     store.create_jobs(&jobs, None).await.unwrap();
     let firings: Vec<Firing> = jobs
@@ -583,8 +587,7 @@ async fn fire_many_enqueues_in_its_transaction_when_the_queue_in_use_is_in_the_s
             at: secs(60),
         })
         .collect();
-    let (answers, enqueued) = store.fire_many(&firings).await.unwrap();
-    assert!(enqueued);
+    let answers = work.fire(&firings).await.unwrap();
     assert!(answers.iter().all(|a| a.as_ref().is_ok_and(|runs| runs.len() == 1)));
     let mut delivered: Vec<String> = queue
         .receive(10, Dur::secs(30), Dur::ZERO)
@@ -597,30 +600,20 @@ async fn fire_many_enqueues_in_its_transaction_when_the_queue_in_use_is_in_the_s
     let expected: Vec<String> = jobs.iter().map(|j| run(j.id.as_str(), 60).run_id.to_string()).collect();
     assert_eq!(delivered, expected);
     // Fired again: refused, and nothing more is queued.
-    let (again, _) = store.fire_many(&firings).await.unwrap();
+    let again = work.fire(&firings).await.unwrap();
     assert!(again.iter().all(|a| matches!(a, Err(StoreError::Conflict(_)))));
     assert_eq!(queue.depth().await.unwrap(), 2);
 }
 
 #[tokio::test]
-async fn receive_and_claim_leases_visible_messages_and_claims_their_runs_in_one_call() {
+async fn work_receive_leases_visible_messages_and_claims_their_runs_in_one_call() {
     let (_dir, path) = db_path();
     let db = open(&path);
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = SqliteStore::new(db.clone());
-    let worker = WorkerId::from("w");
-    let lease = chrono::Duration::seconds(30);
+    let queue = SqliteQueue::new(db.clone(), clock.clone());
+    let work = SqliteWork::new(db, clock.clone());
     let now = clock.now();
-    assert!(
-        store
-            .receive_and_claim(10, Dur::secs(30), &[], &worker, now, now + lease)
-            .await
-            .unwrap()
-            .is_none(),
-        "no SqliteQueue was opened on this database: receive from the queue, then claim"
-    );
-
-    let queue = SqliteQueue::new(db, clock.clone());
     let mut waits = job("waits", &[]);
     waits.spec.overlap = Some(Overlap::QueueOne);
     store.create_jobs(&[job("plain", &[]), waits], None).await.unwrap();
@@ -639,15 +632,19 @@ async fn receive_and_claim_leases_visible_messages_and_claims_their_runs_in_one_
         .await
         .unwrap();
 
-    let answers = store
-        .receive_and_claim(10, Dur::secs(30), &[Overlap::QueueOne], &worker, now, now + lease)
-        .await
-        .unwrap()
-        .expect("the queue in use shares the database");
+    let request = ReceiveRequest {
+        max: 10,
+        wait: Dur::ZERO,
+        worker: WorkerId::from("w"),
+        lease: Dur::secs(30),
+        hold: vec![Overlap::QueueOne],
+    };
+    let answers = work.receive(&request).await.unwrap();
     let mut by_run: Vec<(String, String)> = answers
         .iter()
-        .map(|(delivery, answer)| {
-            let what = match answer {
+        .map(|received| {
+            let delivery = &received.delivery;
+            let what = match &received.claim {
                 Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, Some(job))) => {
                     format!("claimed {:?} job {}", run.state, job.id)
                 }
@@ -678,8 +675,8 @@ async fn receive_and_claim_leases_visible_messages_and_claims_their_runs_in_one_
     assert!(queue.receive(10, Dur::secs(30), Dur::ZERO).await.unwrap().is_empty());
     assert_eq!(queue.depth().await.unwrap(), 3);
     // The receipts are live ones: acking works.
-    for (delivery, _) in &answers {
-        queue.ack(&delivery.receipt).await.unwrap();
+    for received in &answers {
+        queue.ack(&received.delivery.receipt).await.unwrap();
     }
     assert_eq!(queue.depth().await.unwrap(), 1);
 }

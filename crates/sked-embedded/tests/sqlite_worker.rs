@@ -13,7 +13,7 @@ use sked_core::run::{Run, RunState, Trigger};
 use sked_core::service::Ports;
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::timestamp::Timestamp;
-use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore};
+use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore, SqliteWork};
 use sked_testkit::memory::MemLogs;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -79,7 +79,7 @@ async fn a_busy_worker_on_one_sqlite_file_runs_everything_and_queue_one_runs_one
     let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let store = Arc::new(SqliteStore::new(db.clone()));
-    let queue = Arc::new(SqliteQueue::new(db, clock.clone()));
+    let queue = Arc::new(SqliteQueue::new(db.clone(), clock.clone()));
     let now = sked_core::timestamp::trunc_ms(clock.now());
     store
         .create_jobs(
@@ -112,6 +112,7 @@ async fn a_busy_worker_on_one_sqlite_file_runs_everything_and_queue_one_runs_one
     let ports = Ports {
         store: store.clone(),
         queue: queue.clone(),
+        work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
         logs: Arc::new(MemLogs::new()),
         clock,
     };

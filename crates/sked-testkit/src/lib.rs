@@ -7,8 +7,8 @@
 //! - [`faults`]: [`Faulty`](faults::Faulty) wrappers that inject faults into any port from a
 //!   seeded generator.
 //! - [`sim`]: the deterministic simulation of the whole scheduler, with invariant checks.
-//! - [`contract`]: the store and queue contract suites every adapter runs, through
-//!   [`store_contract!`] and [`queue_contract!`].
+//! - [`contract`]: the contract suites every adapter runs, through [`store_contract!`],
+//!   [`queue_contract!`], [`work_contract!`], [`keys_contract!`] and [`quota_contract!`].
 //!
 //! Nothing here reads the wall clock except the real-time timeouts that turn a hung
 //! contract case into a failure.

@@ -7,8 +7,10 @@
 //!   so a failure replays; without it the window starts at 500). Coverage grows with every
 //!   landing while `make test` stays short. `SKED_SIM_WINDOW_SEEDS=<n>` resizes the window.
 //! - `SKED_SIM_SEEDS=100000` runs more; `SKED_SIM_FIRST=<n>` starts elsewhere.
-//! - `SKED_SIM_SEED=<n>` replays one seed and prints its report (`SKED_SIM_TENANTS=1` replays
-//!   one of the once-broken seeds as they run here, with one tenant).
+//! - `SKED_SIM_SEED=<n>` replays one seed and prints its report (`SKED_SIM_TENANTS=1
+//!   SKED_SIM_ONE_TRANSACTION=0` replays one of the once-broken seeds as they run here).
+//! - `SKED_SIM_ONE_TRANSACTION=0` keeps every worker on the store and the queue in turn (by
+//!   default every other one takes the one-transaction work port).
 //! - `SKED_SIM_TRACE_LINES=<n>` shows the last n events of a failing seed (default 60).
 //! - `RUST_LOG=<filter>` with `SKED_SIM_SEED` prints the services' own log lines as well.
 //! - `SKED_SIM_RACE_API=0` keeps user changes from racing sweeps (they race by default; see
@@ -41,7 +43,10 @@ const WINDOW_SEEDS: u64 = 2_000;
 ///   when the 20-minute settle ended (the settle now goes on while the system makes
 ///   progress, and fails on a 10-minute stall).
 ///
-/// They are replayed as found, with one tenant (the simulation spread jobs over tenants later).
+/// They are replayed as close to how they were found as the simulation allows: with one
+/// tenant (jobs were spread over tenants later) and every worker on the store and the queue
+/// in turn (workers took the one-transaction work port later). Their event logs differ from
+/// then all the same: the worker's claims and their faults are now per batch.
 const ONCE_BROKEN: [u64; 7] = [17701, 25079, 35441, 44825, 67301, 73225, 20111];
 
 /// The configuration of `seed`, with the environment's switches.
@@ -53,6 +58,9 @@ fn config(seed: u64) -> SimConfig {
     }
     if let Some(n) = env_u64("SKED_SIM_TENANTS") {
         c.tenants = n;
+    }
+    if let Some(n) = env_u64("SKED_SIM_ONE_TRANSACTION") {
+        c.one_transaction_workers = n != 0;
     }
     c
 }
@@ -176,6 +184,7 @@ fn the_seeds_that_once_broke_keep_every_invariant() {
     }
     assert_seeds_hold("once broken", ONCE_BROKEN.to_vec(), |seed| SimConfig {
         tenants: 1,
+        one_transaction_workers: false,
         ..config(seed)
     });
 }

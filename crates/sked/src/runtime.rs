@@ -13,7 +13,7 @@ use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_embedded::exec::{HttpExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
-use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore};
+use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore, SqliteWork};
 use std::sync::Arc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -60,7 +60,7 @@ pub fn shutdown_on_signals() -> anyhow::Result<CancellationToken> {
 
 /// The opened data directory: sked-core's ports over it, and the executor workers use.
 pub struct Local {
-    /// Store, queue, logs and clock.
+    /// Store, queue, work, logs and clock.
     pub ports: Ports,
     /// API keys, in the same file.
     pub keys: Arc<dyn KeyStore>,
@@ -79,9 +79,12 @@ pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let keys = Arc::new(SqliteKeys::new(db.clone()));
     let store = Arc::new(SqliteStore::new(db.clone()));
+    // The queue is a table of the store's file: the work port makes each hand-over of a run
+    // one transaction over both, and the process's workers share its one receive turn.
     let ports = Ports {
         store: store.clone(),
-        queue: Arc::new(SqliteQueue::new(db, clock.clone())),
+        queue: Arc::new(SqliteQueue::new(db.clone(), clock.clone())),
+        work: Arc::new(SqliteWork::new(db, clock.clone())),
         logs: Arc::new(FileLogStore::new(dir.join("logs"))),
         clock: clock.clone(),
     };

@@ -34,10 +34,11 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
 use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
-use sked_core::ports::Clock;
 use sked_core::ports::store::{
-    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+    ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
+    StoreError,
 };
+use sked_core::ports::{Clock, JobStoreExt};
 use sked_core::quota::counts_as_active;
 use sked_core::run::{Run, RunState};
 use sked_core::timestamp::{Timestamp, trunc_ms};
@@ -461,7 +462,7 @@ impl DynamoStore {
         Ok(runs)
     }
 
-    /// [`JobStore::claim_many_alone`] for one run: the job's active runs are read; if none
+    /// A claim of a [`ClaimBatch`] with `alone` for one run: the job's active runs are read; if none
     /// other holds a live lease, the claim is written in one transaction with a condition
     /// that each of those runs is still at the version read (so none of them was claimed
     /// meanwhile: two workers claiming two runs of the job at once each check the other's
@@ -488,11 +489,11 @@ impl DynamoStore {
             let mut stored = match active.iter().find(|stored| &stored.run.run_id == run_id) {
                 Some(stored) => stored.clone(),
                 // Not active: ended (or never existed); `claim` answers that.
-                None => return self.claim(tenant, run_id, worker, now, lease_until).await,
+                None => return self.claim_run(tenant, run_id, worker, now, lease_until).await,
             };
             let token = next_token(&stored);
             let slot = match stored.run.decide_claim(now) {
-                ClaimStep::Answer { .. } => return self.claim(tenant, run_id, worker, now, lease_until).await,
+                ClaimStep::Answer { .. } => return self.claim_run(tenant, run_id, worker, now, lease_until).await,
                 ClaimStep::Start => match self.take_slot(tenant, run_id, token, now, &limits).await? {
                     Some(writes) => writes,
                     None => return Ok(ClaimOutcome::AtCapacity),
@@ -709,6 +710,139 @@ impl DynamoStore {
     }
 
     /// Whether the job named by a firing exists (to tell NotFound from Conflict).
+    /// One firing of [`JobStore::fire`].
+    async fn fire_job(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
+        // Runs written by an earlier round of this call (chunks that committed before a later
+        // one was refused): inserted by this firing, and not to be written again.
+        let mut committed: Vec<Run> = Vec::new();
+        let mut skip: HashSet<RunId> = HashSet::new();
+        // Sweeps fire ACTIVE jobs: one that ends leaves the tenant's active jobs.
+        let limits = match counts_as_active(firing.state) {
+            true => TenantLimits::default(),
+            false => self.tenant_limits(&firing.tenant).await?,
+        };
+        let ends = i64::from(!counts_as_active(firing.state));
+        for _ in 0..MAX_RMW_ATTEMPTS {
+            // Runs that exist are left out up front.
+            let keys: Vec<Item> = firing
+                .runs
+                .iter()
+                .filter(|r| !skip.contains(&r.run_id))
+                .filter_map(|r| run_key(&r.tenant, &r.run_id))
+                .collect();
+            for item in self.batch_get(keys).await? {
+                skip.insert(RunId(Reader::new(&item).s("run_id")?));
+            }
+            let mut ops: Vec<TransactWriteItem> = Vec::new();
+            let mut op_runs: Vec<Option<Run>> = Vec::new(); // the new run each op inserts
+            for id in &firing.cancel {
+                if let Some(mut stored) = self.load_run(&firing.tenant, id).await?
+                    && stored.run.request_cancel(firing.at, REPLACED)
+                {
+                    let rv = stored.rv;
+                    stored.rv += 1;
+                    ops.push(self.put(self.stored_run_item(&stored)?, "rv = :rv", vec![(":rv", n(rv))])?);
+                    op_runs.push(None);
+                }
+            }
+            for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
+                let stored = StoredRun {
+                    run: truncated(run),
+                    last_token: 0,
+                    rv: 1,
+                };
+                ops.push(self.put(self.stored_run_item(&stored)?, "attribute_not_exists(pk)", vec![])?);
+                op_runs.push(Some(stored.run));
+            }
+            // Everything past one transaction goes first, each chunk conditional on the job.
+            let counter = self.active_jobs_write(&firing.tenant, &limits, -ends)?;
+            let room = MAX_TRANSACTION - 1 - usize::from(counter.is_some());
+            let split = ops.len().saturating_sub(room);
+            let mut early_ops: Vec<TransactWriteItem> = ops.drain(..split).collect();
+            let mut early_runs: Vec<Option<Run>> = op_runs.drain(..split).collect();
+            let mut failed: Option<(Failure, Vec<Option<Run>>)> = None;
+            while !early_ops.is_empty() {
+                let take = early_ops.len().min(room);
+                let mut chunk: Vec<TransactWriteItem> = early_ops.drain(..take).collect();
+                let chunk_runs: Vec<Option<Run>> = early_runs.drain(..take).collect();
+                chunk.insert(0, self.firing_job_write(firing, true)?);
+                match self.transact(chunk).await {
+                    Ok(()) => {
+                        for run in chunk_runs.into_iter().flatten() {
+                            skip.insert(run.run_id.clone());
+                            committed.push(run);
+                        }
+                    }
+                    Err(f) => {
+                        failed = Some((f, chunk_runs));
+                        break;
+                    }
+                }
+            }
+            if failed.is_none() {
+                let mut last = vec![self.firing_job_write(firing, false)?];
+                last.extend(ops);
+                last.extend(counter);
+                match self.transact(last).await {
+                    Ok(()) => {
+                        committed.extend(op_runs.into_iter().flatten());
+                        return Ok(committed);
+                    }
+                    Err(f) => failed = Some((f, op_runs)),
+                }
+            }
+            match failed {
+                Some((Failure::Condition { failed_items, .. }, runs)) => {
+                    // Item 0 of every transaction is the job's update or condition check.
+                    if failed_items.contains(&0) {
+                        if !self.job_exists(&firing.tenant, &firing.job_id).await? {
+                            return Err(StoreError::NotFound);
+                        }
+                        return Err(conflict(format!("job {} moved on", firing.job_id)));
+                    }
+                    // A run was created (or a cancelled run changed) meanwhile: skip the
+                    // former, re-read the latter, and try again.
+                    for i in failed_items {
+                        if let Some(Some(run)) = runs.get(i - 1) {
+                            skip.insert(run.run_id.clone());
+                        }
+                    }
+                }
+                Some((f, _)) => return Err(f.into_store(String::new)),
+                None => {}
+            }
+        }
+        Err(StoreError::Transient(
+            format!("firing of job {} kept racing other writers", firing.job_id).into(),
+        ))
+    }
+
+    /// One claim of [`JobStore::claim`] (neither held nor alone).
+    async fn claim_run(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        worker: &WorkerId,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<ClaimOutcome, StoreError> {
+        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
+        let limits = self.tenant_limits(tenant).await?;
+        if limits.quota.max_concurrent_runs.is_some() {
+            return self
+                .claim_capped(tenant, run_id, worker, now, lease_until, &limits)
+                .await;
+        }
+        self.modify_run(tenant, run_id, |stored| match stored.run.decide_claim(now) {
+            ClaimStep::Answer { outcome, changed } => Ok((changed, outcome)),
+            ClaimStep::Start => {
+                let token = next_token(stored);
+                Ok((true, start(stored, token, worker, now, lease_until)))
+            }
+        })
+        .await
+    }
+
     async fn job_exists(&self, tenant: &TenantId, id: &JobId) -> Result<bool, StoreError> {
         Ok(self
             .get_item(key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into()))
@@ -838,11 +972,25 @@ impl JobStore for DynamoStore {
         Ok(Some((r.s("fingerprint")?, ids)))
     }
 
-    async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
-        self.get_item(key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into()))
-            .await?
-            .map(|i| job_from_item(&i))
-            .transpose()
+    async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
+        let job_key = |(tenant, id): &(TenantId, JobId)| key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into());
+        if let [one] = ids {
+            // One job: a GetItem (the same read unit, a smaller request).
+            let job = self
+                .get_item(job_key(one))
+                .await?
+                .map(|i| job_from_item(&i))
+                .transpose()?;
+            return Ok(vec![job]);
+        }
+        let unique: HashSet<&(TenantId, JobId)> = ids.iter().collect();
+        let items = self.batch_get(unique.into_iter().map(job_key).collect()).await?;
+        let mut by_id: HashMap<(TenantId, JobId), Job> = HashMap::with_capacity(items.len());
+        for item in &items {
+            let job = job_from_item(item)?;
+            by_id.insert((job.tenant.clone(), job.id.clone()), job);
+        }
+        Ok(ids.iter().map(|id| by_id.get(id).cloned()).collect())
     }
 
     async fn update_job(
@@ -1002,110 +1150,13 @@ impl JobStore for DynamoStore {
         Ok(None)
     }
 
-    async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
-        // Runs written by an earlier round of this call (chunks that committed before a later
-        // one was refused): inserted by this firing, and not to be written again.
-        let mut committed: Vec<Run> = Vec::new();
-        let mut skip: HashSet<RunId> = HashSet::new();
-        // Sweeps fire ACTIVE jobs: one that ends leaves the tenant's active jobs.
-        let limits = match counts_as_active(firing.state) {
-            true => TenantLimits::default(),
-            false => self.tenant_limits(&firing.tenant).await?,
-        };
-        let ends = i64::from(!counts_as_active(firing.state));
-        for _ in 0..MAX_RMW_ATTEMPTS {
-            // Runs that exist are left out up front.
-            let keys: Vec<Item> = firing
-                .runs
-                .iter()
-                .filter(|r| !skip.contains(&r.run_id))
-                .filter_map(|r| run_key(&r.tenant, &r.run_id))
-                .collect();
-            for item in self.batch_get(keys).await? {
-                skip.insert(RunId(Reader::new(&item).s("run_id")?));
-            }
-            let mut ops: Vec<TransactWriteItem> = Vec::new();
-            let mut op_runs: Vec<Option<Run>> = Vec::new(); // the new run each op inserts
-            for id in &firing.cancel {
-                if let Some(mut stored) = self.load_run(&firing.tenant, id).await?
-                    && stored.run.request_cancel(firing.at, REPLACED)
-                {
-                    let rv = stored.rv;
-                    stored.rv += 1;
-                    ops.push(self.put(self.stored_run_item(&stored)?, "rv = :rv", vec![(":rv", n(rv))])?);
-                    op_runs.push(None);
-                }
-            }
-            for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
-                let stored = StoredRun {
-                    run: truncated(run),
-                    last_token: 0,
-                    rv: 1,
-                };
-                ops.push(self.put(self.stored_run_item(&stored)?, "attribute_not_exists(pk)", vec![])?);
-                op_runs.push(Some(stored.run));
-            }
-            // Everything past one transaction goes first, each chunk conditional on the job.
-            let counter = self.active_jobs_write(&firing.tenant, &limits, -ends)?;
-            let room = MAX_TRANSACTION - 1 - usize::from(counter.is_some());
-            let split = ops.len().saturating_sub(room);
-            let mut early_ops: Vec<TransactWriteItem> = ops.drain(..split).collect();
-            let mut early_runs: Vec<Option<Run>> = op_runs.drain(..split).collect();
-            let mut failed: Option<(Failure, Vec<Option<Run>>)> = None;
-            while !early_ops.is_empty() {
-                let take = early_ops.len().min(room);
-                let mut chunk: Vec<TransactWriteItem> = early_ops.drain(..take).collect();
-                let chunk_runs: Vec<Option<Run>> = early_runs.drain(..take).collect();
-                chunk.insert(0, self.firing_job_write(firing, true)?);
-                match self.transact(chunk).await {
-                    Ok(()) => {
-                        for run in chunk_runs.into_iter().flatten() {
-                            skip.insert(run.run_id.clone());
-                            committed.push(run);
-                        }
-                    }
-                    Err(f) => {
-                        failed = Some((f, chunk_runs));
-                        break;
-                    }
-                }
-            }
-            if failed.is_none() {
-                let mut last = vec![self.firing_job_write(firing, false)?];
-                last.extend(ops);
-                last.extend(counter);
-                match self.transact(last).await {
-                    Ok(()) => {
-                        committed.extend(op_runs.into_iter().flatten());
-                        return Ok(committed);
-                    }
-                    Err(f) => failed = Some((f, op_runs)),
-                }
-            }
-            match failed {
-                Some((Failure::Condition { failed_items, .. }, runs)) => {
-                    // Item 0 of every transaction is the job's update or condition check.
-                    if failed_items.contains(&0) {
-                        if !self.job_exists(&firing.tenant, &firing.job_id).await? {
-                            return Err(StoreError::NotFound);
-                        }
-                        return Err(conflict(format!("job {} moved on", firing.job_id)));
-                    }
-                    // A run was created (or a cancelled run changed) meanwhile: skip the
-                    // former, re-read the latter, and try again.
-                    for i in failed_items {
-                        if let Some(Some(run)) = runs.get(i - 1) {
-                            skip.insert(run.run_id.clone());
-                        }
-                    }
-                }
-                Some((f, _)) => return Err(f.into_store(String::new)),
-                None => {}
-            }
+    async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
+        // Each firing is transactions of its own; one's failure is its own answer.
+        let mut out = Vec::with_capacity(firings.len());
+        for firing in firings {
+            out.push(self.fire_job(firing).await);
         }
-        Err(StoreError::Transient(
-            format!("firing of job {} kept racing other writers", firing.job_id).into(),
-        ))
+        Ok(out)
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
@@ -1241,52 +1292,46 @@ impl JobStore for DynamoStore {
         })
     }
 
-    async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
-        Ok(self
-            .active_stored_runs(tenant, job_id)
-            .await?
-            .into_iter()
-            .map(|stored| stored.run)
-            .collect())
-    }
-
-    async fn claim_many_alone(
-        &self,
-        runs: &[(TenantId, RunId)],
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
-        let mut out = Vec::with_capacity(runs.len());
-        for (tenant, run_id) in runs {
-            out.push(self.claim_alone(tenant, run_id, worker, now, lease_until).await);
+    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for (tenant, job_id) in jobs {
+            let stored = self.active_stored_runs(tenant, job_id).await?;
+            out.push(stored.into_iter().map(|stored| stored.run).collect());
         }
         Ok(out)
     }
 
-    async fn claim(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<ClaimOutcome, StoreError> {
-        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
-        let limits = self.tenant_limits(tenant).await?;
-        if limits.quota.max_concurrent_runs.is_some() {
-            return self
-                .claim_capped(tenant, run_id, worker, now, lease_until, &limits)
-                .await;
-        }
-        self.modify_run(tenant, run_id, |stored| match stored.run.decide_claim(now) {
-            ClaimStep::Answer { outcome, changed } => Ok((changed, outcome)),
-            ClaimStep::Start => {
-                let token = next_token(stored);
-                Ok((true, start(stored, token, worker, now, lease_until)))
+    async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
+        let named: Vec<Option<(TenantId, JobId)>> = batch
+            .runs
+            .iter()
+            .map(|(tenant, run_id)| Some((tenant.clone(), run_id.parts()?.0)))
+            .collect();
+        let jobs: Vec<Option<Job>> = match batch.read_jobs {
+            true => {
+                let wanted: Vec<(TenantId, JobId)> = named.iter().flatten().cloned().collect();
+                let mut read = self.get_jobs(&wanted).await?.into_iter();
+                named
+                    .iter()
+                    .map(|n| n.as_ref().and_then(|_| read.next().flatten()))
+                    .collect()
             }
-        })
-        .await
+            false => vec![None; batch.runs.len()],
+        };
+        let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
+        let mut out = Vec::with_capacity(batch.runs.len());
+        for ((tenant, run_id), job) in batch.runs.iter().zip(jobs) {
+            if let Some(job) = job.as_ref().filter(|j| batch.hold.contains(&j.spec.overlap_policy())) {
+                out.push(Ok(JobClaim::Held(job.clone())));
+                continue;
+            }
+            let outcome = match batch.alone {
+                true => self.claim_alone(tenant, run_id, &batch.worker, now, lease_until).await,
+                false => self.claim_run(tenant, run_id, &batch.worker, now, lease_until).await,
+            };
+            out.push(outcome.map(|outcome| JobClaim::Claimed(outcome, job)));
+        }
+        Ok(out)
     }
 
     async fn heartbeat(
@@ -1305,17 +1350,11 @@ impl JobStore for DynamoStore {
         .await
     }
 
-    async fn complete(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        token: u64,
-        result: &AttemptResult,
-        next: RunTransition,
-        only_if_expired_by: Option<Timestamp>,
-    ) -> Result<Run, StoreError> {
-        self.modify_run(tenant, run_id, |stored| {
-            stored.run.finish_attempt(token, result, next, only_if_expired_by)?;
+    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
+        self.modify_run(&done.tenant, &done.run_id, |stored| {
+            stored
+                .run
+                .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
             Ok((true, stored.run.clone()))
         })
         .await

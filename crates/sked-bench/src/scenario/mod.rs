@@ -28,6 +28,9 @@ pub struct Settings {
     pub quick: bool,
     /// Worker layout of the in-process engine.
     pub slots: Slots,
+    /// Worker counts the stream runs with (each at `slots.concurrency`): more workers must
+    /// never mean slower starts.
+    pub stream_workers: Vec<usize>,
     /// Executors to run each in-process scenario with.
     pub execs: Vec<Exec>,
     /// Where temporary data directories go (default: the system's temp dir).

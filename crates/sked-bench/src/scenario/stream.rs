@@ -3,7 +3,7 @@
 //! sweeper's part (run written after its time) and the rest (queue and worker).
 
 use super::Settings;
-use crate::engine::{Exec, lags, ms_between, runs_between};
+use crate::engine::{Exec, Slots, lags, ms_between, runs_between};
 use crate::jobs;
 use crate::stats::{Record, Summary};
 use std::time::Duration;
@@ -11,22 +11,28 @@ use std::time::Duration;
 /// Jobs per second.
 const RATE: usize = 500;
 
-/// Runs the stream with every executor.
+/// Runs the stream with every executor and every worker count.
 pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
     let mut out = Vec::new();
     for seconds in settings.sizes_or(&[5], &[60]) {
-        for &exec in &settings.execs {
-            out.push(one(settings, exec, seconds).await?);
+        for &workers in &settings.stream_workers {
+            let slots = Slots {
+                workers,
+                ..settings.slots
+            };
+            for &exec in &settings.execs {
+                out.push(one(settings, exec, seconds, slots).await?);
+            }
         }
     }
     Ok(out)
 }
 
-/// `seconds` of stream.
-pub async fn one(settings: &Settings, exec: Exec, seconds: usize) -> anyhow::Result<Record> {
+/// `seconds` of stream on `slots`.
+pub async fn one(settings: &Settings, exec: Exec, seconds: usize, slots: Slots) -> anyhow::Result<Record> {
     let n = RATE * seconds;
     let mut engine = super::engine(settings)?;
-    engine.start_all(exec, settings.slots)?;
+    engine.start_all(exec, slots)?;
     let t0 = jobs::whole_second_after(Duration::from_millis(1500 + n as u64 / 4));
     let step_us = 1_000_000 / RATE as i64;
     let template = jobs::template(&["/bin/true"]);
@@ -61,7 +67,8 @@ pub async fn one(settings: &Settings, exec: Exec, seconds: usize) -> anyhow::Res
         })
         .unzip();
     let (fire_lag, start_after_fire) = (Summary::of(&mut fired), Summary::of(&mut queued));
-    let mut r = Record::new("stream", exec.name(), format!("{RATE}/s×{seconds}s"));
+    let case = format!("{RATE}/s×{seconds}s, {}×{} slots", slots.workers, slots.concurrency);
+    let mut r = Record::new("stream", exec.name(), case);
     r.set("runs", n)
         .set("created_before_t", created_before_t)
         .set("lag_ms", lag.json())

@@ -1,5 +1,5 @@
-//! Ports: the traits the adapters implement (clock, store, queue, logs, executor, keys,
-//! quotas). Services in [`crate::service`] are written
+//! Ports: the traits the adapters implement (clock, store, queue, work, logs, executor,
+//! keys, quotas). Services in [`crate::service`] are written
 //! against these only. Each adapter (in-memory in sked-testkit, SQLite in sked-embedded,
 //! AWS in sked-aws) must pass the contract suites in sked-testkit.
 
@@ -10,6 +10,7 @@ pub mod logs;
 pub mod queue;
 pub mod quotas;
 pub mod store;
+pub mod work;
 
 pub use clock::{Clock, SystemClock};
 pub use executor::{ExecRequest, ExecResult, Executor, StopReason};
@@ -18,6 +19,7 @@ pub use logs::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogStream
 pub use queue::{Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
 pub use quotas::QuotaStore;
 pub use store::{
-    AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition,
-    StoreError,
+    AttemptResult, ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, JobStoreExt, Page,
+    PageRequest, RunFilter, RunTransition, StoreError,
 };
+pub use work::{ReceiveRequest, Received, Settlement, WorkError, WorkPort};

@@ -22,7 +22,7 @@
 use super::Ports;
 use crate::error::CoreError;
 use crate::ids::{RunId, TenantId, WorkerId};
-use crate::ports::{AttemptResult, ClaimOutcome, RunTransition, StoreError};
+use crate::ports::{AttemptResult, ClaimOutcome, Completion, JobStoreExt, RunTransition, StoreError};
 use crate::run::{AttemptOutcome, Run, RunState};
 use crate::timestamp::{Timestamp, trunc_ms};
 
@@ -64,7 +64,10 @@ pub async fn dead_letter(
 ) -> Result<DeadLetterOutcome, CoreError> {
     let now = trunc_ms(ports.clock.now());
     let worker = WorkerId(DLQ_WORKER.to_string());
-    let claimed = ports.store.claim(tenant, run_id, &worker, now, now + DLQ_LEASE).await;
+    let claimed = ports
+        .store
+        .claim_one(tenant, run_id, &worker, now, now + DLQ_LEASE)
+        .await;
     let (run, token) = match claimed {
         Ok(ClaimOutcome::Claimed { run, token }) => (run, token),
         Ok(ClaimOutcome::Terminal(run)) => return Ok(DeadLetterOutcome::AlreadyEnded(run)),
@@ -87,14 +90,14 @@ pub async fn dead_letter(
     };
     let failed = ports
         .store
-        .complete(
-            tenant,
-            &run.run_id,
+        .complete(&Completion {
+            tenant: tenant.clone(),
+            run_id: run.run_id.clone(),
             token,
-            &result,
-            RunTransition::Finish(RunState::Failed),
-            None,
-        )
+            result,
+            next: RunTransition::Finish(RunState::Failed),
+            only_if_expired_by: None,
+        })
         .await?;
     tracing::warn!(%tenant, %run_id, reason, "run failed: its message was dead-lettered");
     Ok(DeadLetterOutcome::Failed(failed))

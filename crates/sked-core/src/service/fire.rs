@@ -1,5 +1,5 @@
 //! Firing one due job: plan its occurrences, write the runs and the job's next fire time in
-//! one conditional store write, and say what to enqueue. The sweeper does this for every due
+//! one conditional store write, and enqueue the runs ([`crate::ports::WorkPort::fire`]). The sweeper does this for every due
 //! job it finds; [`Sked`](super::Sked) does it for a job just created, replaced or resumed
 //! whose next occurrence falls within [`SkedConfig::fire_within`](super::SkedConfig) — the AWS
 //! API handler's "enqueue runs due within the look-ahead directly". One code path, so a run
@@ -15,7 +15,7 @@ use crate::error::CoreError;
 use crate::firing::{Plan, SkipReason, plan};
 use crate::ids::{JobId, TenantId};
 use crate::job::{Job, JobState, Overlap};
-use crate::ports::Dispatch;
+
 use crate::run::Run;
 use crate::timestamp::Timestamp;
 use std::sync::Arc;
@@ -40,8 +40,8 @@ pub type SkipSink = Arc<dyn Fn(&SkippedOccurrence) + Send + Sync>;
 /// What firing one job wrote.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Fired {
-    /// The queue messages of the runs it created (not enqueued yet: the caller batches them).
-    pub dispatches: Vec<Dispatch>,
+    /// The runs it created (and enqueued).
+    pub created: usize,
     /// Occurrences skipped by policy.
     pub skipped: usize,
     /// The job's `next_fire_at` and state after the write; `None` when nothing was due (no
@@ -63,17 +63,16 @@ pub async fn fire_job(
     let Some(plan) = planned.into_iter().next().flatten() else {
         return Ok(Fired::default());
     };
-    let created = ports.store.fire(&plan.firing).await?;
+    let mut answers = ports.work.fire(std::slice::from_ref(&plan.firing)).await?;
+    let created = answers
+        .pop()
+        .unwrap_or_else(|| Err(crate::ports::StoreError::Other("fire answered no firing".into())))?;
     Ok(written(job, &plan, &created, skips))
 }
 
 /// The plans for `jobs` at `now` (`None` for a job with nothing due), reading in one store
 /// call the active runs of those whose overlap policy needs them. Write them with
-/// [`JobStore::fire`] or, several at once, [`JobStore::fire_many`], then report each with
-/// [`written`].
-///
-/// [`JobStore::fire`]: crate::ports::JobStore::fire
-/// [`JobStore::fire_many`]: crate::ports::JobStore::fire_many
+/// [`WorkPort::fire`](crate::ports::WorkPort::fire), then report each with [`written`].
 pub async fn plan_jobs(
     ports: &Ports,
     jobs: &[Job],
@@ -89,7 +88,7 @@ pub async fn plan_jobs(
     let mut active = if wanted.is_empty() {
         Vec::new()
     } else {
-        ports.store.active_runs_many(&wanted).await?
+        ports.store.active_runs(&wanted).await?
     }
     .into_iter();
     Ok(jobs
@@ -126,7 +125,7 @@ pub fn written(job: &Job, plan: &Plan, created: &[Run], skips: Option<&SkipSink>
         }
     }
     Fired {
-        dispatches: created.iter().map(Dispatch::from).collect(),
+        created: created.len(),
         skipped: plan.skipped.len(),
         job_after: Some((plan.firing.next_fire_at, plan.firing.state)),
     }

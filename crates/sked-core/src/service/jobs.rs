@@ -5,7 +5,7 @@ use super::Sked;
 use crate::error::{BatchFieldError, CoreError, FieldError};
 use crate::ids::{JobId, TenantId};
 use crate::job::{Job, JobSpec, JobState};
-use crate::ports::{JobFilter, Page, PageRequest, StoreError};
+use crate::ports::{JobFilter, JobStoreExt, Page, PageRequest, StoreError};
 use crate::run::{Run, RunState, Trigger};
 use crate::schedule::next::{first_fire, next_fire_after};
 use crate::task::Task;
@@ -255,7 +255,7 @@ impl Sked {
             })
             .await?;
         let now = self.now();
-        for run in self.ports.store.active_runs(tenant, id).await? {
+        for run in self.ports.store.active_runs_of(tenant, id).await? {
             if run.state == RunState::Pending || cancel_running {
                 self.ports
                     .store
@@ -301,8 +301,8 @@ impl Sked {
     }
 
     /// With [`SkedConfig::fire_within`](super::SkedConfig) set, fires each of `jobs` whose
-    /// next occurrence is within it (the sweeper's path, [`super::fire::fire_job`]) and
-    /// enqueues the runs; returns the jobs as they are after that (next fire time and state
+    /// next occurrence is within it (the sweeper's path, [`super::fire::fire_job`], which
+    /// enqueues the runs); returns the jobs as they are after that (next fire time and state
     /// moved on; the version does not change, as with any sweep). The user's change is
     /// already stored, so a failure here is only logged: the sweeper fires the job at its
     /// next tick (a conflict means it, or another call, already did).
@@ -319,7 +319,6 @@ impl Sked {
         let now = self.now();
         let horizon = now + within.to_chrono();
         let stop_at = self.ports.clock.now() + DIRECT_FIRE_BUDGET.to_chrono();
-        let mut dispatches = Vec::new();
         let mut left = 0usize;
         for job in jobs.iter_mut() {
             if job.state != JobState::Active || job.next_fire_at.is_none_or(|t| t > horizon) {
@@ -335,7 +334,6 @@ impl Sked {
                         job.next_fire_at = next_fire_at;
                         job.state = state;
                     }
-                    dispatches.extend(fired.dispatches);
                 }
                 Err(CoreError::Store(StoreError::Conflict(_))) => {}
                 Err(e) => {
@@ -345,12 +343,6 @@ impl Sked {
         }
         if left > 0 {
             tracing::info!(jobs = left, budget = %DIRECT_FIRE_BUDGET, "direct firing stopped at its time budget; the sweeper fires the rest");
-        }
-        if !dispatches.is_empty()
-            && let Err(e) = self.ports.queue.enqueue(&dispatches).await
-        {
-            // The runs are written PENDING: the reaper's repair pass enqueues them.
-            tracing::warn!(error = %e, runs = dispatches.len(), "runs fired directly were not enqueued; the repair pass will");
         }
         jobs
     }

@@ -3,7 +3,7 @@
 //! - [`Sked`] (in [`jobs`] and [`runs`]): what the API calls — submit, update, pause,
 //!   trigger, cancel, read runs and logs.
 //! - [`sweeper::Sweeper`]: turns due jobs into runs and hands them to the queue.
-//! - [`fire`]: firing one due job (plan, conditional write, dispatches) — shared by the
+//! - [`fire`]: firing one due job (plan, conditional write, enqueue) — shared by the
 //!   sweeper and by [`Sked`]'s direct firing ([`SkedConfig::fire_within`]).
 //! - [`keys::Keys`]: API keys — authenticate, create, list, revoke, the first operator key.
 //! - [`quotas::Quotas`]: tenants' quotas — read, set, and the submit-rate check.
@@ -23,7 +23,7 @@ pub mod worker;
 
 use crate::error::CoreError;
 use crate::job::Job;
-use crate::ports::{Clock, Dispatch, DispatchQueue, JobStore, LogStore};
+use crate::ports::{Clock, Dispatch, DispatchQueue, JobStore, LogStore, WorkPort};
 use crate::run::{Run, Trigger};
 use crate::validate::Capabilities;
 use std::sync::Arc;
@@ -36,10 +36,37 @@ pub struct Ports {
     pub store: Arc<dyn JobStore>,
     /// Dispatch to workers.
     pub queue: Arc<dyn DispatchQueue>,
+    /// How runs pass between the store and the queue (fire, receive and claim, heartbeat,
+    /// complete and ack): [`crate::work::QueueThenStore`] over the two above, or an
+    /// adapter's own where its queue lives in its store's database.
+    pub work: Arc<dyn WorkPort>,
     /// Attempt logs.
     pub logs: Arc<dyn LogStore>,
     /// Time.
     pub clock: Arc<dyn Clock>,
+}
+
+impl Ports {
+    /// Ports whose work goes to `store` and `queue` in turn ([`crate::work::QueueThenStore`]).
+    pub fn new(
+        store: Arc<dyn JobStore>,
+        queue: Arc<dyn DispatchQueue>,
+        logs: Arc<dyn LogStore>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
+        let work = Arc::new(crate::work::QueueThenStore::new(
+            store.clone(),
+            queue.clone(),
+            clock.clone(),
+        ));
+        Ports {
+            store,
+            queue,
+            work,
+            logs,
+            clock,
+        }
+    }
 }
 
 /// Wakes the sweeper when a job changes, so it never waits out a stale sleep.

@@ -12,7 +12,7 @@
 use super::Ports;
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ports::{AttemptResult, Dispatch, RunTransition, StoreError};
+use crate::ports::{AttemptResult, Completion, Dispatch, JobStoreExt, RunTransition, StoreError};
 use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run};
 use tokio_util::sync::CancellationToken;
@@ -148,7 +148,14 @@ impl Reaper {
         let updated = self
             .ports
             .store
-            .complete(&run.tenant, &run.run_id, lease.token, &result, next, Some(now))
+            .complete(&Completion {
+                tenant: run.tenant.clone(),
+                run_id: run.run_id.clone(),
+                token: lease.token,
+                result,
+                next,
+                only_if_expired_by: Some(now),
+            })
             .await?;
         tracing::warn!(tenant = %run.tenant, run_id = %run.run_id, worker = %lease.owner, "attempt abandoned: worker lost");
         Ok(matches!(next, RunTransition::Retry { .. }).then(|| Dispatch::from(&updated)))

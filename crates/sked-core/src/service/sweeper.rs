@@ -1,8 +1,8 @@
 //! The sweeper: turns due jobs into runs (one conditional write per job) and enqueues them.
 //! It sleeps until the earliest `next_fire_at` or until a job change wakes it — no fixed
 //! polling interval. Due jobs are planned by [`super::fire::plan_jobs`] (shared with the API's
-//! direct firing) and written a chunk at a time with [`crate::ports::JobStore::fire_many`];
-//! each chunk's runs are enqueued together.
+//! direct firing) and written a chunk at a time with [`crate::ports::WorkPort::fire`], which
+//! enqueues each chunk's runs together.
 //!
 //! **What one sweep fires is bounded**: at most `batch` jobs (a store query), and per job at
 //! most [`crate::firing::MAX_RUNS_PER_FIRING`] runs, however frequent its schedule and however
@@ -167,36 +167,29 @@ impl Sweeper {
                 continue;
             }
             let firings: Vec<Firing> = plans.iter().map(|(_, plan)| plan.firing.clone()).collect();
-            let (results, enqueued) = match self.ports.store.fire_many(&firings).await {
+            let results = match self.ports.work.fire(&firings).await {
                 Ok(answers) => answers,
                 Err(e) => {
                     failed.get_or_insert(e.into());
                     continue;
                 }
             };
-            let mut dispatches = Vec::new();
             for ((job, plan), result) in plans.iter().zip(results) {
                 match result {
                     Ok(created) => {
                         report.more |= plan.still_due(now);
                         let fired = written(job, plan, &created, self.skips.as_ref());
-                        report.fired += fired.dispatches.len();
+                        report.fired += fired.created;
                         report.skipped += fired.skipped;
-                        dispatches.extend(fired.dispatches);
                     }
                     // Someone changed the job meanwhile (a user, another sweeper): the next
                     // sweep sees its new state.
                     Err(StoreError::Conflict(_)) => {}
-                    // One job's failure must not hold back the runs already written for
-                    // others: go on, enqueue what was fired, then report the failure.
+                    // One job's failure does not hold back the others: go on, then report it.
                     Err(e) => {
                         failed.get_or_insert(e.into());
                     }
                 }
-            }
-            if !enqueued && !dispatches.is_empty() {
-                // A crash before this line leaves PENDING runs that the reaper re-enqueues.
-                self.ports.queue.enqueue(&dispatches).await?;
             }
         }
         match failed {

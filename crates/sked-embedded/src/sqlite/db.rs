@@ -32,7 +32,7 @@ use rusqlite::{Connection, OpenFlags};
 use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -107,9 +107,6 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     /// Woken after every enqueue in this process, so long polls here return at once.
     enqueued: Notify,
-    /// Whether a [`super::SqliteQueue`] was opened on this handle: its `dispatch` table is
-    /// then the queue in use, and the store may enqueue in its own transactions.
-    queue_in_use: AtomicBool,
 }
 
 impl SqliteDb {
@@ -213,7 +210,6 @@ impl SqliteDb {
                 writer: Mutex::new(Some(thread)),
                 readers: Mutex::new(vec![reader]),
                 enqueued: Notify::new(),
-                queue_in_use: AtomicBool::new(false),
             }),
         })
     }
@@ -274,16 +270,6 @@ impl SqliteDb {
     /// Wakes this process's long polls: something was just enqueued.
     pub(crate) fn notify_enqueued(&self) {
         self.inner.enqueued.notify_waiters();
-    }
-
-    /// Marks the `dispatch` table as the queue in use (a [`super::SqliteQueue`] was opened).
-    pub(crate) fn mark_queue_in_use(&self) {
-        self.inner.queue_in_use.store(true, Ordering::Relaxed);
-    }
-
-    /// Whether a [`super::SqliteQueue`] was opened on this handle.
-    pub(crate) fn queue_in_use(&self) -> bool {
-        self.inner.queue_in_use.load(Ordering::Relaxed)
     }
 
     /// The notifier [`Self::notify_enqueued`] wakes.

@@ -3,13 +3,16 @@
 //! [`SqliteDb`] opens the file (WAL, `synchronous = NORMAL`, busy timeout, foreign keys,
 //! migrations by `PRAGMA user_version`); [`SqliteStore`] implements
 //! [`sked_core::ports::JobStore`] and [`SqliteQueue`] implements
-//! [`sked_core::ports::DispatchQueue`] over the same file, so `sked server` and any number
+//! [`sked_core::ports::DispatchQueue`] over the same file; [`SqliteWork`] implements
+//! [`sked_core::ports::WorkPort`] with each step of a run's hand-over (a sweep's runs and
+//! their messages, a receive and its claims, a heartbeat, a completion and its ack) in one
+//! transaction over both tables. So `sked server` and any number
 //! of `sked worker` processes share one database. Everything that must hold across
 //! processes is a condition checked inside a `BEGIN IMMEDIATE` transaction — never an
 //! in-process lock.
 //!
 //! Module map: `db` (connections, transactions), [`schema`] (migrations), `codec`
-//! (rows ↔ domain values), [`store`], [`queue`], [`keys`], `quotas` (the store's
+//! (rows ↔ domain values), [`store`], [`queue`], [`work`], [`keys`], `quotas` (the store's
 //! [`sked_core::ports::QuotaStore`] and its checks), [`error`].
 //!
 //! # Table layout (schema version 4)
@@ -106,9 +109,11 @@ pub mod queue;
 mod quotas;
 pub mod schema;
 pub mod store;
+pub mod work;
 
 pub use db::{SqliteDb, SqliteOptions};
 pub use error::OpenError;
 pub use keys::SqliteKeys;
 pub use queue::SqliteQueue;
 pub use store::SqliteStore;
+pub use work::SqliteWork;

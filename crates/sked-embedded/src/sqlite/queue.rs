@@ -49,8 +49,99 @@ pub struct SqliteQueue {
     db: Arc<SqliteDb>,
     /// Time for `not_before`, visibility and the long poll's deadline.
     clock: Arc<dyn Clock>,
+    /// The long poll.
+    poller: Poller,
+}
+
+/// The long poll of a receive (see the module doc), whatever a take does with the messages
+/// it leases: [`SqliteQueue`] returns them, [`super::SqliteWork`] claims their runs in the
+/// same transaction.
+pub(crate) struct Poller {
+    /// The shared database.
+    db: Arc<SqliteDb>,
+    /// Time for the deadline and the messages' `visible_at`.
+    clock: Arc<dyn Clock>,
     /// Whether the last receive got messages (the next one then takes without a look first).
     busy: AtomicBool,
+}
+
+impl Poller {
+    /// A long poll of `db`, timed by `clock`.
+    pub(crate) fn new(db: Arc<SqliteDb>, clock: Arc<dyn Clock>) -> Self {
+        Poller {
+            db,
+            clock,
+            busy: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether any message is visible at `now`, and the earliest `visible_at` of all.
+    async fn peek(&self, now: i64) -> Result<(bool, Option<i64>), TxError> {
+        self.db
+            .read(move |conn| {
+                let visible = conn
+                    .prepare_cached("SELECT 1 FROM dispatch WHERE visible_at <= ?1 LIMIT 1")?
+                    .query_row([now], |_| Ok(()))
+                    .optional()?
+                    .is_some();
+                let earliest: Option<i64> = conn
+                    .prepare_cached("SELECT min(visible_at) FROM dispatch")?
+                    .query_row([], |r| r.get(0))?;
+                Ok((visible, earliest))
+            })
+            .await
+    }
+
+    /// Runs `take` (which leases messages visible at the instant it is given, in the write
+    /// transaction it is given) once something is visible, waiting up to `wait`; an empty
+    /// vec if nothing came.
+    pub(crate) async fn poll<T, F>(&self, wait: Dur, take: F) -> Result<Vec<T>, TxError>
+    where
+        T: Send + 'static,
+        F: Fn(&Connection, Timestamp) -> Result<Vec<T>, TxError> + Clone + Send + 'static,
+    {
+        let deadline = self.clock.now() + wait.to_chrono();
+        let take_now = |now: Timestamp| {
+            let take = take.clone();
+            self.db.write(move |tx| take(tx, now))
+        };
+        // While messages keep coming, the last receive found some: take at once, without
+        // the read-only look first (one round trip less per batch under load).
+        if self.busy.load(Ordering::Relaxed) {
+            let got = take_now(self.clock.now()).await?;
+            if !got.is_empty() {
+                return Ok(got);
+            }
+            self.busy.store(false, Ordering::Relaxed);
+        }
+        loop {
+            // Register for the wake-up before looking, so an enqueue in between is not missed.
+            let notified = self.db.enqueued().notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            let now = self.clock.now();
+            let (visible, earliest) = self.peek(ms(now)).await?;
+            if visible {
+                let got = take_now(now).await?;
+                if !got.is_empty() {
+                    self.busy.store(true, Ordering::Relaxed);
+                    return Ok(got);
+                }
+                // Another process took them first; look again.
+                continue;
+            }
+            if wait.is_zero() || self.clock.now() >= deadline {
+                return Ok(Vec::new());
+            }
+            let wake = earliest.map(ts).map_or(deadline, |t| t.min(deadline));
+            tokio::select! {
+                _ = notified => {}
+                _ = self.clock.sleep_until(wake) => {}
+                _ = tokio::time::sleep(POLL_INTERVAL) => {}
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for SqliteQueue {
@@ -64,12 +155,8 @@ impl std::fmt::Debug for SqliteQueue {
 impl SqliteQueue {
     /// A queue in `db` (which may also back a [`super::SqliteStore`]), timed by `clock`.
     pub fn new(db: Arc<SqliteDb>, clock: Arc<dyn Clock>) -> Self {
-        db.mark_queue_in_use();
-        SqliteQueue {
-            db,
-            clock,
-            busy: AtomicBool::new(false),
-        }
+        let poller = Poller::new(db.clone(), clock.clone());
+        SqliteQueue { db, clock, poller }
     }
 
     /// Messages held (leased or not), for assertions and metrics (queue depth).
@@ -84,37 +171,11 @@ impl SqliteQueue {
             .await
             .map_err(TxError::into_queue)
     }
-
-    /// Whether any message is visible at `now`, and the earliest `visible_at` of all.
-    async fn peek(&self, now: i64) -> Result<(bool, Option<i64>), QueueError> {
-        self.db
-            .read(move |conn| {
-                let visible = conn
-                    .prepare_cached("SELECT 1 FROM dispatch WHERE visible_at <= ?1 LIMIT 1")?
-                    .query_row([now], |_| Ok(()))
-                    .optional()?
-                    .is_some();
-                let earliest: Option<i64> = conn
-                    .prepare_cached("SELECT min(visible_at) FROM dispatch")?
-                    .query_row([], |r| r.get(0))?;
-                Ok((visible, earliest))
-            })
-            .await
-            .map_err(TxError::into_queue)
-    }
-
-    /// Leases up to `max` messages visible at `now`.
-    async fn take(&self, max: usize, visibility: Dur, now: Timestamp) -> Result<Vec<Delivery>, QueueError> {
-        self.db
-            .write(move |tx| take_visible(tx, max, visibility, now))
-            .await
-            .map_err(TxError::into_queue)
-    }
 }
 
 /// Leases, in the current transaction, up to `max` messages visible at `now` (in serving
 /// order: rank order within a tenant, tenants in turns) for `visibility`. Also used by
-/// [`super::SqliteStore`] to receive and claim in one transaction.
+/// [`super::SqliteWork`] to receive and claim in one transaction.
 pub(crate) fn take_visible(
     conn: &Connection,
     max: usize,
@@ -264,43 +325,10 @@ impl DispatchQueue for SqliteQueue {
         if max == 0 {
             return Ok(Vec::new());
         }
-        let deadline = self.clock.now() + wait.to_chrono();
-        // While messages keep coming, the last receive found some: take at once, without
-        // the read-only look first (one round trip less per batch under load).
-        if self.busy.load(Ordering::Relaxed) {
-            let got = self.take(max, visibility, self.clock.now()).await?;
-            if !got.is_empty() {
-                return Ok(got);
-            }
-            self.busy.store(false, Ordering::Relaxed);
-        }
-        loop {
-            // Register for the wake-up before looking, so an enqueue in between is not missed.
-            let notified = self.db.enqueued().notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-
-            let now = self.clock.now();
-            let (visible, earliest) = self.peek(ms(now)).await?;
-            if visible {
-                let got = self.take(max, visibility, now).await?;
-                if !got.is_empty() {
-                    self.busy.store(true, Ordering::Relaxed);
-                    return Ok(got);
-                }
-                // Another process took them first; look again.
-                continue;
-            }
-            if wait.is_zero() || self.clock.now() >= deadline {
-                return Ok(Vec::new());
-            }
-            let wake = earliest.map(ts).map_or(deadline, |t| t.min(deadline));
-            tokio::select! {
-                _ = notified => {}
-                _ = self.clock.sleep_until(wake) => {}
-                _ = tokio::time::sleep(POLL_INTERVAL) => {}
-            }
-        }
+        self.poller
+            .poll(wait, move |tx, now| take_visible(tx, max, visibility, now))
+            .await
+            .map_err(TxError::into_queue)
     }
 
     async fn extend(&self, receipt: &Receipt, visibility: Dur) -> Result<(), QueueError> {
@@ -339,7 +367,7 @@ impl DispatchQueue for SqliteQueue {
 }
 
 /// Enqueues `items` in the current transaction (the upsert described in the module doc).
-/// Also used by [`super::SqliteStore`] to enqueue the runs a sweep writes, in its transaction;
+/// Also used by [`super::SqliteWork`] to enqueue the runs a sweep writes, in its transaction;
 /// the caller wakes this process's long polls once committed.
 pub(crate) fn insert_dispatches(conn: &Connection, items: &[Dispatch]) -> Result<(), TxError> {
     let mut stmt = conn.prepare_cached(
@@ -367,7 +395,7 @@ pub(crate) fn insert_dispatches(conn: &Connection, items: &[Dispatch]) -> Result
 }
 
 /// Removes message `seq` if `receipt` is still its current delivery; whether it did. Also
-/// used by [`super::SqliteStore`] to ack in the transaction that completes the run.
+/// used by [`super::SqliteWork`] to ack in the transaction that completes the run.
 pub(crate) fn delete_delivered(conn: &Connection, seq: i64, receipt: &str) -> Result<bool, TxError> {
     let n = conn
         .prepare_cached("DELETE FROM dispatch WHERE seq = ?1 AND receipt = ?2")?

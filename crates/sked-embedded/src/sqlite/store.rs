@@ -12,28 +12,23 @@
 //! Fencing tokens grow per run (`runs.last_token`): a claim hands out
 //! `max(last_token, attempts) + 1`.
 //!
-//! Where the same handle holds the queue in use (a [`super::SqliteQueue`] was opened on
-//! it), the hot path's queue work joins the store's transactions: `fire_many` enqueues the
-//! runs it writes, `complete_and_ack` removes the message, and `receive_and_claim` leases
-//! messages and claims their runs.
+//! The transactions' bodies are functions on a connection, gathered in `SqliteTx`, so that
+//! [`super::SqliteWork`] makes the same writes with the queue's in one transaction.
 
 use super::codec::{
     JOB_COLS, RUN_COLS, RunRow, StoredRun, collect_jobs, collect_runs, job_state, load_job, load_run, ms, put_job,
 };
 use super::db::SqliteDb;
 use super::error::TxError;
-use super::queue::{delete_delivered, insert_dispatches, receipt_seq, take_visible};
 use super::quotas::{active_jobs_before, at_capacity, check_active_jobs};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
-use sked_core::duration::Dur;
-use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::job::{Job, JobState, Overlap};
-use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
-use sked_core::ports::queue::{Delivery, Dispatch, Receipt};
+use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::job::{Job, JobState};
+use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
 use sked_core::ports::store::{
-    AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition,
+    ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
     StoreError,
 };
 use sked_core::run::Run;
@@ -91,7 +86,7 @@ fn load_active_runs(conn: &Connection, tenant: &str, job_id: &str) -> Result<Vec
 }
 
 /// Applies one sweep decision in the current transaction (see [`JobStore::fire`]).
-fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run>, TxError> {
+pub(crate) fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run>, TxError> {
     let job =
         load_job(conn, firing.tenant.as_str(), firing.job_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
     if !firing.still_applies_to(&job) {
@@ -121,16 +116,57 @@ fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run>, TxError>
     Ok(inserted)
 }
 
+/// Applies sweep decisions in the current transaction, each on its own (see
+/// [`JobStore::fire`]): a refusal (the job moved on, or is gone) comes before any write of
+/// its firing, so it needs no savepoint; an SQL failure fails the whole call.
+pub(crate) fn apply_firings(
+    conn: &Connection,
+    firings: &[Firing],
+) -> Result<Vec<Result<Vec<Run>, StoreError>>, TxError> {
+    let mut out = Vec::with_capacity(firings.len());
+    for firing in firings {
+        match apply_firing(conn, firing) {
+            Err(TxError::Store(refused)) => out.push(Err(refused)),
+            written => out.push(Ok(written?)),
+        }
+    }
+    Ok(out)
+}
+
+/// The current transaction, as a claim's ([`claim_batch`] decides, this reads and writes)
+/// and as a step of [`super::SqliteWork`] (with the queue's writes, in `super::work`).
+pub(crate) struct SqliteTx<'a>(pub(crate) &'a Connection);
+
+impl ClaimTx for SqliteTx<'_> {
+    type Error = TxError;
+
+    fn job(&mut self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, TxError> {
+        load_job(self.0, tenant.as_str(), id.as_str())
+    }
+
+    fn active_runs(&mut self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, TxError> {
+        load_active_runs(self.0, tenant.as_str(), job_id.as_str())
+    }
+
+    /// A run that does not exist (found before any write) is that run's answer; an SQL
+    /// failure fails the whole call.
+    fn claim_run(
+        &mut self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        batch: &ClaimBatch,
+    ) -> Result<Result<ClaimOutcome, StoreError>, TxError> {
+        match claim_run(self.0, tenant.as_str(), run_id.as_str(), batch) {
+            Err(TxError::Store(refused)) => Ok(Err(refused)),
+            answer => Ok(Ok(answer?)),
+        }
+    }
+}
+
 /// Decides and writes one claim in the current transaction (see [`JobStore::claim`]).
 /// [`StoreError::NotFound`] before any write if the run does not exist.
-fn claim_run(
-    conn: &Connection,
-    tenant: &str,
-    run_id: &str,
-    worker: &WorkerId,
-    now: Timestamp,
-    lease_until: Timestamp,
-) -> Result<ClaimOutcome, TxError> {
+fn claim_run(conn: &Connection, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Result<ClaimOutcome, TxError> {
+    let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
     let mut stored = SqliteStore::must_load(conn, tenant, run_id)?;
     if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
         if changed {
@@ -142,72 +178,43 @@ fn claim_run(
         return Ok(ClaimOutcome::AtCapacity);
     }
     let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
-    stored.run.start_attempt(worker, now, lease_until, token);
+    stored.run.start_attempt(&batch.worker, now, lease_until, token);
     stored.last_token = token;
     SqliteStore::save(conn, &stored)?;
     Ok(ClaimOutcome::Claimed { run: stored.run, token })
 }
 
-/// One run's answer in a batch of claims: [`claim_run`]'s refusal (a run that does not
-/// exist, found before any write) is that run's answer; an SQL failure fails the whole call.
-fn claim_answer(
-    conn: &Connection,
-    tenant: &TenantId,
-    run_id: &RunId,
-    worker: &WorkerId,
-    now: Timestamp,
-    lease_until: Timestamp,
-) -> Result<Result<ClaimOutcome, StoreError>, TxError> {
-    match claim_run(conn, tenant.as_str(), run_id.as_str(), worker, now, lease_until) {
-        Err(TxError::Store(refused)) => Ok(Err(refused)),
-        answer => Ok(Ok(answer?)),
-    }
-}
-
-/// Closes the attempt holding `token` in the current transaction (see [`JobStore::complete`]).
-fn finish_attempt(
-    conn: &Connection,
-    tenant: &str,
-    run_id: &str,
-    token: u64,
-    result: &AttemptResult,
-    next: RunTransition,
-    only_if_expired_by: Option<Timestamp>,
-) -> Result<Run, TxError> {
-    let mut stored = SqliteStore::must_load(conn, tenant, run_id)?;
+/// Closes the attempt holding `done.token` in the current transaction (see
+/// [`JobStore::complete`]).
+pub(crate) fn finish_attempt(conn: &Connection, done: &Completion) -> Result<Run, TxError> {
+    let mut stored = SqliteStore::must_load(conn, done.tenant.as_str(), done.run_id.as_str())?;
     stored
         .run
-        .finish_attempt(token, result, next, only_if_expired_by)
+        .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)
         .map_err(TxError::Store)?;
     SqliteStore::save(conn, &stored)?;
     Ok(stored.run)
 }
 
-/// [`JobStore::claim_many_with_jobs`] in the current transaction: each run's job read, the
-/// run claimed unless the job's overlap policy is in `hold`.
-fn claim_with_jobs<'a>(
+/// Renews the lease of the attempt holding `token` in the current transaction (see
+/// [`JobStore::heartbeat`]).
+pub(crate) fn renew_lease(
     conn: &Connection,
-    runs: impl ExactSizeIterator<Item = (&'a TenantId, &'a RunId)>,
-    hold: &[Overlap],
-    worker: &WorkerId,
+    tenant: &str,
+    run_id: &str,
+    token: u64,
     now: Timestamp,
     lease_until: Timestamp,
-) -> Result<Vec<Result<JobClaim, StoreError>>, TxError> {
-    let mut out = Vec::with_capacity(runs.len());
-    for (tenant, run_id) in runs {
-        let job = match run_id.parts() {
-            Some((job_id, _)) => load_job(conn, tenant.as_str(), job_id.as_str())?,
-            None => None,
-        };
-        match job {
-            Some(job) if hold.contains(&job.spec.overlap_policy()) => out.push(Ok(JobClaim::Held(job))),
-            job => {
-                let answer = claim_answer(conn, tenant, run_id, worker, now, lease_until)?;
-                out.push(answer.map(|outcome| JobClaim::Claimed(outcome, job)));
-            }
-        }
-    }
-    Ok(out)
+) -> Result<Run, TxError> {
+    let lease_until = trunc_ms(lease_until);
+    let mut stored = SqliteStore::must_load(conn, tenant, run_id)?;
+    stored
+        .run
+        .renew_lease(token, now, lease_until)
+        .map_err(TxError::Store)?;
+    conn.prepare_cached("UPDATE runs SET lease_expires = ?3 WHERE tenant = ?1 AND run_id = ?2")?
+        .execute(params![tenant, run_id, ms(lease_until)])?;
+    Ok(stored.run)
 }
 
 fn conflict(msg: String) -> TxError {
@@ -295,11 +302,6 @@ impl JobStore for SqliteStore {
             }
         })
         .await
-    }
-
-    async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
-        let (tenant, id) = (tenant.0.clone(), id.0.clone());
-        self.read(move |conn| load_job(conn, &tenant, &id)).await
     }
 
     async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
@@ -403,41 +405,9 @@ impl JobStore for SqliteStore {
         .await
     }
 
-    async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
-        let firing = firing.clone();
-        self.write(move |conn| apply_firing(conn, &firing)).await
-    }
-
-    async fn fire_many(&self, firings: &[Firing]) -> Result<(Vec<Result<Vec<Run>, StoreError>>, bool), StoreError> {
+    async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
         let firings = firings.to_vec();
-        // The runs go into the dispatch table in this same transaction only when that table
-        // is the queue in use (a `SqliteQueue` was opened on this database handle); then a
-        // crash can no longer leave a written run unqueued, and a sweep costs one write less.
-        let enqueue = self.db.queue_in_use();
-        let answers = self
-            .write(move |conn| {
-                let mut out = Vec::with_capacity(firings.len());
-                for firing in &firings {
-                    // A refusal (the job moved on, or is gone) comes before any write, so it
-                    // needs no savepoint of its own; an SQL failure fails the whole call.
-                    match apply_firing(conn, firing) {
-                        Err(TxError::Store(refused)) => out.push(Err(refused)),
-                        written => {
-                            let runs = written?;
-                            if enqueue {
-                                insert_dispatches(conn, &runs.iter().map(Dispatch::from).collect::<Vec<_>>())?;
-                            }
-                            out.push(Ok(runs));
-                        }
-                    }
-                }
-                Ok(out)
-            })
-            .await?;
-        if enqueue {
-            self.db.notify_enqueued();
-        }
-        Ok((answers, enqueue))
+        self.write(move |conn| apply_firings(conn, &firings)).await
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
@@ -498,12 +468,7 @@ impl JobStore for SqliteStore {
         }))
     }
 
-    async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
-        let (tenant, job_id) = (tenant.0.clone(), job_id.0.clone());
-        self.read(move |conn| load_active_runs(conn, &tenant, &job_id)).await
-    }
-
-    async fn active_runs_many(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
         let jobs = jobs.to_vec();
         self.read(move |conn| {
             jobs.iter()
@@ -513,101 +478,9 @@ impl JobStore for SqliteStore {
         .await
     }
 
-    async fn claim(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<ClaimOutcome, StoreError> {
-        let (tenant, run_id, worker) = (tenant.0.clone(), run_id.0.clone(), worker.clone());
-        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
-        self.write(move |conn| claim_run(conn, &tenant, &run_id, &worker, now, lease_until))
-            .await
-    }
-
-    async fn claim_many(
-        &self,
-        runs: &[(TenantId, RunId)],
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
-        let (runs, worker) = (runs.to_vec(), worker.clone());
-        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
-        self.write(move |conn| {
-            runs.iter()
-                .map(|(tenant, run_id)| claim_answer(conn, tenant, run_id, &worker, now, lease_until))
-                .collect()
-        })
-        .await
-    }
-
-    async fn claim_many_alone(
-        &self,
-        runs: &[(TenantId, RunId)],
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
-        let (runs, worker) = (runs.to_vec(), worker.clone());
-        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
-        self.write(move |conn| {
-            let mut out = Vec::with_capacity(runs.len());
-            for (tenant, run_id) in &runs {
-                // Checked under the write lock, in the claim's transaction.
-                if let Some((job_id, _)) = run_id.parts() {
-                    let active = load_active_runs(conn, tenant.as_str(), job_id.as_str())?;
-                    if let Some(until) = another_run_leased_until(&active, run_id, now) {
-                        out.push(Ok(ClaimOutcome::Leased(until)));
-                        continue;
-                    }
-                }
-                out.push(claim_answer(conn, tenant, run_id, &worker, now, lease_until)?);
-            }
-            Ok(out)
-        })
-        .await
-    }
-
-    async fn claim_many_with_jobs(
-        &self,
-        runs: &[(TenantId, RunId)],
-        hold: &[Overlap],
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
-        let (runs, hold, worker) = (runs.to_vec(), hold.to_vec(), worker.clone());
-        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
-        self.write(move |conn| {
-            claim_with_jobs(conn, runs.iter().map(|(t, r)| (t, r)), &hold, &worker, now, lease_until)
-        })
-        .await
-    }
-
-    async fn receive_and_claim(
-        &self,
-        max: usize,
-        visibility: Dur,
-        hold: &[Overlap],
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<Option<Vec<(Delivery, Result<JobClaim, StoreError>)>>, StoreError> {
-        if !self.db.queue_in_use() {
-            return Ok(None);
-        }
-        let (hold, worker) = (hold.to_vec(), worker.clone());
-        let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
-        self.write(move |conn| {
-            let deliveries = take_visible(conn, max, visibility, now)?;
-            let runs = deliveries.iter().map(|d| (&d.dispatch.tenant, &d.dispatch.run_id));
-            let claims = claim_with_jobs(conn, runs, &hold, &worker, now, lease_until)?;
-            Ok(Some(deliveries.into_iter().zip(claims).collect()))
-        })
-        .await
+    async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
+        let batch = batch.clone();
+        self.write(move |conn| claim_batch(&mut SqliteTx(conn), &batch)).await
     }
 
     async fn heartbeat(
@@ -619,57 +492,13 @@ impl JobStore for SqliteStore {
         lease_until: Timestamp,
     ) -> Result<Run, StoreError> {
         let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
-        let lease_until = trunc_ms(lease_until);
-        self.write(move |conn| {
-            let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            stored
-                .run
-                .renew_lease(token, now, lease_until)
-                .map_err(TxError::Store)?;
-            conn.prepare_cached("UPDATE runs SET lease_expires = ?3 WHERE tenant = ?1 AND run_id = ?2")?
-                .execute(params![tenant, run_id, ms(lease_until)])?;
-            Ok(stored.run)
-        })
-        .await
-    }
-
-    async fn complete(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        token: u64,
-        result: &AttemptResult,
-        next: RunTransition,
-        only_if_expired_by: Option<Timestamp>,
-    ) -> Result<Run, StoreError> {
-        let (tenant, run_id, result) = (tenant.0.clone(), run_id.0.clone(), result.clone());
-        self.write(move |conn| finish_attempt(conn, &tenant, &run_id, token, &result, next, only_if_expired_by))
+        self.write(move |conn| renew_lease(conn, &tenant, &run_id, token, now, lease_until))
             .await
     }
 
-    async fn complete_and_ack(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        token: u64,
-        result: &AttemptResult,
-        next: RunTransition,
-        receipt: &Receipt,
-    ) -> Result<(Run, bool), StoreError> {
-        let (tenant, run_id, result) = (tenant.0.clone(), run_id.0.clone(), result.clone());
-        let receipt = receipt_seq(receipt).map(|seq| (seq, receipt.0.clone()));
-        self.write(move |conn| {
-            let run = finish_attempt(conn, &tenant, &run_id, token, &result, next, None)?;
-            // The same file holds the dispatch queue (`SqliteQueue`): remove the message
-            // here, in this transaction. A receipt that is not (or no longer) a row's
-            // current one removes nothing, and the caller acks through its queue.
-            let acked = match &receipt {
-                Some((seq, receipt)) => delete_delivered(conn, *seq, receipt)?,
-                None => false,
-            };
-            Ok((run, acked))
-        })
-        .await
+    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
+        let done = done.clone();
+        self.write(move |conn| finish_attempt(conn, &done)).await
     }
 
     async fn cancel_run(

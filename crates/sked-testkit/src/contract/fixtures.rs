@@ -1,12 +1,13 @@
 //! Fixtures for the contract suites: a fixed start instant, jobs and runs with
-//! millisecond-exact timestamps, and attempt results.
+//! millisecond-exact timestamps, attempt results, and the firings, claim batches and
+//! completions the cases write.
 //!
 //! Everything here is deterministic so a failing case reads the same on every adapter.
 
-use sked_core::ids::{JobId, TenantId, WorkerId};
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
 use sked_core::ports::queue::Dispatch;
-use sked_core::ports::store::AttemptResult;
+use sked_core::ports::store::{AttemptResult, ClaimBatch, Completion, Firing, RunTransition};
 use sked_core::run::{AttemptOutcome, Run, Trigger};
 use sked_core::timestamp::{Timestamp, parse};
 
@@ -95,11 +96,59 @@ pub fn result(outcome: AttemptOutcome, finished_at: Timestamp) -> AttemptResult 
     }
 }
 
+/// A sweep's firing of `j` as read: `runs` inserted, `next_fire_at` moved to `next`, the job
+/// left ACTIVE, nothing cancelled.
+pub fn firing(j: &Job, runs: Vec<Run>, next: Option<Timestamp>) -> Firing {
+    Firing {
+        tenant: j.tenant.clone(),
+        job_id: j.id.clone(),
+        expected_version: j.version,
+        expected_next_fire_at: j.next_fire_at,
+        next_fire_at: next,
+        state: JobState::Active,
+        runs,
+        cancel: vec![],
+        at: j.next_fire_at.unwrap_or(j.updated_at),
+    }
+}
+
+/// A batch claiming `runs` for worker `w` at `now`, each lease until `lease_until`: no job
+/// read, nothing held, not alone (what `JobStoreExt::claim_one` makes of one run).
+pub fn claims(runs: Vec<(TenantId, RunId)>, w: &str, now: Timestamp, lease_until: Timestamp) -> ClaimBatch {
+    ClaimBatch {
+        runs,
+        worker: worker(w),
+        now,
+        lease_until,
+        read_jobs: false,
+        hold: Vec::new(),
+        alone: false,
+    }
+}
+
+/// The (tenant, run id) of each run, as a claim batch names them.
+pub fn run_keys(runs: &[&Run]) -> Vec<(TenantId, RunId)> {
+    runs.iter().map(|r| (r.tenant.clone(), r.run_id.clone())).collect()
+}
+
+/// The worker's completion of `run`'s attempt holding `token` (no expiry condition: set
+/// `only_if_expired_by` for the reaper's form).
+pub fn completion(run: &Run, token: u64, result: &AttemptResult, next: RunTransition) -> Completion {
+    Completion {
+        tenant: run.tenant.clone(),
+        run_id: run.run_id.clone(),
+        token,
+        result: result.clone(),
+        next,
+        only_if_expired_by: None,
+    }
+}
+
 /// A dispatch of tenant `t1`'s run of `job_id` at [`t0`], with `priority`, ready at `not_before`.
 pub fn dispatch(job_id: &str, priority: u8, not_before: Timestamp) -> Dispatch {
     Dispatch {
         tenant: tenant("t1"),
-        run_id: sked_core::ids::RunId::derive(&JobId::from(job_id), t0()),
+        run_id: RunId::derive(&JobId::from(job_id), t0()),
         priority,
         not_before,
     }

@@ -9,11 +9,14 @@
 //! - [`quotas`]: what a store that keeps quotas enforces in its own transactions, against the
 //!   same store as `(Arc<dyn JobStore>, Arc<dyn QuotaStore>)`; run them with
 //!   [`quota_contract!`](crate::quota_contract).
+//! - [`work`]: the same for a [`WorkPort`] over its store and queue on a [`ManualClock`],
+//!   checked through the store and the queue; run them with
+//!   [`work_contract!`](crate::work_contract).
 //! - [`fixtures`]: the jobs, runs and instants the cases use (millisecond-exact, so every
 //!   store can round-trip them).
 //!
-//! The macros expand to one `#[tokio::test]` per case inside a module (`store_contract` /
-//! `queue_contract`), so a failure names its case. They reach everything through `$crate::`,
+//! The macros expand to one `#[tokio::test]` per case inside a module named after the macro
+//! (`store_contract`, `queue_contract`, …), so a failure names its case. They reach everything through `$crate::`,
 //! so a user crate needs only `sked-testkit`, `sked-core` and `tokio` (with `macros` and `rt`).
 //!
 //! ```ignore
@@ -30,12 +33,14 @@
 //! This module must not depend on any adapter: cases see only the port.
 //!
 //! [`ManualClock`]: crate::clock::ManualClock
+//! [`WorkPort`]: sked_core::ports::WorkPort
 
 pub mod fixtures;
 pub mod keys;
 pub mod queue;
 pub mod quotas;
 pub mod store;
+pub mod work;
 
 pub use fixtures::t0;
 
@@ -73,19 +78,21 @@ macro_rules! store_contract {
             fire_returns_only_inserted_runs,
             fire_cancels_listed_runs,
             fire_can_complete_the_job,
-            fire_many_applies_each_firing_on_its_own,
+            fire_applies_each_firing_on_its_own,
             insert_run_is_idempotent,
             insert_run_same_id_in_two_tenants,
             get_run_round_trips,
             list_runs_newest_first_with_cursors,
             list_runs_filters,
             active_runs_oldest_first,
-            active_runs_many_answers_each_like_active_runs,
+            active_runs_answers_each_job_like_active_runs_of,
             claim_unknown_run_is_not_found,
             claim_before_not_before_is_not_yet,
-            claim_many_answers_each_like_claim,
-            claim_many_with_jobs_claims_or_holds_by_overlap_policy,
-            claim_many_alone_waits_for_another_running_run_of_the_job,
+            claim_answers_each_run_in_order,
+            claim_without_read_jobs_answers_no_job,
+            claim_reading_jobs_claims_or_holds_by_overlap_policy,
+            claim_alone_waits_for_another_running_run_of_the_job,
+            claim_alone_reading_jobs_holds_waits_or_claims,
             claim_starts_first_attempt,
             claim_while_leased_is_leased,
             claim_after_retry_starts_next_attempt,
@@ -100,7 +107,6 @@ macro_rules! store_contract {
             complete_finish,
             complete_with_stale_token_is_fenced_and_changes_nothing,
             complete_only_if_expired_by,
-            complete_and_ack_completes_like_complete,
             cancel_pending_run,
             cancel_running_run_requests_cancel,
             cancel_terminal_run_is_unchanged,
@@ -139,6 +145,44 @@ macro_rules! queue_contract {
             long_poll_wakes_when_clock_reaches_not_before,
             long_poll_times_out_empty,
         );
+    };
+}
+
+/// Expands to one `#[tokio::test]` per work port contract case, in a module `work_contract`.
+///
+/// `$make` is evaluated in each test and called with a fresh `Arc<ManualClock>` reading
+/// [`t0`]; it returns a future of [`WorkPorts`](work::WorkPorts): an empty store and queue
+/// timed by that clock, the work port over them, and the clock itself:
+///
+/// ```ignore
+/// sked_testkit::work_contract!(|clock: Arc<ManualClock>| async move {
+///     let store: Arc<dyn JobStore> = Arc::new(MemStore::new());
+///     let queue: Arc<dyn DispatchQueue> = Arc::new(MemQueue::new(clock.clone()));
+///     let work = Arc::new(QueueThenStore::new(store.clone(), queue.clone(), clock.clone()));
+///     WorkPorts { store, queue, work, clock }
+/// });
+/// ```
+///
+/// `work_contract!(some_module, $make)` puts the cases in `some_module` instead (for a second
+/// shape of the port in one test crate).
+#[macro_export]
+macro_rules! work_contract {
+    // A second shape in the same test crate needs a module name of its own.
+    ($module:ident, $make:expr $(,)?) => {
+        $crate::__contract_cases!($module, work, $make;
+            fire_writes_runs_and_enqueues_exactly_the_created_ones,
+            receive_claims_runs_with_their_jobs_and_holds_by_overlap_policy,
+            receive_with_nothing_visible_answers_empty,
+            a_run_received_twice_is_claimed_once,
+            heartbeat_renews_the_lease_and_keeps_the_message_invisible,
+            heartbeat_fenced_is_a_store_error,
+            complete_finish_ends_the_run_and_removes_the_message,
+            complete_retry_leaves_one_message_due_at_not_before,
+            complete_fenced_changes_neither_run_nor_message,
+        );
+    };
+    ($make:expr $(,)?) => {
+        $crate::work_contract!(work_contract, $make);
     };
 }
 
@@ -214,6 +258,20 @@ macro_rules! __contract_cases {
                 async fn $case() {
                     let store: ::std::sync::Arc<dyn $crate::contract::keys::KeyStore> = ($make)().await;
                     $crate::contract::keys::$case(store).await;
+                }
+            )+
+        }
+    };
+    ($module:ident, work, $make:expr; $($case:ident),+ $(,)?) => {
+        #[allow(unused_imports)]
+        mod $module {
+            use super::*;
+            $(
+                #[::tokio::test]
+                async fn $case() {
+                    let clock = ::std::sync::Arc::new($crate::clock::ManualClock::new($crate::contract::t0()));
+                    let ports: $crate::contract::work::WorkPorts = ($make)(clock).await;
+                    $crate::contract::work::$case(ports).await;
                 }
             )+
         }

@@ -2,10 +2,10 @@
 //! own [`JobStore`] transactions, one `pub async fn` per case; run them all with
 //! [`quota_contract!`](crate::quota_contract). Each case gets the same store as both ports.
 
-use super::fixtures::{at, job, result, run, tenant, worker};
+use super::fixtures::{at, claims, completion, job, result, run, tenant, worker};
 use sked_core::ids::{RunId, TenantId};
 use sked_core::job::JobState;
-use sked_core::ports::store::{ClaimOutcome, RunTransition, StoreError};
+use sked_core::ports::store::{ClaimOutcome, JobClaim, JobStoreExt, RunTransition, StoreError};
 pub use sked_core::ports::{JobStore, QuotaStore};
 use sked_core::quota::{Quota, SubmitRate};
 use sked_core::run::{AttemptOutcome, Run, RunState};
@@ -38,6 +38,23 @@ async fn insert_runs(store: &Arc<dyn JobStore>, tenant_name: &str, n: i64) -> Ve
 
 fn is_claimed(answer: &Result<ClaimOutcome, StoreError>) -> bool {
     matches!(answer, Ok(ClaimOutcome::Claimed { .. }))
+}
+
+/// Claims `runs` in one batch for `w` (no job read, nothing held): each answer's outcome.
+async fn claim_all(
+    store: &Arc<dyn JobStore>,
+    runs: Vec<(TenantId, RunId)>,
+    w: &str,
+) -> Vec<Result<ClaimOutcome, StoreError>> {
+    let answers = store.claim(&claims(runs, w, at(1), at(31))).await.unwrap();
+    answers
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(JobClaim::Claimed(outcome, None)) => Ok(outcome),
+            Ok(other) => panic!("a batch reading no job answered {other:?}"),
+            Err(e) => Err(e),
+        })
+        .collect()
 }
 
 /// A quota reads back as written; a second write replaces it whole; a tenant without one
@@ -125,7 +142,7 @@ pub async fn claims_past_max_concurrent_runs_answer_at_capacity((store, quotas):
     let runs = insert_runs(&store, "t1", 4).await;
     let others = insert_runs(&store, "t2", 3).await;
     let w = worker("w1");
-    let answers = store.claim_many(&ids(&runs), &w, at(1), at(31)).await.unwrap();
+    let answers = claim_all(&store, ids(&runs), "w1").await;
     let claimed: Vec<bool> = answers.iter().map(is_claimed).collect();
     assert_eq!(claimed, [true, true, false, false], "{answers:?}");
     assert_eq!(answers[2].as_ref().ok(), Some(&ClaimOutcome::AtCapacity));
@@ -135,7 +152,7 @@ pub async fn claims_past_max_concurrent_runs_answer_at_capacity((store, quotas):
         (RunState::Pending, 0),
         "unchanged"
     );
-    let answers_t2 = store.claim_many(&ids(&others), &w, at(1), at(31)).await.unwrap();
+    let answers_t2 = claim_all(&store, ids(&others), "w1").await;
     assert!(answers_t2.iter().all(is_claimed), "t2 has no quota: {answers_t2:?}");
 
     // The first ends: its slot is free, and only one.
@@ -144,21 +161,24 @@ pub async fn claims_past_max_concurrent_runs_answer_at_capacity((store, quotas):
     };
     let ok = result(AttemptOutcome::Succeeded, at(3));
     let finish = RunTransition::Finish(RunState::Succeeded);
-    store
-        .complete(&runs[0].tenant, &runs[0].run_id, token, &ok, finish, None)
-        .await
-        .unwrap();
-    let answer = store.claim(&runs[2].tenant, &runs[2].run_id, &w, at(4), at(34)).await;
+    store.complete(&completion(&runs[0], token, &ok, finish)).await.unwrap();
+    let answer = store
+        .claim_one(&runs[2].tenant, &runs[2].run_id, &w, at(4), at(34))
+        .await;
     assert!(is_claimed(&answer), "a slot freed by a finished run: {answer:?}");
-    let answer = store.claim(&runs[3].tenant, &runs[3].run_id, &w, at(4), at(34)).await;
+    let answer = store
+        .claim_one(&runs[3].tenant, &runs[3].run_id, &w, at(4), at(34))
+        .await;
     assert_eq!(answer.ok(), Some(ClaimOutcome::AtCapacity));
     // Past the lease of runs[1] (until 31), only runs[2] (until 34) holds a slot.
-    let answer = store.claim(&runs[3].tenant, &runs[3].run_id, &w, at(32), at(62)).await;
+    let answer = store
+        .claim_one(&runs[3].tenant, &runs[3].run_id, &w, at(32), at(62))
+        .await;
     assert!(is_claimed(&answer), "an expired lease frees its slot: {answer:?}");
 }
 
 /// Many claims of different runs of one tenant at once (from tasks racing each other, through
-/// `claim` and `claim_many`) never start more than `max_concurrent_runs` attempts.
+/// batches and single claims) never start more than `max_concurrent_runs` attempts.
 pub async fn racing_claims_never_pass_max_concurrent_runs((store, quotas): Stores) {
     const CAP: usize = 3;
     quotas
@@ -170,13 +190,13 @@ pub async fn racing_claims_never_pass_max_concurrent_runs((store, quotas): Store
     for (i, chunk) in runs.chunks(2).enumerate() {
         let (store, chunk) = (store.clone(), ids(chunk));
         racers.spawn(async move {
-            let w = worker(&format!("w{i}"));
+            let w = format!("w{i}");
             if i % 2 == 0 {
-                store.claim_many(&chunk, &w, at(1), at(31)).await.unwrap()
+                claim_all(&store, chunk, &w).await
             } else {
                 let mut out = Vec::new();
                 for (t, r) in &chunk {
-                    out.push(store.claim(t, r, &w, at(1), at(31)).await);
+                    out.push(store.claim_one(t, r, &worker(&w), at(1), at(31)).await);
                 }
                 out
             }

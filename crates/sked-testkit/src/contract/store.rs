@@ -10,12 +10,14 @@
 
 pub use sked_core::ports::store::JobStore;
 
-use super::fixtures::{at, job, job_with_labels, result, run, spec, t0, tenant, worker};
+use super::fixtures::{
+    at, claims, completion, firing, job, job_with_labels, result, run, run_keys, spec, t0, tenant, worker,
+};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState, Overlap};
-use sked_core::ports::queue::Receipt;
 use sked_core::ports::store::{
-    AttemptResult, ClaimOutcome, Firing, JobClaim, JobFilter, Page, PageRequest, RunFilter, RunTransition, StoreError,
+    AttemptResult, ClaimBatch, ClaimOutcome, Completion, JobClaim, JobFilter, JobStoreExt, Page, PageRequest,
+    RunFilter, RunTransition, StoreError,
 };
 use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
 use sked_core::timestamp::Timestamp;
@@ -49,13 +51,26 @@ async fn get(store: &Store, r: &Run) -> Run {
 /// Claims `r` for `w` at `now` with a lease until `until`; panics unless Claimed.
 async fn claim(store: &Store, r: &Run, w: &str, now: Timestamp, until: Timestamp) -> (Run, u64) {
     match store
-        .claim(&r.tenant, &r.run_id, &worker(w), now, until)
+        .claim_one(&r.tenant, &r.run_id, &worker(w), now, until)
         .await
         .expect("claim")
     {
         ClaimOutcome::Claimed { run, token } => (run, token),
         other => panic!("expected Claimed, got {other:?}"),
     }
+}
+
+/// The outcomes of a batch that reads no job; panics unless every answer is
+/// `Claimed(_, None)` or an error.
+fn without_jobs(answers: Vec<Result<JobClaim, StoreError>>) -> Vec<Result<ClaimOutcome, StoreError>> {
+    answers
+        .into_iter()
+        .map(|answer| match answer {
+            Ok(JobClaim::Claimed(outcome, None)) => Ok(outcome),
+            Ok(other) => panic!("a batch reading no job answered {other:?}"),
+            Err(e) => Err(e),
+        })
+        .collect()
 }
 
 fn page(limit: usize, cursor: Option<String>) -> PageRequest {
@@ -80,20 +95,6 @@ fn is_fenced<T: std::fmt::Debug>(r: &Result<T, StoreError>) -> bool {
 
 fn is_not_found<T: std::fmt::Debug>(r: &Result<T, StoreError>) -> bool {
     matches!(r, Err(StoreError::NotFound))
-}
-
-fn firing(j: &Job, runs: Vec<Run>, next: Option<Timestamp>) -> Firing {
-    Firing {
-        tenant: j.tenant.clone(),
-        job_id: j.id.clone(),
-        expected_version: j.version,
-        expected_next_fire_at: j.next_fire_at,
-        next_fire_at: next,
-        state: JobState::Active,
-        runs,
-        cancel: vec![],
-        at: j.next_fire_at.unwrap_or(j.updated_at),
-    }
 }
 
 async fn all_runs(store: &Store, t: &TenantId) -> Vec<Run> {
@@ -261,7 +262,7 @@ pub async fn update_job_conflicts_when_a_sweep_moved_next_fire_at(store: Store) 
     let a = job("t1", "a");
     create(&store, std::slice::from_ref(&a)).await;
     let swept = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
-    store.fire(&swept).await.unwrap();
+    store.fire_one(&swept).await.unwrap();
     let mut paused = a.clone();
     paused.version = 2;
     paused.state = JobState::Paused;
@@ -430,7 +431,10 @@ pub async fn fire_inserts_runs_and_advances_job(store: Store) {
     let a = job("t1", "a");
     create(&store, std::slice::from_ref(&a)).await;
     let r = run("t1", "a", 60);
-    let inserted = store.fire(&firing(&a, vec![r.clone()], Some(at(120)))).await.unwrap();
+    let inserted = store
+        .fire_one(&firing(&a, vec![r.clone()], Some(at(120))))
+        .await
+        .unwrap();
     assert_eq!(inserted, vec![r.clone()]);
     assert_eq!(get(&store, &r).await, r);
     let after = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
@@ -449,10 +453,10 @@ pub async fn fire_twice_conflicts_and_creates_nothing(store: Store) {
     let a = job("t1", "a");
     create(&store, std::slice::from_ref(&a)).await;
     let f = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
-    store.fire(&f).await.unwrap();
+    store.fire_one(&f).await.unwrap();
     let mut again = f.clone();
     again.runs.push(run("t1", "a", 61));
-    let res = store.fire(&again).await;
+    let res = store.fire_one(&again).await;
     assert!(is_conflict(&res), "expected Conflict, got {res:?}");
     assert_eq!(
         run_ids(&all_runs(&store, &a.tenant).await),
@@ -474,7 +478,7 @@ pub async fn fire_conflicts_when_version_moved(store: Store) {
     store.update_job(&v2, 1, a.next_fire_at).await.unwrap();
     let mut f = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
     f.state = JobState::Completed;
-    let res = store.fire(&f).await;
+    let res = store.fire_one(&f).await;
     assert!(is_conflict(&res), "expected Conflict, got {res:?}");
     assert!(all_runs(&store, &a.tenant).await.is_empty());
     assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap(), Some(v2));
@@ -490,7 +494,7 @@ pub async fn fire_returns_only_inserted_runs(store: Store) {
     insert(&store, &existing).await;
     let (r0, r60) = (run("t1", "a", 0), run("t1", "a", 60));
     let inserted = store
-        .fire(&firing(&a, vec![r0, r60.clone()], Some(at(120))))
+        .fire_one(&firing(&a, vec![r0, r60.clone()], Some(at(120))))
         .await
         .unwrap();
     assert_eq!(inserted, vec![r60]);
@@ -509,7 +513,7 @@ pub async fn fire_cancels_listed_runs(store: Store) {
     claim(&store, &running, "w1", at(50), at(100)).await;
     let mut f = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
     f.cancel = vec![pending.run_id.clone(), running.run_id.clone()];
-    assert_eq!(store.fire(&f).await.unwrap().len(), 1);
+    assert_eq!(store.fire_one(&f).await.unwrap().len(), 1);
     let p = get(&store, &pending).await;
     assert_eq!(p.state, RunState::Cancelled);
     assert!(p.finished_at.is_some());
@@ -525,7 +529,7 @@ pub async fn fire_can_complete_the_job(store: Store) {
     create(&store, std::slice::from_ref(&a)).await;
     let mut f = firing(&a, vec![run("t1", "a", 60)], None);
     f.state = JobState::Completed;
-    store.fire(&f).await.unwrap();
+    store.fire_one(&f).await.unwrap();
     let after = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
     assert_eq!(
         (after.state, after.next_fire_at, after.version),
@@ -535,9 +539,9 @@ pub async fn fire_can_complete_the_job(store: Store) {
     assert_eq!(store.next_due_at().await.unwrap(), None);
 }
 
-/// `fire_many` applies each firing on its own, in order: one that conflicts changes nothing
-/// and gets its own `Conflict`, the others are written as `fire` would write them.
-pub async fn fire_many_applies_each_firing_on_its_own(store: Store) {
+/// `fire` applies each firing on its own, in order: one that conflicts changes nothing and
+/// gets its own `Conflict`, the others are written as each would be alone.
+pub async fn fire_applies_each_firing_on_its_own(store: Store) {
     let (a, b, c) = (job("t1", "a"), job("t1", "b"), job("t2", "c"));
     create(&store, &[a.clone(), b.clone()]).await;
     create(&store, std::slice::from_ref(&c)).await;
@@ -546,10 +550,10 @@ pub async fn fire_many_applies_each_firing_on_its_own(store: Store) {
     let (ra, rc) = (run("t1", "a", 60), run("t2", "c", 60));
     let mut done = firing(&c, vec![rc.clone()], None);
     done.state = JobState::Completed;
-    let (answers, _enqueued) = store
-        .fire_many(&[firing(&a, vec![ra.clone()], Some(at(120))), stale, done])
+    let answers = store
+        .fire(&[firing(&a, vec![ra.clone()], Some(at(120))), stale, done])
         .await
-        .expect("fire_many");
+        .expect("fire");
     assert_eq!(answers.len(), 3);
     assert_eq!(answers[0].as_ref().ok(), Some(&vec![ra.clone()]));
     assert!(is_conflict(&answers[1]), "expected Conflict, got {:?}", answers[1]);
@@ -568,7 +572,7 @@ pub async fn fire_many_applies_each_firing_on_its_own(store: Store) {
     assert_eq!(job_of(&b).await, b, "b unchanged");
     let c_after = job_of(&c).await;
     assert_eq!((c_after.state, c_after.next_fire_at), (JobState::Completed, None));
-    assert!(store.fire_many(&[]).await.unwrap().0.is_empty());
+    assert!(store.fire(&[]).await.unwrap().is_empty());
 }
 
 // ----- runs -----
@@ -736,7 +740,7 @@ pub async fn active_runs_oldest_first(store: Store) {
         .cancel_run(&rs[3].tenant, &rs[3].run_id, at(21), "test")
         .await
         .unwrap(); // 20 cancelled
-    let active = store.active_runs(&tenant("t1"), &"a".into()).await.unwrap();
+    let active = store.active_runs_of(&tenant("t1"), &"a".into()).await.unwrap();
     assert_eq!(
         run_ids(&active),
         run_ids(&[run("t1", "a", 10), run("t1", "a", 30), run("t1", "a", 40)])
@@ -744,8 +748,9 @@ pub async fn active_runs_oldest_first(store: Store) {
     assert_eq!(active[1].state, RunState::Running);
 }
 
-/// `active_runs_many` answers each job as `active_runs` would, in order, across tenants.
-pub async fn active_runs_many_answers_each_like_active_runs(store: Store) {
+/// `active_runs` answers each job on its own, in order, across tenants: as it answers that job
+/// asked alone.
+pub async fn active_runs_answers_each_job_like_active_runs_of(store: Store) {
     for r in [
         run("t1", "a", 20),
         run("t1", "a", 10),
@@ -760,7 +765,7 @@ pub async fn active_runs_many_answers_each_like_active_runs(store: Store) {
         (t1.clone(), JobId::from("a")),
         (t1.clone(), JobId::from("none")),
     ];
-    let answers = store.active_runs_many(&asked).await.unwrap();
+    let answers = store.active_runs(&asked).await.unwrap();
     let ids: Vec<Vec<String>> = answers.iter().map(|runs| run_ids(runs)).collect();
     assert_eq!(
         ids,
@@ -771,9 +776,9 @@ pub async fn active_runs_many_answers_each_like_active_runs(store: Store) {
         ]
     );
     for ((tenant, job), answer) in asked.iter().zip(&answers) {
-        assert_eq!(&store.active_runs(tenant, job).await.unwrap(), answer);
+        assert_eq!(&store.active_runs_of(tenant, job).await.unwrap(), answer);
     }
-    assert!(store.active_runs_many(&[]).await.unwrap().is_empty());
+    assert!(store.active_runs(&[]).await.unwrap().is_empty());
 }
 
 // ----- claim -----
@@ -782,28 +787,28 @@ pub async fn active_runs_many_answers_each_like_active_runs(store: Store) {
 pub async fn claim_unknown_run_is_not_found(store: Store) {
     let r = run("t1", "a", 0);
     insert(&store, &r).await;
-    let res = store.claim(&tenant("t2"), &r.run_id, &worker("w"), at(1), at(30)).await;
+    let res = store
+        .claim_one(&tenant("t2"), &r.run_id, &worker("w"), at(1), at(30))
+        .await;
     assert!(is_not_found(&res), "expected NotFound, got {res:?}");
     let res = store
-        .claim(&tenant("t1"), &RunId::from("a@nope"), &worker("w"), at(1), at(30))
+        .claim_one(&tenant("t1"), &RunId::from("a@nope"), &worker("w"), at(1), at(30))
         .await;
     assert!(is_not_found(&res), "expected NotFound, got {res:?}");
 }
 
-/// `claim_many` answers each run as `claim` would, in order, and starts the attempts of
-/// the claimable ones — across tenants, with an unknown run among them.
-pub async fn claim_many_answers_each_like_claim(store: Store) {
+/// `claim` answers each run on its own, in order, and starts the attempts of the claimable
+/// ones — across tenants, with an unknown run among them; a batch that reads no job answers
+/// each claim without one.
+pub async fn claim_answers_each_run_in_order(store: Store) {
     let (due, mut later, other) = (run("t1", "a", 0), run("t1", "b", 0), run("t2", "a", 0));
     later.not_before = at(10);
     for r in [&due, &later, &other] {
         insert(&store, r).await;
     }
-    let ids: Vec<(TenantId, RunId)> = [&due, &later, &other]
-        .iter()
-        .map(|r| (r.tenant.clone(), r.run_id.clone()))
-        .chain([(tenant("t1"), RunId::from("a@nope"))])
-        .collect();
-    let answers = store.claim_many(&ids, &worker("w1"), at(1), at(30)).await.unwrap();
+    let mut ids = run_keys(&[&due, &later, &other]);
+    ids.push((tenant("t1"), RunId::from("a@nope")));
+    let answers = without_jobs(store.claim(&claims(ids.clone(), "w1", at(1), at(30))).await.unwrap());
     assert_eq!(answers.len(), 4);
     for (i, r) in [(0, &due), (2, &other)] {
         let Ok(ClaimOutcome::Claimed { run, token }) = &answers[i] else {
@@ -824,7 +829,12 @@ pub async fn claim_many_answers_each_like_claim(store: Store) {
     assert!(is_not_found(&answers[3]), "expected NotFound, got {:?}", answers[3]);
     assert_eq!(get(&store, &later).await, later, "unchanged");
     // Claimed again at once: both are leased now.
-    let again = store.claim_many(&ids[..1], &worker("w2"), at(2), at(31)).await.unwrap();
+    let again = without_jobs(
+        store
+            .claim(&claims(ids[..1].to_vec(), "w2", at(2), at(31)))
+            .await
+            .unwrap(),
+    );
     assert!(
         matches!(again[0], Ok(ClaimOutcome::Leased(t)) if t == at(30)),
         "{:?}",
@@ -832,16 +842,46 @@ pub async fn claim_many_answers_each_like_claim(store: Store) {
     );
     assert!(
         store
-            .claim_many(&[], &worker("w1"), at(1), at(30))
+            .claim(&claims(vec![], "w1", at(1), at(30)))
             .await
             .unwrap()
             .is_empty()
     );
 }
 
-/// `claim_many_with_jobs` answers each run with its job: claimed as `claim` would when the
-/// job's overlap policy is not held, held back (unchanged) with its job when it is.
-pub async fn claim_many_with_jobs_claims_or_holds_by_overlap_policy(store: Store) {
+/// A batch with `read_jobs: false` answers every claim `Claimed(_, None)`, also for runs whose
+/// job exists, and claims them as the batch would with no job to read.
+pub async fn claim_without_read_jobs_answers_no_job(store: Store) {
+    let mut queued = job("t1", "q");
+    queued.spec.overlap = Some(Overlap::QueueOne);
+    create(&store, &[job("t1", "a"), queued]).await;
+    let (ra, rq, mut later) = (run("t1", "a", 0), run("t1", "q", 0), run("t1", "a", 10));
+    later.not_before = at(10);
+    for r in [&ra, &rq, &later] {
+        insert(&store, r).await;
+    }
+    let answers = store
+        .claim(&claims(run_keys(&[&ra, &rq, &later]), "w1", at(1), at(30)))
+        .await
+        .unwrap();
+    assert_eq!(answers.len(), 3);
+    for (i, r) in [(0, &ra), (1, &rq)] {
+        let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, None)) = &answers[i] else {
+            panic!("expected Claimed without a job, got {:?}", answers[i]);
+        };
+        assert_eq!(run.state, RunState::Running);
+        assert_eq!(&get(&store, r).await, run);
+    }
+    assert_eq!(
+        answers[2].as_ref().ok(),
+        Some(&JobClaim::Claimed(ClaimOutcome::NotYet(at(10)), None))
+    );
+}
+
+/// `claim` with `read_jobs` answers each run with its job: claimed as it would be without
+/// reading it when the job's overlap policy is not held, held back (unchanged) with its job
+/// when it is.
+pub async fn claim_reading_jobs_claims_or_holds_by_overlap_policy(store: Store) {
     let free = job("t1", "a");
     let mut queued = job("t1", "q");
     queued.spec.overlap = Some(Overlap::QueueOne);
@@ -850,15 +890,14 @@ pub async fn claim_many_with_jobs_claims_or_holds_by_overlap_policy(store: Store
     for r in [&ra, &rq, &orphan] {
         insert(&store, r).await;
     }
-    let ids: Vec<(TenantId, RunId)> = [&ra, &rq, &orphan]
-        .iter()
-        .map(|r| (r.tenant.clone(), r.run_id.clone()))
-        .chain([(tenant("t1"), RunId::from("a@nope"))])
-        .collect();
-    let answers = store
-        .claim_many_with_jobs(&ids, &[Overlap::QueueOne], &worker("w1"), at(1), at(30))
-        .await
-        .unwrap();
+    let mut ids = run_keys(&[&ra, &rq, &orphan]);
+    ids.push((tenant("t1"), RunId::from("a@nope")));
+    let batch = ClaimBatch {
+        read_jobs: true,
+        hold: vec![Overlap::QueueOne],
+        ..claims(ids, "w1", at(1), at(30))
+    };
+    let answers = store.claim(&batch).await.unwrap();
     assert_eq!(answers.len(), 4);
     let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, Some(job_a))) = &answers[0] else {
         panic!("expected Claimed with its job, got {:?}", answers[0]);
@@ -872,32 +911,28 @@ pub async fn claim_many_with_jobs_claims_or_holds_by_overlap_policy(store: Store
     };
     assert_eq!(&get(&store, &orphan).await, run);
     assert!(is_not_found(&answers[3]), "expected NotFound, got {:?}", answers[3]);
-    assert!(
-        store
-            .claim_many_with_jobs(&[], &[], &worker("w1"), at(1), at(30))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    let empty = ClaimBatch {
+        read_jobs: true,
+        ..claims(vec![], "w1", at(1), at(30))
+    };
+    assert!(store.claim(&empty).await.unwrap().is_empty());
 }
 
-/// `claim_many_alone` claims a run only while no other run of its job holds a live lease:
+/// `claim` with `alone` claims a run only while no other run of its job holds a live lease:
 /// otherwise it answers `Leased` with the end of that lease and changes nothing. A run of
 /// another job, and a run whose job's running run has ended or whose lease has expired, is
-/// claimed as `claim` would.
-pub async fn claim_many_alone_waits_for_another_running_run_of_the_job(store: Store) {
+/// claimed as it would be without `alone`.
+pub async fn claim_alone_waits_for_another_running_run_of_the_job(store: Store) {
     let (first, second, other) = (run("t1", "q", 0), run("t1", "q", 10), run("t1", "b", 0));
     for r in [&first, &second, &other] {
         insert(&store, r).await;
     }
     claim(&store, &first, "w1", at(11), at(41)).await;
-    let ids = |runs: &[&Run]| -> Vec<(TenantId, RunId)> {
-        runs.iter().map(|r| (r.tenant.clone(), r.run_id.clone())).collect()
+    let alone = |runs: &[&Run], now, until| ClaimBatch {
+        alone: true,
+        ..claims(run_keys(runs), "w2", now, until)
     };
-    let answers = store
-        .claim_many_alone(&ids(&[&second, &other]), &worker("w2"), at(12), at(42))
-        .await
-        .unwrap();
+    let answers = without_jobs(store.claim(&alone(&[&second, &other], at(12), at(42))).await.unwrap());
     assert_eq!(answers.len(), 2);
     assert_eq!(answers[0].as_ref().ok(), Some(&ClaimOutcome::Leased(at(41))));
     assert_eq!(get(&store, &second).await, second, "unchanged while the first runs");
@@ -908,10 +943,7 @@ pub async fn claim_many_alone_waits_for_another_running_run_of_the_job(store: St
 
     // Past the first run's lease, the second may start (the claim of the first is then
     // closed as lost when that run is next claimed, not here).
-    let late = store
-        .claim_many_alone(&ids(&[&second]), &worker("w2"), at(42), at(72))
-        .await
-        .unwrap();
+    let late = without_jobs(store.claim(&alone(&[&second], at(42), at(72))).await.unwrap());
     assert!(matches!(late[0], Ok(ClaimOutcome::Claimed { .. })), "{late:?}");
 
     // Once the running run has ended, the next one starts at once.
@@ -919,22 +951,78 @@ pub async fn claim_many_alone_waits_for_another_running_run_of_the_job(store: St
     insert(&store, &third).await;
     insert(&store, &fourth).await;
     let (_, z_token) = claim(&store, &third, "w1", at(11), at(41)).await;
+    let ok = result(AttemptOutcome::Succeeded, at(12));
     store
-        .complete(
-            &third.tenant,
-            &third.run_id,
+        .complete(&completion(
+            &third,
             z_token,
-            &result(AttemptOutcome::Succeeded, at(12)),
+            &ok,
             RunTransition::Finish(RunState::Succeeded),
-            None,
-        )
+        ))
         .await
         .unwrap();
-    let after = store
-        .claim_many_alone(&ids(&[&fourth]), &worker("w2"), at(13), at(43))
-        .await
-        .unwrap();
+    let after = without_jobs(store.claim(&alone(&[&fourth], at(13), at(43))).await.unwrap());
     assert!(matches!(after[0], Ok(ClaimOutcome::Claimed { .. })), "{after:?}");
+}
+
+/// A batch with `read_jobs`, `hold` and `alone` together: a run whose job's policy is held is
+/// answered `Held` with its job (even while another run of its job runs) and left unchanged;
+/// the rest are answered with their jobs: one whose job has another run under a live lease
+/// is `Leased` until that lease ends and unchanged, the others (a PENDING run of the job is
+/// no obstacle) are claimed.
+pub async fn claim_alone_reading_jobs_holds_waits_or_claims(store: Store) {
+    let mut forbid = job("t1", "f");
+    forbid.spec.overlap = Some(Overlap::Forbid);
+    let mut queued = job("t1", "q");
+    queued.spec.overlap = Some(Overlap::QueueOne);
+    let mut free = job("t1", "a");
+    free.spec.overlap = Some(Overlap::Allow);
+    create(&store, &[forbid.clone(), queued.clone(), free.clone()]).await;
+    let (f0, f10) = (run("t1", "f", 0), run("t1", "f", 10));
+    let (q0, q10) = (run("t1", "q", 0), run("t1", "q", 10));
+    let (a0, a10, orphan) = (run("t1", "a", 0), run("t1", "a", 10), run("t1", "gone", 10));
+    for r in [&f0, &f10, &q0, &q10, &a0, &a10, &orphan] {
+        insert(&store, r).await;
+    }
+    for r in [&f0, &q0] {
+        claim(&store, r, "w1", at(11), at(41)).await;
+    }
+    let batch = ClaimBatch {
+        read_jobs: true,
+        hold: vec![Overlap::Forbid],
+        alone: true,
+        ..claims(run_keys(&[&f10, &q10, &a10, &orphan]), "w2", at(12), at(42))
+    };
+    let answers = store.claim(&batch).await.unwrap();
+    assert_eq!(answers.len(), 4);
+    assert_eq!(answers[0].as_ref().ok(), Some(&JobClaim::Held(forbid)));
+    assert_eq!(get(&store, &f10).await, f10, "a held run is not claimed");
+    assert_eq!(
+        answers[1].as_ref().ok(),
+        Some(&JobClaim::Claimed(ClaimOutcome::Leased(at(41)), Some(queued)))
+    );
+    assert_eq!(
+        get(&store, &q10).await,
+        q10,
+        "unchanged while the other run of its job runs"
+    );
+    let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, Some(job_a))) = &answers[2] else {
+        panic!(
+            "expected Claimed with its job (its job's other run only waits), got {:?}",
+            answers[2]
+        );
+    };
+    assert_eq!((run.state, job_a), (RunState::Running, &free));
+    assert_eq!(&get(&store, &a10).await, run);
+    assert_eq!(get(&store, &a0).await, a0, "the waiting run of the job is untouched");
+    let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, None)) = &answers[3] else {
+        panic!("expected Claimed without a job, got {:?}", answers[3]);
+    };
+    assert_eq!(
+        (run.state, run.lease.as_ref().map(|l| l.expires_at)),
+        (RunState::Running, Some(at(42)))
+    );
+    assert_eq!(&get(&store, &orphan).await, run);
 }
 
 /// A PENDING run is not claimed before its `not_before`.
@@ -943,7 +1031,7 @@ pub async fn claim_before_not_before_is_not_yet(store: Store) {
     r.not_before = at(10);
     insert(&store, &r).await;
     let res = store
-        .claim(&r.tenant, &r.run_id, &worker("w"), at(9), at(40))
+        .claim_one(&r.tenant, &r.run_id, &worker("w"), at(9), at(40))
         .await
         .unwrap();
     assert_eq!(res, ClaimOutcome::NotYet(at(10)));
@@ -979,7 +1067,7 @@ pub async fn claim_while_leased_is_leased(store: Store) {
     insert(&store, &r).await;
     let (claimed, _) = claim(&store, &r, "w1", at(2), at(32)).await;
     let res = store
-        .claim(&r.tenant, &r.run_id, &worker("w2"), at(20), at(50))
+        .claim_one(&r.tenant, &r.run_id, &worker("w2"), at(20), at(50))
         .await
         .unwrap();
     assert_eq!(res, ClaimOutcome::Leased(at(32)));
@@ -1004,10 +1092,7 @@ pub async fn claim_after_retry_starts_next_attempt(store: Store) {
         let next = RunTransition::Retry {
             not_before: now + chrono::Duration::seconds(10),
         };
-        store
-            .complete(&r.tenant, &r.run_id, token, &res, next, None)
-            .await
-            .unwrap();
+        store.complete(&completion(&r, token, &res, next)).await.unwrap();
     }
 }
 
@@ -1047,7 +1132,7 @@ pub async fn claim_last_attempt_lost_is_terminal_failed(store: Store) {
     insert(&store, &r).await;
     claim(&store, &r, "w1", at(2), at(32)).await;
     let res = store
-        .claim(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
+        .claim_one(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
         .await
         .unwrap();
     let ClaimOutcome::Terminal(ended) = res else {
@@ -1068,18 +1153,16 @@ pub async fn claim_finished_run_is_terminal(store: Store) {
     insert(&store, &r).await;
     let (_, token) = claim(&store, &r, "w1", at(2), at(32)).await;
     let done = store
-        .complete(
-            &r.tenant,
-            &r.run_id,
+        .complete(&completion(
+            &r,
             token,
             &result(AttemptOutcome::Succeeded, at(5)),
             RunTransition::Finish(RunState::Succeeded),
-            None,
-        )
+        ))
         .await
         .unwrap();
     let res = store
-        .claim(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
+        .claim_one(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
         .await
         .unwrap();
     assert_eq!(res, ClaimOutcome::Terminal(done.clone()));
@@ -1089,7 +1172,7 @@ pub async fn claim_finished_run_is_terminal(store: Store) {
     insert(&store, &c).await;
     let cancelled = store.cancel_run(&c.tenant, &c.run_id, at(1), "no").await.unwrap();
     let res = store
-        .claim(&c.tenant, &c.run_id, &worker("w2"), at(60), at(90))
+        .claim_one(&c.tenant, &c.run_id, &worker("w2"), at(60), at(90))
         .await
         .unwrap();
     assert_eq!(res, ClaimOutcome::Terminal(cancelled));
@@ -1103,12 +1186,12 @@ pub async fn claim_with_cancel_requested(store: Store) {
     claim(&store, &r, "w1", at(2), at(32)).await;
     store.cancel_run(&r.tenant, &r.run_id, at(10), "stop it").await.unwrap();
     let res = store
-        .claim(&r.tenant, &r.run_id, &worker("w2"), at(20), at(50))
+        .claim_one(&r.tenant, &r.run_id, &worker("w2"), at(20), at(50))
         .await
         .unwrap();
     assert_eq!(res, ClaimOutcome::Leased(at(32)));
     let res = store
-        .claim(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
+        .claim_one(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
         .await
         .unwrap();
     let ClaimOutcome::Terminal(ended) = res else {
@@ -1142,7 +1225,7 @@ pub async fn heartbeat_extends_lease(store: Store) {
     );
     assert_eq!(get(&store, &r).await, hb);
     let res = store
-        .claim(&r.tenant, &r.run_id, &worker("w2"), at(40), at(70))
+        .claim_one(&r.tenant, &r.run_id, &worker("w2"), at(40), at(70))
         .await
         .unwrap();
     assert_eq!(res, ClaimOutcome::Leased(at(50)), "the renewed lease holds");
@@ -1208,14 +1291,12 @@ pub async fn complete_retry(store: Store) {
     let (_, token) = claim(&store, &r, "w1", at(2), at(32)).await;
     let res = failed_result(at(5));
     let done = store
-        .complete(
-            &r.tenant,
-            &r.run_id,
+        .complete(&completion(
+            &r,
             token,
             &res,
             RunTransition::Retry { not_before: at(15) },
-            None,
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(done.state, RunState::Pending);
@@ -1234,7 +1315,7 @@ pub async fn complete_retry(store: Store) {
     assert_eq!(get(&store, &r).await, done);
     assert_eq!(
         store
-            .claim(&r.tenant, &r.run_id, &worker("w1"), at(10), at(40))
+            .claim_one(&r.tenant, &r.run_id, &worker("w1"), at(10), at(40))
             .await
             .unwrap(),
         ClaimOutcome::NotYet(at(15))
@@ -1252,14 +1333,7 @@ pub async fn complete_finish(store: Store) {
         ..result(AttemptOutcome::Succeeded, at(6))
     };
     let done = store
-        .complete(
-            &r.tenant,
-            &r.run_id,
-            token,
-            &res,
-            RunTransition::Finish(RunState::Succeeded),
-            None,
-        )
+        .complete(&completion(&r, token, &res, RunTransition::Finish(RunState::Succeeded)))
         .await
         .unwrap();
     assert_eq!(done.state, RunState::Succeeded);
@@ -1271,7 +1345,7 @@ pub async fn complete_finish(store: Store) {
         (Some(at(6)), Some(AttemptOutcome::Succeeded), Some(200), 7)
     );
     assert_eq!(get(&store, &r).await, done);
-    assert!(store.active_runs(&r.tenant, &r.job_id).await.unwrap().is_empty());
+    assert!(store.active_runs_of(&r.tenant, &r.job_id).await.unwrap().is_empty());
 }
 
 /// A completion with a stale or wrong token, or for a run no longer RUNNING, is Fenced and
@@ -1283,91 +1357,33 @@ pub async fn complete_with_stale_token_is_fenced_and_changes_nothing(store: Stor
     let (current, t2) = claim(&store, &r, "w2", at(60), at(90)).await;
     let fin = RunTransition::Finish(RunState::Succeeded);
     let res = store
-        .complete(
-            &r.tenant,
-            &r.run_id,
-            t1,
-            &result(AttemptOutcome::Succeeded, at(61)),
-            fin,
-            None,
-        )
+        .complete(&completion(&r, t1, &result(AttemptOutcome::Succeeded, at(61)), fin))
         .await;
     assert!(is_fenced(&res), "stale token: expected Fenced, got {res:?}");
     let res = store
-        .complete(
-            &r.tenant,
-            &r.run_id,
+        .complete(&completion(
+            &r,
             t2 + 1000,
             &result(AttemptOutcome::Succeeded, at(61)),
             fin,
-            None,
-        )
+        ))
         .await;
     assert!(is_fenced(&res), "wrong token: expected Fenced, got {res:?}");
     assert_eq!(get(&store, &r).await, current, "unchanged");
     let done = store
-        .complete(
-            &r.tenant,
-            &r.run_id,
-            t2,
-            &result(AttemptOutcome::Succeeded, at(62)),
-            fin,
-            None,
-        )
+        .complete(&completion(&r, t2, &result(AttemptOutcome::Succeeded, at(62)), fin))
         .await
         .unwrap();
     let res = store
-        .complete(
-            &r.tenant,
-            &r.run_id,
+        .complete(&completion(
+            &r,
             t2,
             &result(AttemptOutcome::Failed, at(63)),
             RunTransition::Finish(RunState::Failed),
-            None,
-        )
+        ))
         .await;
     assert!(is_fenced(&res), "run not RUNNING: expected Fenced, got {res:?}");
     assert_eq!(get(&store, &r).await, done, "unchanged");
-}
-
-/// `complete_and_ack` completes as `complete` does (whether it also removed the message
-/// depends on where the queue lives), and a stale token is fenced and changes nothing.
-pub async fn complete_and_ack_completes_like_complete(store: Store) {
-    let r = run("t1", "a", 0);
-    insert(&store, &r).await;
-    let (_, t1) = claim(&store, &r, "w1", at(2), at(32)).await;
-    let (current, t2) = claim(&store, &r, "w2", at(60), at(90)).await;
-    let receipt = Receipt("1.1".into());
-    let fin = RunTransition::Finish(RunState::Succeeded);
-    let res = store
-        .complete_and_ack(
-            &r.tenant,
-            &r.run_id,
-            t1,
-            &result(AttemptOutcome::Succeeded, at(61)),
-            fin,
-            &receipt,
-        )
-        .await;
-    assert!(is_fenced(&res), "stale token: expected Fenced, got {res:?}");
-    assert_eq!(get(&store, &r).await, current, "unchanged");
-    let (done, _acked) = store
-        .complete_and_ack(
-            &r.tenant,
-            &r.run_id,
-            t2,
-            &result(AttemptOutcome::Succeeded, at(62)),
-            fin,
-            &receipt,
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        (done.state, done.finished_at, done.lease.clone()),
-        (RunState::Succeeded, Some(at(62)), None)
-    );
-    assert_eq!(done.attempts[1].outcome, Some(AttemptOutcome::Succeeded));
-    assert_eq!(get(&store, &r).await, done);
 }
 
 /// The reaper's form: with `only_if_expired_by = Some(t)` the write is fenced unless the
@@ -1379,12 +1395,18 @@ pub async fn complete_only_if_expired_by(store: Store) {
     let lost = result(AttemptOutcome::WorkerLost, at(32));
     let retry = RunTransition::Retry { not_before: at(40) };
     let res = store
-        .complete(&r.tenant, &r.run_id, token, &lost, retry, Some(at(20)))
+        .complete(&Completion {
+            only_if_expired_by: Some(at(20)),
+            ..completion(&r, token, &lost, retry)
+        })
         .await;
     assert!(is_fenced(&res), "lease still live: expected Fenced, got {res:?}");
     assert_eq!(get(&store, &r).await, claimed, "unchanged");
     let done = store
-        .complete(&r.tenant, &r.run_id, token, &lost, retry, Some(at(35)))
+        .complete(&Completion {
+            only_if_expired_by: Some(at(35)),
+            ..completion(&r, token, &lost, retry)
+        })
         .await
         .unwrap();
     assert_eq!(done.state, RunState::Pending);
@@ -1432,14 +1454,12 @@ pub async fn cancel_terminal_run_is_unchanged(store: Store) {
     insert(&store, &r).await;
     let (_, token) = claim(&store, &r, "w1", at(2), at(32)).await;
     let done = store
-        .complete(
-            &r.tenant,
-            &r.run_id,
+        .complete(&completion(
+            &r,
             token,
             &result(AttemptOutcome::Succeeded, at(5)),
             RunTransition::Finish(RunState::Succeeded),
-            None,
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(

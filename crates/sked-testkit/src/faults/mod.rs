@@ -1,10 +1,13 @@
-//! Fault injection at the ports: [`Faulty<P>`] wraps any store, queue or clock, delegates to
-//! it, and injects the faults a [`FaultPlan`] asks for, drawn from a seeded [`SimRng`].
+//! Fault injection at the ports: [`Faulty<P>`] wraps any store, queue, work port or clock,
+//! delegates to it, and injects the faults a [`FaultPlan`] asks for, drawn from a seeded
+//! [`SimRng`].
 //!
 //! - [`store`]: a process cut off for a while, transient errors (throttling) before or after
 //!   the write took effect,
 //!   conflicts on conditional writes, and yields that let concurrent callers interleave.
 //! - [`queue`]: messages lost, duplicated, delivered late or out of order, transient errors.
+//! - [`work`]: the work port's one-transaction steps failing before they take effect, or
+//!   taking effect with their reply lost.
 //! - [`clock`]: a per-process offset (skew) from the true time, re-drawn on demand.
 //!
 //! Only faults the design claims to survive are injected. Every injected fault is counted by
@@ -16,6 +19,7 @@ pub mod clock;
 pub mod queue;
 pub mod rng;
 pub mod store;
+pub mod work;
 
 pub use rng::SimRng;
 

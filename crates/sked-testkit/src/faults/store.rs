@@ -3,14 +3,16 @@
 //!
 //! A firing (`fire`) is never answered with a lost reply: the sweeper reports the occurrences
 //! it skipped only once it knows its write took effect, and a simulation accounts for every
-//! occurrence through that report. Reads fail only before running.
+//! occurrence through that report. Reads fail only before running. In a batch (firings,
+//! claims) each item meets its own faults, as the items of the batch calls a store without
+//! transactions makes one by one would: a firing its conflict, a claim its lost reply.
 
 use super::{FaultKind, Faulty};
 use async_trait::async_trait;
-use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::Job;
 use sked_core::ports::{
-    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+    ClaimBatch, Completion, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, StoreError,
 };
 use sked_core::run::Run;
 use sked_core::timestamp::Timestamp;
@@ -19,9 +21,9 @@ fn injected(what: &str) -> StoreError {
     StoreError::Transient(format!("injected: {what}").into())
 }
 
-impl<P: JobStore + ?Sized> Faulty<P> {
+impl<P: ?Sized> Faulty<P> {
     /// Before any call: maybe interleave, maybe fail without effect.
-    async fn before(&self, op: &str) -> Result<(), StoreError> {
+    pub(super) async fn before(&self, op: &str) -> Result<(), StoreError> {
         self.chaos.maybe_yield().await;
         if self.cut_off() {
             return Err(injected(&format!("{op}: store unreachable")));
@@ -42,7 +44,7 @@ impl<P: JobStore + ?Sized> Faulty<P> {
     }
 
     /// After a write: maybe lose its reply.
-    fn after<T>(&self, op: &str, result: Result<T, StoreError>) -> Result<T, StoreError> {
+    pub(super) fn after<T>(&self, op: &str, result: Result<T, StoreError>) -> Result<T, StoreError> {
         if result.is_ok()
             && self
                 .chaos
@@ -51,6 +53,38 @@ impl<P: JobStore + ?Sized> Faulty<P> {
             return Err(injected(&format!("{op} reply lost")));
         }
         result
+    }
+
+    /// Firings written as a batch of a store without transactions would be: each may meet a
+    /// conflict of its own (and is then not written). `write` writes the others.
+    pub(super) async fn fire_each<E, F>(
+        &self,
+        firings: &[Firing],
+        write: F,
+    ) -> Result<Vec<Result<Vec<Run>, StoreError>>, E>
+    where
+        F: AsyncFnOnce(&[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, E>,
+    {
+        let raced: Vec<bool> = firings
+            .iter()
+            .map(|_| self.chaos.strike(FaultKind::StoreConflict, |p| p.store_conflict))
+            .collect();
+        let written: Vec<Firing> = firings
+            .iter()
+            .zip(&raced)
+            .filter(|(_, raced)| !**raced)
+            .map(|(f, _)| f.clone())
+            .collect();
+        let mut answers = write(&written).await?.into_iter();
+        Ok(raced
+            .iter()
+            .map(|raced| match raced {
+                true => Err(StoreError::Conflict("injected: fire raced".into())),
+                false => answers
+                    .next()
+                    .unwrap_or_else(|| Err(StoreError::Other("fire answered too few firings".into()))),
+            })
+            .collect())
     }
 }
 
@@ -71,9 +105,9 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.inner.idempotency_lookup(tenant, key).await
     }
 
-    async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
-        self.before("get_job").await?;
-        self.inner.get_job(tenant, id).await
+    async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
+        self.before("get_jobs").await?;
+        self.inner.get_jobs(ids).await
     }
 
     async fn update_job(
@@ -110,9 +144,10 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.inner.next_due_at().await
     }
 
-    async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
-        self.before_conditional("fire").await?;
-        self.inner.fire(firing).await
+    async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
+        self.before("fire").await?;
+        self.fire_each(firings, async |written: &[Firing]| self.inner.fire(written).await)
+            .await
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
@@ -136,35 +171,16 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.inner.list_runs(tenant, filter, page).await
     }
 
-    async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
+    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
         self.before("active_runs").await?;
-        self.inner.active_runs(tenant, job_id).await
+        self.inner.active_runs(jobs).await
     }
 
-    async fn claim(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<ClaimOutcome, StoreError> {
+    async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
+        // Forwarded whole, so the checks and the claims stay one step of the inner store.
         self.before("claim").await?;
-        let r = self.inner.claim(tenant, run_id, worker, now, lease_until).await;
-        self.after("claim", r)
-    }
-
-    async fn claim_many_alone(
-        &self,
-        runs: &[(TenantId, RunId)],
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
-        // Forwarded whole, so the check and the claims stay one step of the inner store.
-        self.before("claim_many_alone").await?;
-        let r = self.inner.claim_many_alone(runs, worker, now, lease_until).await;
-        self.after("claim_many_alone", r)
+        let answers = self.inner.claim(batch).await?;
+        Ok(answers.into_iter().map(|answer| self.after("claim", answer)).collect())
     }
 
     async fn heartbeat(
@@ -180,20 +196,9 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.after("heartbeat", r)
     }
 
-    async fn complete(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        token: u64,
-        result: &AttemptResult,
-        next: RunTransition,
-        only_if_expired_by: Option<Timestamp>,
-    ) -> Result<Run, StoreError> {
+    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
         self.before("complete").await?;
-        let r = self
-            .inner
-            .complete(tenant, run_id, token, result, next, only_if_expired_by)
-            .await;
+        let r = self.inner.complete(done).await;
         self.after("complete", r)
     }
 

@@ -5,8 +5,11 @@
 //! - [`queue::MemQueue`]: the dispatch queue, timed by an injected clock.
 //! - [`logs::MemLogs`]: attempt logs with a byte cap.
 //! - [`keys::MemKeys`]: API keys ([`sked_core::ports::KeyStore`]).
+//! - [`work::MemWork`]: the work port's one-transaction shape over a [`MemStore`] and a
+//!   [`MemQueue`] (each step under both their locks), as SQLite has it.
 //! - [`executor::FakeExecutor`]: a scripted executor for service tests.
-//! - [`MemPorts`]: the first three on a [`ManualClock`], as a service test wires them.
+//! - [`MemPorts`]: the first three on a [`ManualClock`], with the work port over the store
+//!   and the queue ([`sked_core::work::QueueThenStore`]), as a service test wires them.
 //!
 //! State is guarded by std `Mutex`es that are never held across an `.await`.
 
@@ -15,12 +18,14 @@ pub mod keys;
 pub mod logs;
 pub mod queue;
 pub mod store;
+pub mod work;
 
 pub use executor::FakeExecutor;
 pub use keys::MemKeys;
 pub use logs::MemLogs;
 pub use queue::MemQueue;
 pub use store::MemStore;
+pub use work::MemWork;
 
 use crate::clock::ManualClock;
 use sked_core::service::Ports;
@@ -43,12 +48,12 @@ impl MemPorts {
         let start = sked_core::timestamp::parse(start).expect("an RFC 3339 start time");
         let clock = Arc::new(ManualClock::new(start));
         let store = Arc::new(MemStore::new());
-        let ports = Ports {
-            store: store.clone(),
-            queue: Arc::new(MemQueue::new(clock.clone())),
-            logs: Arc::new(MemLogs::new()),
-            clock: clock.clone(),
-        };
+        let ports = Ports::new(
+            store.clone(),
+            Arc::new(MemQueue::new(clock.clone())),
+            Arc::new(MemLogs::new()),
+            clock.clone(),
+        );
         MemPorts { ports, clock, store }
     }
 }

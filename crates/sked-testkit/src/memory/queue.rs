@@ -30,7 +30,7 @@ pub struct MemQueue {
 
 /// The queue's contents.
 #[derive(Debug, Default)]
-struct State {
+pub(crate) struct State {
     /// One message per run.
     messages: HashMap<(TenantId, RunId), Message>,
     /// Enqueue order of the next new message.
@@ -116,10 +116,49 @@ impl MemQueue {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Leases up to `max` ready messages now; also returns when the next one becomes ready.
-    fn take_ready(&self, max: usize, visibility: Dur) -> (Vec<Delivery>, Option<Timestamp>) {
-        let now = self.clock.now();
-        let mut st = self.lock();
+    /// The queue's state, locked (for a step of [`super::MemWork`] made with the store's).
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.lock()
+    }
+
+    /// Wakes the long polls: something was just enqueued.
+    pub(crate) fn notify_enqueued(&self) {
+        self.enqueued.notify_waiters();
+    }
+
+    /// The long poll: `take` (given the clock's now; answering what it took and when the
+    /// next message becomes ready) until it takes something, waiting up to `wait`.
+    pub(crate) async fn poll<T>(
+        &self,
+        max: usize,
+        wait: Dur,
+        mut take: impl FnMut(Timestamp) -> (Vec<T>, Option<Timestamp>),
+    ) -> Vec<T> {
+        let deadline = self.clock.now() + wait.to_chrono();
+        loop {
+            // Register for the wake-up before looking, so an enqueue in between is not missed.
+            let notified = self.enqueued.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let (got, next_ready) = take(self.clock.now());
+            if !got.is_empty() || max == 0 || wait.is_zero() || self.clock.now() >= deadline {
+                return got;
+            }
+            let wake = next_ready.map_or(deadline, |t| t.min(deadline));
+            tokio::select! {
+                biased;
+                _ = notified => {}
+                _ = self.clock.sleep_until(wake) => {}
+            }
+        }
+    }
+}
+
+impl State {
+    /// Leases up to `max` messages ready at `now` for `visibility` (tenants in turns, rank
+    /// order within one); also answers when the next message not ready now becomes ready.
+    pub(crate) fn take(&mut self, now: Timestamp, max: usize, visibility: Dur) -> (Vec<Delivery>, Option<Timestamp>) {
+        let st = self;
         let mut ready: BTreeMap<TenantId, Vec<Ready<RunId>>> = BTreeMap::new();
         for ((tenant, run_id), m) in st.messages.iter().filter(|(_, m)| m.ready(now)) {
             ready.entry(tenant.clone()).or_default().push(Ready {
@@ -153,104 +192,99 @@ impl MemQueue {
                 receive_count: m.receive_count,
             });
         }
-        let next = st
-            .messages
-            .values()
-            .filter(|m| !m.ready(now))
-            .map(Message::ready_at)
-            .min();
+        let next = st.next_ready(now);
         (out, next)
     }
 
-    /// Runs `f` on the message whose current receipt is `receipt`.
-    fn with_receipt<T>(
-        &self,
-        receipt: &Receipt,
-        f: impl FnOnce(&mut State, (TenantId, RunId)) -> T,
-    ) -> Result<T, QueueError> {
-        let mut st = self.lock();
-        let key = st
-            .messages
-            .iter()
-            .find(|(_, m)| m.receipt.as_deref() == Some(receipt.0.as_str()))
-            .map(|(k, _)| k.clone())
-            .ok_or(QueueError::StaleReceipt)?;
-        Ok(f(&mut st, key))
+    /// When the next message not ready at `now` becomes ready.
+    pub(crate) fn next_ready(&self, now: Timestamp) -> Option<Timestamp> {
+        self.messages
+            .values()
+            .filter(|m| !m.ready(now))
+            .map(Message::ready_at)
+            .min()
+    }
+
+    /// Adds messages (one per run: see the module doc).
+    pub(crate) fn enqueue(&mut self, items: &[Dispatch]) {
+        let st = self;
+        for d in items {
+            let key = (d.tenant.clone(), d.run_id.clone());
+            if let Some(m) = st.messages.get_mut(&key) {
+                // A waiting message keeps the earlier time; a leased one is being handled
+                // (e.g. its run's retry is being enqueued) and takes the new time.
+                m.dispatch.not_before = if m.receipt.is_some() {
+                    d.not_before
+                } else {
+                    m.dispatch.not_before.min(d.not_before)
+                };
+                m.dispatch.priority = m.dispatch.priority.max(d.priority);
+                // A re-enqueue supersedes a live delivery: its receipt goes stale and
+                // the message is receivable again.
+                m.leased_until = None;
+                m.receipt = None;
+            } else {
+                let seq = st.next_seq;
+                st.next_seq += 1;
+                st.messages.insert(
+                    key,
+                    Message {
+                        dispatch: d.clone(),
+                        seq,
+                        leased_until: None,
+                        receipt: None,
+                        receive_count: 0,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The message `receipt` is the current delivery of.
+    fn delivered(&mut self, receipt: &Receipt) -> Option<&mut Message> {
+        self.messages
+            .values_mut()
+            .find(|m| m.receipt.as_deref() == Some(receipt.0.as_str()))
+    }
+
+    /// Keeps the delivered message invisible until `until`; whether `receipt` was current.
+    pub(crate) fn extend(&mut self, receipt: &Receipt, until: Timestamp) -> bool {
+        self.delivered(receipt).map(|m| m.leased_until = Some(until)).is_some()
+    }
+
+    /// Removes the delivered message; whether `receipt` was current.
+    pub(crate) fn ack(&mut self, receipt: &Receipt) -> bool {
+        let key = self
+            .delivered(receipt)
+            .map(|m| (m.dispatch.tenant.clone(), m.dispatch.run_id.clone()));
+        key.is_some_and(|key| self.messages.remove(&key).is_some())
     }
 }
 
 #[async_trait]
 impl DispatchQueue for MemQueue {
     async fn enqueue(&self, items: &[Dispatch]) -> Result<(), QueueError> {
-        {
-            let mut st = self.lock();
-            for d in items {
-                let key = (d.tenant.clone(), d.run_id.clone());
-                if let Some(m) = st.messages.get_mut(&key) {
-                    // A waiting message keeps the earlier time; a leased one is being handled
-                    // (e.g. its run's retry is being enqueued) and takes the new time.
-                    m.dispatch.not_before = if m.receipt.is_some() {
-                        d.not_before
-                    } else {
-                        m.dispatch.not_before.min(d.not_before)
-                    };
-                    m.dispatch.priority = m.dispatch.priority.max(d.priority);
-                    // A re-enqueue supersedes a live delivery: its receipt goes stale and
-                    // the message is receivable again.
-                    m.leased_until = None;
-                    m.receipt = None;
-                } else {
-                    let seq = st.next_seq;
-                    st.next_seq += 1;
-                    st.messages.insert(
-                        key,
-                        Message {
-                            dispatch: d.clone(),
-                            seq,
-                            leased_until: None,
-                            receipt: None,
-                            receive_count: 0,
-                        },
-                    );
-                }
-            }
-        }
+        self.lock().enqueue(items);
         self.enqueued.notify_waiters();
         Ok(())
     }
 
     async fn receive(&self, max: usize, visibility: Dur, wait: Dur) -> Result<Vec<Delivery>, QueueError> {
-        let deadline = self.clock.now() + wait.to_chrono();
-        loop {
-            // Register for the wake-up before looking, so an enqueue in between is not missed.
-            let notified = self.enqueued.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let (got, next_ready) = self.take_ready(max, visibility);
-            if !got.is_empty() || max == 0 || wait.is_zero() || self.clock.now() >= deadline {
-                return Ok(got);
-            }
-            let wake = next_ready.map_or(deadline, |t| t.min(deadline));
-            tokio::select! {
-                biased;
-                _ = notified => {}
-                _ = self.clock.sleep_until(wake) => {}
-            }
-        }
+        Ok(self.poll(max, wait, |now| self.lock().take(now, max, visibility)).await)
     }
 
     async fn extend(&self, receipt: &Receipt, visibility: Dur) -> Result<(), QueueError> {
         let until = self.clock.now() + visibility.to_chrono();
-        self.with_receipt(receipt, |st, key| {
-            if let Some(m) = st.messages.get_mut(&key) {
-                m.leased_until = Some(until);
-            }
-        })
+        match self.lock().extend(receipt, until) {
+            true => Ok(()),
+            false => Err(QueueError::StaleReceipt),
+        }
     }
 
     async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError> {
-        self.with_receipt(receipt, |st, key| {
-            st.messages.remove(&key);
-        })
+        match self.lock().ack(receipt) {
+            true => Ok(()),
+            false => Err(QueueError::StaleReceipt),
+        }
     }
 }

@@ -7,12 +7,13 @@
 //! is one critical section, which is what makes `create_jobs` and `fire` atomic.
 
 use async_trait::async_trait;
-use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
-use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
+use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
 use sked_core::ports::QuotaStore;
 use sked_core::ports::store::{
-    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+    ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
+    StoreError,
 };
 use sked_core::quota::{self, Quota};
 use sked_core::run::{Run, RunState};
@@ -29,7 +30,7 @@ pub struct MemStore {
 
 /// The store's tables.
 #[derive(Debug, Default)]
-struct State {
+pub(crate) struct State {
     /// Jobs by (tenant, id); the BTreeMap keeps them in listing order.
     jobs: BTreeMap<(TenantId, JobId), Job>,
     /// Runs by (tenant, run id).
@@ -71,6 +72,13 @@ impl State {
     }
 }
 
+impl State {
+    /// A run, to change in place.
+    pub(crate) fn run_mut(&mut self, tenant: &TenantId, run_id: &RunId) -> Option<&mut Run> {
+        self.runs.get_mut(&(tenant.clone(), run_id.clone()))
+    }
+}
+
 impl MemStore {
     /// An empty store.
     pub fn new() -> Self {
@@ -85,6 +93,11 @@ impl MemStore {
     /// Every run stored (all tenants), for invariant checks in simulations.
     pub fn all_runs(&self) -> Vec<Run> {
         self.lock().runs.values().cloned().collect()
+    }
+
+    /// The store's state, locked (for a step of [`super::MemWork`] made with the queue's).
+    pub(crate) fn lock_state(&self) -> MutexGuard<'_, State> {
+        self.lock()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -196,8 +209,9 @@ impl JobStore for MemStore {
         Ok(self.lock().idempotency.get(&(tenant.clone(), key.to_string())).cloned())
     }
 
-    async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
-        Ok(self.lock().jobs.get(&(tenant.clone(), id.clone())).cloned())
+    async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
+        let st = self.lock();
+        Ok(ids.iter().map(|key| st.jobs.get(key).cloned()).collect())
     }
 
     async fn update_job(
@@ -281,29 +295,9 @@ impl JobStore for MemStore {
             .min())
     }
 
-    async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
+    async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
         let mut st = self.lock();
-        let key = (firing.tenant.clone(), firing.job_id.clone());
-        let job = st.jobs.get(&key).ok_or(StoreError::NotFound)?;
-        if !firing.still_applies_to(job) {
-            return Err(conflict(format!("job {} moved on", firing.job_id)));
-        }
-        for id in &firing.cancel {
-            if let Some(run) = st.runs.get_mut(&(firing.tenant.clone(), id.clone())) {
-                run.request_cancel(firing.at, REPLACED);
-            }
-        }
-        let mut inserted = Vec::new();
-        for run in &firing.runs {
-            let k = (run.tenant.clone(), run.run_id.clone());
-            if let std::collections::hash_map::Entry::Vacant(slot) = st.runs.entry(k) {
-                inserted.push(slot.insert(trunc_run(run)).clone());
-            }
-        }
-        let job = st.jobs.get_mut(&key).ok_or(StoreError::NotFound)?;
-        job.next_fire_at = firing.next_fire_at.map(trunc_ms);
-        job.state = firing.state;
-        Ok(inserted)
+        Ok(firings.iter().map(|firing| fire_locked(&mut st, firing)).collect())
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
@@ -355,43 +349,18 @@ impl JobStore for MemStore {
         Ok(Page { items, next_cursor })
     }
 
-    async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
-        Ok(active_locked(&self.lock(), tenant, job_id))
+    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+        let st = self.lock();
+        Ok(jobs
+            .iter()
+            .map(|(tenant, job_id)| active_locked(&st, tenant, job_id))
+            .collect())
     }
 
-    async fn claim(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<ClaimOutcome, StoreError> {
-        claim_locked(&mut self.lock(), tenant, run_id, worker, now, lease_until)
-    }
-
-    async fn claim_many_alone(
-        &self,
-        runs: &[(TenantId, RunId)],
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<Vec<Result<ClaimOutcome, StoreError>>, StoreError> {
-        // The check and the claims under one lock, as a transaction would make them.
+    async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
+        // The whole batch under one lock, as a transaction would make it.
         let mut st = self.lock();
-        let mut out = Vec::with_capacity(runs.len());
-        for (tenant, run_id) in runs {
-            let active = match run_id.parts() {
-                Some((job_id, _)) => active_locked(&st, tenant, &job_id),
-                None => Vec::new(),
-            };
-            if let Some(until) = another_run_leased_until(&active, run_id, now) {
-                out.push(Ok(ClaimOutcome::Leased(until)));
-                continue;
-            }
-            out.push(claim_locked(&mut st, tenant, run_id, worker, now, lease_until));
-        }
-        Ok(out)
+        claim_batch(&mut Locked(&mut st), batch)
     }
 
     async fn heartbeat(
@@ -411,21 +380,13 @@ impl JobStore for MemStore {
         Ok(run.clone())
     }
 
-    async fn complete(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        token: u64,
-        result: &AttemptResult,
-        next: RunTransition,
-        only_if_expired_by: Option<Timestamp>,
-    ) -> Result<Run, StoreError> {
+    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
         let mut st = self.lock();
         let run = st
             .runs
-            .get_mut(&(tenant.clone(), run_id.clone()))
+            .get_mut(&(done.tenant.clone(), done.run_id.clone()))
             .ok_or(StoreError::NotFound)?;
-        run.finish_attempt(token, result, next, only_if_expired_by)?;
+        run.finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
         Ok(run.clone())
     }
 
@@ -470,7 +431,56 @@ impl JobStore for MemStore {
     }
 }
 
-/// [`JobStore::active_runs`] on the locked state.
+/// One firing ([`JobStore::fire`]) on the locked state.
+pub(crate) fn fire_locked(st: &mut State, firing: &Firing) -> Result<Vec<Run>, StoreError> {
+    let key = (firing.tenant.clone(), firing.job_id.clone());
+    let job = st.jobs.get(&key).ok_or(StoreError::NotFound)?;
+    if !firing.still_applies_to(job) {
+        return Err(conflict(format!("job {} moved on", firing.job_id)));
+    }
+    for id in &firing.cancel {
+        if let Some(run) = st.runs.get_mut(&(firing.tenant.clone(), id.clone())) {
+            run.request_cancel(firing.at, REPLACED);
+        }
+    }
+    let mut inserted = Vec::new();
+    for run in &firing.runs {
+        let k = (run.tenant.clone(), run.run_id.clone());
+        if let std::collections::hash_map::Entry::Vacant(slot) = st.runs.entry(k) {
+            inserted.push(slot.insert(trunc_run(run)).clone());
+        }
+    }
+    let job = st.jobs.get_mut(&key).ok_or(StoreError::NotFound)?;
+    job.next_fire_at = firing.next_fire_at.map(trunc_ms);
+    job.state = firing.state;
+    Ok(inserted)
+}
+
+/// The locked state as a claim's transaction.
+pub(crate) struct Locked<'a>(pub(crate) &'a mut State);
+
+impl ClaimTx for Locked<'_> {
+    type Error = StoreError;
+
+    fn job(&mut self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
+        Ok(self.0.jobs.get(&(tenant.clone(), id.clone())).cloned())
+    }
+
+    fn active_runs(&mut self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
+        Ok(active_locked(self.0, tenant, job_id))
+    }
+
+    fn claim_run(
+        &mut self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        batch: &ClaimBatch,
+    ) -> Result<Result<ClaimOutcome, StoreError>, StoreError> {
+        Ok(claim_locked(self.0, tenant, run_id, batch))
+    }
+}
+
+/// [`JobStore::active_runs`] of one job on the locked state.
 fn active_locked(st: &State, tenant: &TenantId, job_id: &JobId) -> Vec<Run> {
     let mut runs: Vec<Run> = st
         .runs
@@ -487,10 +497,9 @@ fn claim_locked(
     st: &mut State,
     tenant: &TenantId,
     run_id: &RunId,
-    worker: &WorkerId,
-    now: Timestamp,
-    lease_until: Timestamp,
+    batch: &ClaimBatch,
 ) -> Result<ClaimOutcome, StoreError> {
+    let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
     let next_token = st.last_token + 1;
     let key = (tenant.clone(), run_id.clone());
     let mut run = st.runs.get(&key).cloned().ok_or(StoreError::NotFound)?;
@@ -505,7 +514,7 @@ fn claim_locked(
     {
         return Ok(ClaimOutcome::AtCapacity);
     }
-    run.start_attempt(worker, now, lease_until, next_token);
+    run.start_attempt(&batch.worker, now, lease_until, next_token);
     st.runs.insert(key, run.clone());
     st.last_token = next_token;
     Ok(ClaimOutcome::Claimed { run, token: next_token })

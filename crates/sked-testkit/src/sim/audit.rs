@@ -1,16 +1,20 @@
 //! [`AuditStore`]: sits between the faulty store and the real one and checks, call by call,
 //! the fencing rules against its own model of who holds each run — independent of the
 //! store's code, so a store (or lifecycle rule) that lets a fenced-off write through is caught.
+//! [`AuditWork`] does the same for a one-transaction work port, whose steps write the store
+//! directly, into the same record.
 //!
 //! It also journals what moves a job's `next_fire_at` (creations, firings, user updates), from
 //! which [`super::check`] accounts for every occurrence. Nothing here injects faults.
 
 use async_trait::async_trait;
 use futures::FutureExt;
-use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::duration::Dur;
+use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::Job;
 use sked_core::ports::{
-    AttemptResult, ClaimOutcome, Firing, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition, StoreError,
+    ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, JobStoreExt, Page, PageRequest,
+    Receipt, ReceiveRequest, Received, RunFilter, Settlement, StoreError, WorkError, WorkPort,
 };
 use sked_core::run::Run;
 use sked_core::timestamp::Timestamp;
@@ -54,6 +58,89 @@ pub struct AuditLog {
     pub fenced_writes: u64,
     /// Live leases by run.
     leases: BTreeMap<(TenantId, RunId), Held>,
+}
+
+impl AuditLog {
+    /// A firing that took effect.
+    pub fn saw_firing(&mut self, firing: &Firing) {
+        self.job_events
+            .entry((firing.tenant.clone(), firing.job_id.clone()))
+            .or_default()
+            .push(JobEvent::Fired(firing.clone()));
+    }
+
+    /// The answer of one claim of `batch`.
+    pub fn saw_claim(&mut self, tenant: &TenantId, run_id: &RunId, batch: &ClaimBatch, outcome: &ClaimOutcome) {
+        let key = (tenant.clone(), run_id.clone());
+        let (worker, now) = (&batch.worker, batch.now);
+        match outcome {
+            ClaimOutcome::Claimed { run, token } => {
+                if let Some(prev) = self.leases.get(&key).copied()
+                    && prev.expires_at >= now
+                {
+                    self.violations.push(format!(
+                        "two live leases on {run_id}: token {} until {} and {worker}'s token {token} claimed at {now}",
+                        prev.token, prev.expires_at
+                    ));
+                }
+                if run.attempt_count() > run.max_attempts {
+                    self.violations.push(format!(
+                        "{run_id}: attempt {} started but only {} are allowed",
+                        run.attempt_count(),
+                        run.max_attempts
+                    ));
+                }
+                let expires_at = run.lease.as_ref().map_or(batch.lease_until, |l| l.expires_at);
+                self.leases.insert(
+                    key,
+                    Held {
+                        token: *token,
+                        expires_at,
+                    },
+                );
+            }
+            ClaimOutcome::Terminal(_) => {
+                self.leases.remove(&key);
+            }
+            _ => {}
+        }
+    }
+
+    /// A renewal of `token`'s lease at `now` that the store accepted (`run` as it answered).
+    pub fn saw_heartbeat(&mut self, run: &Run, token: u64, now: Timestamp, lease_until: Timestamp) {
+        let key = (run.tenant.clone(), run.run_id.clone());
+        let run_id = &run.run_id;
+        match self.leases.get(&key).copied() {
+            Some(held) if held.token == token && held.expires_at >= now => {
+                let expires_at = run.lease.as_ref().map_or(lease_until, |l| l.expires_at);
+                self.leases.insert(key, Held { token, expires_at });
+            }
+            other => self.violations.push(format!(
+                "{run_id}: lease renewed with token {token} at {now}, but the live lease is {other:?}"
+            )),
+        }
+    }
+
+    /// What the store answered to a completion.
+    pub fn saw_completion<T>(&mut self, done: &Completion, answer: &Result<T, StoreError>) {
+        let key = (done.tenant.clone(), done.run_id.clone());
+        let (run_id, token) = (&done.run_id, done.token);
+        match answer {
+            Ok(_) => {
+                match self.leases.get(&key).copied() {
+                    Some(held)
+                        if held.token == token && done.only_if_expired_by.is_none_or(|t| held.expires_at < t) => {}
+                    other => self.violations.push(format!(
+                        "{run_id}: completion ({}) accepted from a fenced-off token {token}; the live lease is {other:?}",
+                        done.result.outcome
+                    )),
+                }
+                self.leases.remove(&key);
+            }
+            Err(StoreError::Fenced) => self.fenced_writes += 1,
+            Err(_) => {}
+        }
+    }
 }
 
 /// A [`JobStore`] that checks and journals every call to the store it wraps.
@@ -113,8 +200,8 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         self.inner.idempotency_lookup(tenant, key).await
     }
 
-    async fn get_job(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
-        self.inner.get_job(tenant, id).await
+    async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
+        self.inner.get_jobs(ids).await
     }
 
     async fn update_job(
@@ -157,16 +244,15 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         self.inner.next_due_at().await
     }
 
-    async fn fire(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
-        let r = self.inner.fire(firing).await;
-        if r.is_ok() {
-            self.log()
-                .job_events
-                .entry((firing.tenant.clone(), firing.job_id.clone()))
-                .or_default()
-                .push(JobEvent::Fired(firing.clone()));
+    async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
+        let answers = self.inner.fire(firings).await?;
+        let mut log = self.log();
+        for (firing, answer) in firings.iter().zip(&answers) {
+            if answer.is_ok() {
+                log.saw_firing(firing);
+            }
         }
-        r
+        Ok(answers)
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
@@ -186,53 +272,19 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         self.inner.list_runs(tenant, filter, page).await
     }
 
-    async fn active_runs(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
-        self.inner.active_runs(tenant, job_id).await
+    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+        self.inner.active_runs(jobs).await
     }
 
-    async fn claim(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        worker: &WorkerId,
-        now: Timestamp,
-        lease_until: Timestamp,
-    ) -> Result<ClaimOutcome, StoreError> {
-        let r = self.inner.claim(tenant, run_id, worker, now, lease_until).await;
-        let key = (tenant.clone(), run_id.clone());
+    async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
+        let answers = self.inner.claim(batch).await?;
         let mut log = self.log();
-        match &r {
-            Ok(ClaimOutcome::Claimed { run, token }) => {
-                if let Some(prev) = log.leases.get(&key).copied()
-                    && prev.expires_at >= now
-                {
-                    log.violations.push(format!(
-                        "two live leases on {run_id}: token {} until {} and {worker}'s token {token} claimed at {now}",
-                        prev.token, prev.expires_at
-                    ));
-                }
-                if run.attempt_count() > run.max_attempts {
-                    log.violations.push(format!(
-                        "{run_id}: attempt {} started but only {} are allowed",
-                        run.attempt_count(),
-                        run.max_attempts
-                    ));
-                }
-                let expires_at = run.lease.as_ref().map_or(lease_until, |l| l.expires_at);
-                log.leases.insert(
-                    key,
-                    Held {
-                        token: *token,
-                        expires_at,
-                    },
-                );
+        for ((tenant, run_id), answer) in batch.runs.iter().zip(&answers) {
+            if let Ok(JobClaim::Claimed(outcome, _)) = answer {
+                log.saw_claim(tenant, run_id, batch, outcome);
             }
-            Ok(ClaimOutcome::Terminal(_)) => {
-                log.leases.remove(&key);
-            }
-            _ => {}
         }
-        r
+        Ok(answers)
     }
 
     async fn heartbeat(
@@ -245,51 +297,14 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
     ) -> Result<Run, StoreError> {
         let r = self.inner.heartbeat(tenant, run_id, token, now, lease_until).await;
         if let Ok(run) = &r {
-            let key = (tenant.clone(), run_id.clone());
-            let mut log = self.log();
-            match log.leases.get(&key).copied() {
-                Some(held) if held.token == token && held.expires_at >= now => {
-                    let expires_at = run.lease.as_ref().map_or(lease_until, |l| l.expires_at);
-                    log.leases.insert(key, Held { token, expires_at });
-                }
-                other => log.violations.push(format!(
-                    "{run_id}: lease renewed with token {token} at {now}, but the live lease is {other:?}"
-                )),
-            }
+            self.log().saw_heartbeat(run, token, now, lease_until);
         }
         r
     }
 
-    async fn complete(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        token: u64,
-        result: &AttemptResult,
-        next: RunTransition,
-        only_if_expired_by: Option<Timestamp>,
-    ) -> Result<Run, StoreError> {
-        let r = self
-            .inner
-            .complete(tenant, run_id, token, result, next, only_if_expired_by)
-            .await;
-        let key = (tenant.clone(), run_id.clone());
-        let mut log = self.log();
-        match &r {
-            Ok(_) => {
-                match log.leases.get(&key).copied() {
-                    Some(held)
-                        if held.token == token && only_if_expired_by.is_none_or(|t| held.expires_at < t) => {}
-                    other => log.violations.push(format!(
-                        "{run_id}: completion ({}) accepted from a fenced-off token {token}; the live lease is {other:?}",
-                        result.outcome
-                    )),
-                }
-                log.leases.remove(&key);
-            }
-            Err(StoreError::Fenced) => log.fenced_writes += 1,
-            Err(_) => {}
-        }
+    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
+        let r = self.inner.complete(done).await;
+        self.log().saw_completion(done, &r);
         r
     }
 
@@ -309,5 +324,107 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
 
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         self.inner.stale_pending(ready_before, limit).await
+    }
+}
+
+/// A [`WorkPort`] that checks and journals, as [`AuditStore`] does, the store writes made by
+/// the steps of the one it wraps (a one-transaction port writes the store without going
+/// through the audited [`JobStore`]): firings, claims, renewals and completions.
+pub struct AuditWork<W: ?Sized> {
+    /// The real work port.
+    inner: Arc<W>,
+    /// The record it shares with the [`AuditStore`] of the same store.
+    log: Arc<Mutex<AuditLog>>,
+}
+
+impl<S: ?Sized> AuditStore<S> {
+    /// An audit of `work`, a work port over the store this audits, recording in the same log.
+    pub fn work<W: WorkPort + ?Sized>(&self, work: Arc<W>) -> AuditWork<W> {
+        AuditWork {
+            inner: work,
+            log: self.log.clone(),
+        }
+    }
+}
+
+impl<W: ?Sized> AuditWork<W> {
+    fn log(&self) -> MutexGuard<'_, AuditLog> {
+        self.log.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[async_trait]
+impl<W: WorkPort + ?Sized> WorkPort for AuditWork<W> {
+    async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, WorkError> {
+        let answers = self.inner.fire(firings).await?;
+        let mut log = self.log();
+        for (firing, answer) in firings.iter().zip(&answers) {
+            if answer.is_ok() {
+                log.saw_firing(firing);
+            }
+        }
+        Ok(answers)
+    }
+
+    async fn receive(&self, request: &ReceiveRequest) -> Result<Vec<Received>, WorkError> {
+        let received = self.inner.receive(request).await?;
+        let mut log = self.log();
+        for r in &received {
+            let Ok(JobClaim::Claimed(outcome, _)) = &r.claim else {
+                continue;
+            };
+            // The claim's instant and lease, as the claimed run records them.
+            let (now, lease_until) = match outcome {
+                ClaimOutcome::Claimed { run, .. } => match (run.attempts.last(), &run.lease) {
+                    (Some(attempt), Some(lease)) => (attempt.started_at, lease.expires_at),
+                    _ => {
+                        log.violations
+                            .push(format!("{}: claimed without an attempt and a lease", run.run_id));
+                        continue;
+                    }
+                },
+                _ => (Timestamp::MIN_UTC, Timestamp::MIN_UTC),
+            };
+            let batch = ClaimBatch {
+                runs: Vec::new(),
+                worker: request.worker.clone(),
+                now,
+                lease_until,
+                read_jobs: true,
+                hold: request.hold.clone(),
+                alone: false,
+            };
+            log.saw_claim(
+                &r.delivery.dispatch.tenant,
+                &r.delivery.dispatch.run_id,
+                &batch,
+                outcome,
+            );
+        }
+        Ok(received)
+    }
+
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        receipt: &Receipt,
+        lease: Dur,
+    ) -> Result<(Run, Timestamp), WorkError> {
+        let (run, until) = self.inner.heartbeat(tenant, run_id, token, receipt, lease).await?;
+        self.log().saw_heartbeat(&run, token, until - lease.to_chrono(), until);
+        Ok((run, until))
+    }
+
+    async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
+        let answer = self.inner.complete(settlement).await;
+        let seen: Result<(), StoreError> = match &answer {
+            Ok(_) => Ok(()),
+            Err(WorkError::Store(StoreError::Fenced)) => Err(StoreError::Fenced),
+            Err(e) => Err(StoreError::Other(e.to_string().into())),
+        };
+        self.log().saw_completion(&settlement.completion, &seen);
+        answer
     }
 }

@@ -11,8 +11,10 @@
 //! - [`trace`]: the event log and its digest.
 //!
 //! Services are driven step by step (`Sweeper::sweep_once`, `Reaper::reap_once`,
-//! `Worker::receive`, `Worker::claim_batch`, `Worker::run_claimed`), never through their `run`
-//! loops, and nothing here reads the wall clock or the system's randomness.
+//! `Worker::take_work`, `Worker::run_claimed`), never through their `run` loops, and nothing
+//! here reads the wall clock or the system's randomness. Workers take work through both
+//! shapes of the work port: the store and the queue in turn (as DynamoDB with SQS), and one
+//! transaction per step (as SQLite), each with its faults.
 
 pub mod audit;
 pub mod check;
@@ -51,6 +53,11 @@ pub struct SimConfig {
     /// How many tenants the jobs are spread over (job `j<n>` in tenant `n % tenants`): one,
     /// two or three by the seed (`1 + seed % 3`), so the queue's turns are checked too.
     pub tenants: u64,
+    /// Whether every other worker (w1, w3, …) takes its work through the one-transaction
+    /// shape of the work port ([`crate::memory::MemWork`], the steps SQLite's port runs),
+    /// the others through the store and the queue in turn (on by default; no draw from the
+    /// seeded stream).
+    pub one_transaction_workers: bool,
 }
 
 impl SimConfig {
@@ -67,6 +74,7 @@ impl SimConfig {
             race_api_with_sweeps: true,
             trace_lines: trace::KEPT,
             tenants: 1 + seed % 3,
+            one_transaction_workers: true,
         }
     }
 }

@@ -9,7 +9,7 @@
 //! and the system must bring every run to an end. Invariants are checked after every step
 //! ([`super::check`]) and at the end.
 
-use super::audit::AuditStore;
+use super::audit::{AuditStore, AuditWork};
 use super::check::{self, Checker};
 use super::driver::Driver;
 use super::payload::{ExecLog, RecordingExecutor};
@@ -17,13 +17,13 @@ use super::trace::Trace;
 use super::{SimConfig, SimReport};
 use crate::clock::ManualClock;
 use crate::faults::{Chaos, FaultKind, Faulty, SimRng};
-use crate::memory::{MemLogs, MemQueue, MemStore};
+use crate::memory::{MemLogs, MemQueue, MemStore, MemWork};
 use async_trait::async_trait;
 use futures::FutureExt;
 use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, TenantId, WorkerId};
-use sked_core::ports::{Clock, Delivery, Dispatch, DispatchQueue, JobStore, QueueError, Receipt};
+use sked_core::ports::{Clock, Delivery, Dispatch, DispatchQueue, JobStoreExt, QueueError, Receipt};
 use sked_core::run::Run;
 use sked_core::service::fire::SkippedOccurrence;
 use sked_core::service::jobs::NewJob;
@@ -55,6 +55,8 @@ struct SimWorker {
     clock: Arc<Faulty<ManualClock>>,
     /// Its view of the store (it may be cut off alone).
     store: Arc<Faulty<Store>>,
+    /// Its one-transaction work port, if it has one (cut off with its store).
+    work: Option<Arc<Faulty<AuditWork<MemWork>>>>,
     /// False once crashed.
     alive: bool,
     /// Paused until then.
@@ -157,12 +159,7 @@ impl World {
         let api_clock = process_clock();
         let reaper_clock = process_clock();
         let sweeper_clocks = [process_clock(), process_clock()];
-        let ports = |clock: Arc<Faulty<ManualClock>>| Ports {
-            store: store.clone(),
-            queue: queue.clone(),
-            logs: logs.clone(),
-            clock,
-        };
+        let ports = |clock: Arc<Faulty<ManualClock>>| Ports::new(store.clone(), queue.clone(), logs.clone(), clock);
         let api = Sked::new(ports(api_clock.clone()), SkedConfig::default(), SweepSignal::default());
         let reaper = Reaper::new(
             ports(reaper_clock.clone()),
@@ -230,12 +227,7 @@ impl World {
     }
 
     fn ports(&self, clock: Arc<dyn Clock>) -> Ports {
-        Ports {
-            store: self.store.clone(),
-            queue: self.queue.clone(),
-            logs: self.logs.clone(),
-            clock,
-        }
+        Ports::new(self.store.clone(), self.queue.clone(), self.logs.clone(), clock)
     }
 
     /// Runs the whole script and reports.
@@ -300,12 +292,13 @@ impl World {
     /// A sweeper process (sometimes two at once, sometimes one that dies before enqueueing).
     fn sweeper(&self, which: usize, crash: bool) -> Sweeper {
         let clock: Arc<dyn Clock> = self.sweeper_clocks[which].clone();
-        let mut ports = self.ports(clock);
+        let mut ports = self.ports(clock.clone());
         if crash {
-            ports.queue = Arc::new(DeadOnEnqueue {
+            let queue = Arc::new(DeadOnEnqueue {
                 inner: self.queue.clone(),
                 chaos: self.chaos.clone(),
             });
+            ports = Ports::new(self.store.clone(), queue, self.logs.clone(), clock);
         }
         let skips = self.skips.clone();
         Sweeper::new(ports, SweepSignal::default(), SweeperConfig::default()).with_skip_sink(Arc::new(move |s| {
@@ -348,15 +341,10 @@ impl World {
                 continue;
             }
             let worker = w.worker.clone();
-            let got = self.driver.block_on(worker.receive(room));
-            match got {
-                Ok(deliveries) => {
-                    for d in &deliveries {
-                        self.log(format!("w{i} got {} #{}", d.dispatch.run_id, d.receive_count));
-                    }
-                    // As `Worker::run` does: the batch is claimed in one store call, then
-                    // each claimed attempt runs as its own task.
-                    let claimed = self.driver.block_on(worker.claim_batch(deliveries));
+            // As `Worker::run` does: a batch received and claimed, then each claimed attempt
+            // runs as its own task.
+            match self.driver.block_on(worker.take_work(room, Dur::ZERO)) {
+                Ok(claimed) => {
                     for attempt in claimed {
                         self.log(format!("w{i} claimed {}", attempt.run().run_id));
                         let (worker, stop) = (worker.clone(), self.workers[i].shutdown.clone());
@@ -406,6 +394,9 @@ impl World {
             let ms = self.rng.range(3_000, 2 * LEASE.as_millis() as u64);
             let until = self.now() + chrono::Duration::milliseconds(ms as i64);
             self.workers[i].store.partition(until);
+            if let Some(work) = &self.workers[i].work {
+                work.partition(until);
+            }
             self.log(format!("w{i} cut off from the store for {ms} ms"));
         }
         if self.rng.chance(0.01) {
@@ -444,13 +435,23 @@ impl World {
         config.max_clock_skew = Dur::millis(self.config.faults.max_skew_ms);
         config.concurrency = self.rng.range(1, 4) as usize;
         let store = Arc::new(Faulty::new(self.audit.clone(), self.chaos.clone()));
-        let mut ports = self.ports(clock.clone());
-        ports.store = store.clone();
+        let mut ports = Ports::new(store.clone(), self.queue.clone(), self.logs.clone(), clock.clone());
+        let work = (self.config.one_transaction_workers && i % 2 == 1).then(|| {
+            let work = MemWork::new(self.mem.clone(), self.mem_queue.clone(), clock.clone());
+            Arc::new(Faulty::new(
+                Arc::new(self.audit.work(Arc::new(work))),
+                self.chaos.clone(),
+            ))
+        });
+        if let Some(work) = &work {
+            ports.work = work.clone();
+        }
         let worker = Worker::new(ports, executor, config);
         self.workers.push(SimWorker {
             worker: Arc::new(worker),
             clock,
             store,
+            work,
             alive: true,
             frozen_until: None,
             shutdown: CancellationToken::new(),

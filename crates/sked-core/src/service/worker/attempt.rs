@@ -11,7 +11,9 @@ use super::completion::Ended;
 use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::job::Job;
-use crate::ports::{Delivery, ExecRequest, ExecResult, LogKey, LogLine, LogSummary, LogWriter, StopReason, StoreError};
+use crate::ports::{
+    Delivery, ExecRequest, ExecResult, LogKey, LogLine, LogSummary, LogWriter, StopReason, StoreError, WorkError,
+};
 use crate::run::Run;
 use crate::timestamp::{self, Timestamp};
 use tokio::sync::{mpsc, watch};
@@ -31,7 +33,7 @@ enum Beat {
 }
 
 impl Worker {
-    /// Runs an attempt [`Worker::claim_batch`] claimed to its end (heartbeats, timeout,
+    /// Runs an attempt [`Worker::take_work`] claimed to its end (heartbeats, timeout,
     /// completion).
     pub async fn run_claimed(&self, attempt: ClaimedAttempt, shutdown: CancellationToken) {
         let ClaimedAttempt {
@@ -163,24 +165,17 @@ impl Worker {
 
     /// Renews the store lease and the queue lease.
     async fn heartbeat(&self, delivery: &Delivery, run: &Run, token: u64) -> Beat {
-        let now = timestamp::trunc_ms(self.ports.clock.now());
-        let until = now + self.config.lease.to_chrono();
-        match self
+        let renewed = self
             .ports
-            .store
-            .heartbeat(&run.tenant, &run.run_id, token, now, until)
-            .await
-        {
-            Ok(current) => {
-                if let Err(e) = self.ports.queue.extend(&delivery.receipt, self.config.lease).await {
-                    tracing::debug!(run_id = %run.run_id, error = %e, "queue lease not extended");
-                }
-                Beat::Renewed {
-                    until,
-                    cancel: current.cancel_requested,
-                }
-            }
-            Err(StoreError::Fenced) => Beat::Fenced,
+            .work
+            .heartbeat(&run.tenant, &run.run_id, token, &delivery.receipt, self.config.lease)
+            .await;
+        match renewed {
+            Ok((current, until)) => Beat::Renewed {
+                until,
+                cancel: current.cancel_requested,
+            },
+            Err(WorkError::Store(StoreError::Fenced)) => Beat::Fenced,
             Err(e) => {
                 tracing::warn!(run_id = %run.run_id, error = %e, "heartbeat failed; will retry");
                 Beat::Failed

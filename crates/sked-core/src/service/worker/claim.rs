@@ -1,20 +1,25 @@
-//! A received batch's claim ([`Worker::claim_batch`]): one store call claims the runs and
-//! reads their jobs, except runs whose job's overlap policy is checked at claim time
-//! (`queue_one` always; `forbid` and `replace` where runs are fired ahead), which are held
-//! back, checked, and claimed in a second call — `queue_one` runs on condition that no other
-//! run of their job is running. Every answer is dealt with here (acked, deferred, requeued,
-//! failed for want of a job); what may start is returned as [`ClaimedAttempt`]s.
+//! A received batch's claim ([`Worker::take_work`]): the receive claims the runs and reads
+//! their jobs ([`crate::ports::WorkPort::receive`]), except runs whose job's overlap policy is
+//! checked at claim time (`queue_one` always; `forbid` and `replace` where runs are fired
+//! ahead), which are held back, checked, and claimed in a second batch — `queue_one` runs on
+//! condition that no other run of their job is running. Every answer is dealt with here
+//! (acked, deferred, requeued, failed for want of a job); what may start is returned as
+//! [`ClaimedAttempt`]s.
 
 use super::Worker;
+use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ids::{RunId, TenantId};
+use crate::ids::RunId;
 use crate::job::{Job, Overlap};
 use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
-use crate::ports::{AttemptResult, ClaimOutcome, Delivery, JobClaim, RunTransition, StoreError};
+use crate::ports::{
+    AttemptResult, ClaimBatch, ClaimOutcome, Completion, Delivery, JobClaim, JobStoreExt, ReceiveRequest, Received,
+    RunTransition, Settlement, StoreError,
+};
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
 use crate::timestamp::{self, Timestamp};
 
-/// An attempt [`Worker::claim_batch`] started: run it with [`Worker::run_claimed`].
+/// An attempt [`Worker::take_work`] started: run it with [`Worker::run_claimed`].
 #[derive(Debug)]
 pub struct ClaimedAttempt {
     /// The delivery it came from (acked when the run ends).
@@ -44,56 +49,40 @@ enum Admission {
 }
 
 impl Worker {
-    /// Step-wise entry point ([`Worker::run`] uses it too): claims a whole received batch
-    /// up to the start of its attempts — one
-    /// [`JobStore::claim_many_with_jobs`](crate::ports::JobStore::claim_many_with_jobs) claims
-    /// the runs and reads their jobs, except runs whose job's overlap policy is checked at
-    /// claim time, which go through those checks and then one
-    /// [`JobStore::claim_many`](crate::ports::JobStore::claim_many). Returns the attempts to
-    /// run (hand each to [`Worker::run_claimed`]); deliveries dealt with
+    /// Receives up to `max` deliveries (waiting up to `wait` for one) and claims them up to
+    /// the start of their attempts: [`WorkPort::receive`](crate::ports::WorkPort::receive)
+    /// claims the runs and reads their jobs, except runs whose job's overlap policy is checked
+    /// at claim time, which go through those checks and then a claim of their own. Returns
+    /// the attempts to run (hand each to [`Worker::run_claimed`]); deliveries dealt with
     /// otherwise (deferred, acked, failed for want of a job, or left for redelivery after an
-    /// error) are not returned.
-    pub async fn claim_batch(&self, deliveries: Vec<Delivery>) -> Vec<ClaimedAttempt> {
-        // Jobs whose overlap policy is checked at claim time are held back by the store and
-        // go through the checks; all others are claimed at once, in the call that reads the
-        // jobs.
-        let hold = self.checked_at_claim();
-        let runs: Vec<(TenantId, RunId)> = deliveries
-            .iter()
-            .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
-            .collect();
-        let now = timestamp::trunc_ms(self.ports.clock.now());
-        let lease_until = now + self.config.lease.to_chrono();
-        match self
-            .ports
-            .store
-            .claim_many_with_jobs(&runs, hold, &self.config.id, now, lease_until)
-            .await
-        {
-            Ok(answers) => self.sort_claims(deliveries.into_iter().zip(answers).collect()).await,
-            Err(e) => {
-                let e = CoreError::from(e);
-                for delivery in &deliveries {
-                    self.unhandled(delivery, &e);
-                }
-                Vec::new()
-            }
+    /// error) are not returned. [`Worker::run`] calls it in its loop; a simulation that drives
+    /// the worker itself calls it with `wait` zero.
+    pub async fn take_work(&self, max: usize, wait: Dur) -> Result<Vec<ClaimedAttempt>, CoreError> {
+        let received = self.ports.work.receive(&self.receive_request(max, wait)).await?;
+        Ok(self.sort_claims(received).await)
+    }
+
+    /// What [`Worker::take_work`] asks of the work port.
+    pub(super) fn receive_request(&self, max: usize, wait: Dur) -> ReceiveRequest {
+        ReceiveRequest {
+            max,
+            wait,
+            worker: self.config.id.clone(),
+            lease: self.config.lease,
+            hold: self.checked_at_claim().to_vec(),
         }
     }
 
     /// After the claim call of a batch (the claim's answer beside each delivery): the held
     /// deliveries go through their overlap checks and a claim of their own, every answer is
     /// dealt with, and the attempts to start are returned.
-    pub(super) async fn sort_claims(
-        &self,
-        answers: Vec<(Delivery, Result<JobClaim, StoreError>)>,
-    ) -> Vec<ClaimedAttempt> {
+    pub(super) async fn sort_claims(&self, answers: Vec<Received>) -> Vec<ClaimedAttempt> {
         // When a run whose job no longer exists is recorded as failed.
         let now = timestamp::trunc_ms(self.ports.clock.now());
         let mut claimed = Vec::with_capacity(answers.len());
         let mut held = Vec::new();
-        for (delivery, answer) in answers {
-            let (job, claim) = match answer {
+        for Received { delivery, claim } in answers {
+            let (job, claim) = match claim {
                 Ok(JobClaim::Held(job)) => {
                     held.push((delivery, job));
                     continue;
@@ -119,9 +108,9 @@ impl Worker {
         }
     }
 
-    /// The held-back part of [`Worker::claim_batch`]: each delivery's overlap checks, then
-    /// one [`JobStore::claim_many`](crate::ports::JobStore::claim_many) for those that may
-    /// start; what starts goes to `claimed`.
+    /// The held-back part of [`Worker::take_work`]: each delivery's overlap checks, then one
+    /// claim batch for those that may start (one more for `queue_one` runs, claimed alone);
+    /// what starts goes to `claimed`.
     async fn claim_held(&self, held: Vec<(Delivery, Job)>, claimed: &mut Vec<ClaimedAttempt>) {
         let held = self.one_queue_one_run_per_job(held).await;
         let admitted = futures::future::join_all(
@@ -147,10 +136,9 @@ impl Worker {
         self.claim_admitted(others, false, claimed).await;
     }
 
-    /// One claim call for deliveries admitted after their overlap checks
-    /// ([`JobStore::claim_many_alone`](crate::ports::JobStore::claim_many_alone) if `alone`,
-    /// else [`JobStore::claim_many`](crate::ports::JobStore::claim_many)); what starts goes to
-    /// `claimed`.
+    /// One [`JobStore::claim`](crate::ports::JobStore::claim) for deliveries admitted after
+    /// their overlap checks (their jobs are known; `alone` for `queue_one` runs); what starts
+    /// goes to `claimed`.
     async fn claim_admitted(
         &self,
         to_claim: Vec<(Delivery, Option<Job>)>,
@@ -162,19 +150,25 @@ impl Worker {
         }
         let now = timestamp::trunc_ms(self.ports.clock.now());
         let lease_until = now + self.config.lease.to_chrono();
-        let runs: Vec<(TenantId, RunId)> = to_claim
-            .iter()
-            .map(|(d, _)| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
-            .collect();
-        let (store, worker) = (&self.ports.store, &self.config.id);
-        let claims = if alone {
-            store.claim_many_alone(&runs, worker, now, lease_until).await
-        } else {
-            store.claim_many(&runs, worker, now, lease_until).await
+        let batch = ClaimBatch {
+            runs: to_claim
+                .iter()
+                .map(|(d, _)| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
+                .collect(),
+            worker: self.config.id.clone(),
+            now,
+            lease_until,
+            read_jobs: false,
+            hold: Vec::new(),
+            alone,
         };
-        match claims {
+        match self.ports.store.claim(&batch).await {
             Ok(claims) => {
                 for ((delivery, job), claim) in to_claim.into_iter().zip(claims) {
+                    let claim = claim.and_then(|answer| match answer {
+                        JobClaim::Claimed(outcome, _) => Ok(outcome),
+                        JobClaim::Held(_) => Err(StoreError::Other("a claim without hold held a run".into())),
+                    });
                     self.collect_claimed(delivery, job, claim, now, claimed).await;
                 }
             }
@@ -244,7 +238,7 @@ impl Worker {
         let check_overlap = policy.is_some_and(|p| self.checked_at_claim().contains(&p));
         if let Some(job) = job.as_ref().filter(|_| check_overlap) {
             let now = self.ports.clock.now();
-            let active = store.active_runs(tenant, &job.id).await?;
+            let active = store.active_runs_of(tenant, &job.id).await?;
             if policy == Some(Overlap::Replace) {
                 self.replace_earlier(&active, run_id, now).await?;
             } else if let Some(until) = another_run_leased_until(&active, run_id, now) {
@@ -328,18 +322,18 @@ impl Worker {
             _ => match store.get_job(tenant, &run.job_id).await? {
                 Some(job) => job,
                 None => {
-                    let result = failure_at(now, "the run's job no longer exists");
-                    store
-                        .complete(
-                            tenant,
-                            run_id,
+                    let settlement = Settlement {
+                        completion: Completion {
+                            tenant: tenant.clone(),
+                            run_id: run_id.clone(),
                             token,
-                            &result,
-                            RunTransition::Finish(RunState::Failed),
-                            None,
-                        )
-                        .await?;
-                    self.ack(delivery).await?;
+                            result: failure_at(now, "the run's job no longer exists"),
+                            next: RunTransition::Finish(RunState::Failed),
+                            only_if_expired_by: None,
+                        },
+                        receipt: delivery.receipt.clone(),
+                    };
+                    self.ports.work.complete(&settlement).await?;
                     return Ok(None);
                 }
             },

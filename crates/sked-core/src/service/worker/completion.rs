@@ -1,12 +1,16 @@
-//! What an ended attempt records: its outcome (or nothing at all if its lease was lost), then
-//! the run's next step — a retry (written, then enqueued, then the old message acked) or the
-//! run's end (written and acked in one store call where the store holds the queue) — and the
-//! follow-ups of an ended run: the timeout handler job, and the run `queue_one` held back.
+//! What an ended attempt records: its outcome (or nothing at all if its lease was lost) and
+//! the run's next step — a retry or the run's end — with the delivery settled
+//! ([`crate::ports::WorkPort::complete`]: the retry's message enqueued and the old one acked,
+//! in one transaction where the queue lives in the store's database), then the follow-ups of
+//! an ended run: the timeout handler job, and the run `queue_one` held back.
 
 use super::Worker;
 use crate::error::CoreError;
 use crate::job::{Job, OnTimeout, Overlap};
-use crate::ports::{AttemptResult, Delivery, Dispatch, ExecResult, LogSummary, RunTransition, StopReason, StoreError};
+use crate::ports::{
+    AttemptResult, Completion, Delivery, Dispatch, ExecResult, JobStoreExt, LogSummary, RunTransition, Settlement,
+    StopReason, StoreError, WorkError,
+};
 use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
 use crate::service::start_extra_run;
@@ -73,37 +77,26 @@ impl Worker {
             }
             next => next,
         };
-        let store = &self.ports.store;
-        let (tenant, run_id) = (&run.tenant, &run.run_id);
-        let completed = match next {
-            // The run ends: its message goes in the same write where the store can.
-            RunTransition::Finish(_) => {
-                store
-                    .complete_and_ack(tenant, run_id, token, &attempt_result, next, &delivery.receipt)
-                    .await
-            }
-            // A retry is enqueued before the old message is acked (a crash in between leaves
-            // the message to be redelivered, not a PENDING run without one).
-            RunTransition::Retry { .. } => store
-                .complete(tenant, run_id, token, &attempt_result, next, None)
-                .await
-                .map(|run| (run, false)),
+        let settlement = Settlement {
+            completion: Completion {
+                tenant: run.tenant.clone(),
+                run_id: run.run_id.clone(),
+                token,
+                result: attempt_result,
+                next,
+                only_if_expired_by: None,
+            },
+            receipt: delivery.receipt.clone(),
         };
-        let (finished, acked) = match completed {
-            Ok(done) => done,
-            Err(StoreError::Fenced) => {
+        let finished = match self.ports.work.complete(&settlement).await {
+            Ok(finished) => finished,
+            Err(WorkError::Store(StoreError::Fenced)) => {
                 tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "completion fenced off; nothing recorded");
                 return Ok(());
             }
             Err(e) => return Err(e.into()),
         };
         tracing::info!(worker = %self.config.id, run_id = %run.run_id, attempt, outcome = %outcome, state = %finished.state, "attempt ended");
-        if matches!(next, RunTransition::Retry { .. }) {
-            self.ports.queue.enqueue(&[Dispatch::from(&finished)]).await?;
-        }
-        if !acked {
-            self.ack(delivery).await?;
-        }
         if finished.state.is_terminal() {
             self.after_run(job, &finished).await?;
         }
@@ -125,7 +118,7 @@ impl Worker {
             let waiting: Vec<_> = self
                 .ports
                 .store
-                .active_runs(&run.tenant, &run.job_id)
+                .active_runs_of(&run.tenant, &run.job_id)
                 .await?
                 .iter()
                 .filter(|r| r.state == RunState::Pending)

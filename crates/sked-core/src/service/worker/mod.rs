@@ -1,16 +1,14 @@
-//! The worker: receives dispatches, claims the runs (fenced leases; a received batch in one
-//! store call, or received and claimed in one where the store holds the queue too; a
-//! `queue_one` run only while no other run of its job runs, checked in the claim), runs each
-//! task through the executor, heartbeats at a third of the lease,
-//! enforces the timeout, and completes (acking in the same store call where it can) — or,
-//! having lost its lease, stops the payload (or never starts it) and writes nothing.
+//! The worker: receives dispatches and claims their runs through the work port
+//! ([`crate::ports::WorkPort`]: fenced leases; a `queue_one` run only while no other run of its
+//! job runs, checked in the claim), runs each task through the executor, heartbeats at a
+//! third of the lease, enforces the timeout, and completes (the delivery settled with it) —
+//! or, having lost its lease, stops the payload (or never starts it) and writes nothing.
 //!
 //! Its parts, in the order a run meets them:
 //! - [`config`]: [`WorkerConfig`], and the lease arithmetic (stop margin, lease-lost grace).
-//! - [`receive`]: the loop of [`Worker::run`]: slots, receives (or receive-and-claim), one
-//!   task per received batch.
-//! - [`claim`]: a batch's claim, with the overlap checks made at claim time
-//!   ([`Worker::claim_batch`]).
+//! - [`receive`]: the loop of [`Worker::run`]: slots, receives, one task per received batch.
+//! - [`claim`]: a received batch's claim answers, with the overlap checks made at claim time
+//!   ([`Worker::take_work`]).
 //! - [`attempt`]: one claimed attempt run to its end: the payload, its log, heartbeats, the
 //!   timeout and the lease stop margin ([`Worker::run_claimed`]).
 //! - [`completion`]: what an ended attempt records: the outcome, the retry or the run's end,
@@ -31,8 +29,9 @@ pub use config::WorkerConfig;
 use super::Ports;
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ports::{Delivery, Executor, QueueError};
+use crate::ports::{Delivery, Executor};
 use crate::timestamp::Timestamp;
+use crate::work::ignore_stale;
 use std::sync::Arc;
 
 /// One worker (which may run several attempts at once).
@@ -50,13 +49,6 @@ impl Worker {
             executor,
             config,
         }
-    }
-
-    /// Step-wise entry point (for simulations that drive the worker themselves instead of
-    /// [`Worker::run`]): leases up to `max` ready deliveries without waiting. Hand them to
-    /// [`Worker::claim_batch`].
-    pub async fn receive(&self, max: usize) -> Result<Vec<Delivery>, CoreError> {
-        Ok(self.ports.queue.receive(max, self.config.lease, Dur::ZERO).await?)
     }
 
     /// This worker's settings.
@@ -85,18 +77,12 @@ impl Worker {
     /// Leaves a delivery invisible until `until`, when it is worth trying again.
     pub(super) async fn defer(&self, delivery: &Delivery, until: Timestamp) -> Result<(), CoreError> {
         let wait = (until - self.ports.clock.now()).num_milliseconds().max(0) as u64;
-        ignore_stale(self.ports.queue.extend(&delivery.receipt, Dur::millis(wait)).await)
+        Ok(ignore_stale(
+            self.ports.queue.extend(&delivery.receipt, Dur::millis(wait)).await,
+        )?)
     }
 
     pub(super) async fn ack(&self, delivery: &Delivery) -> Result<(), CoreError> {
-        ignore_stale(self.ports.queue.ack(&delivery.receipt).await)
-    }
-}
-
-/// A stale receipt means the message was already handled or superseded: nothing to do.
-fn ignore_stale(result: Result<(), QueueError>) -> Result<(), CoreError> {
-    match result {
-        Ok(()) | Err(QueueError::StaleReceipt) => Ok(()),
-        Err(e) => Err(e.into()),
+        Ok(ignore_stale(self.ports.queue.ack(&delivery.receipt).await)?)
     }
 }

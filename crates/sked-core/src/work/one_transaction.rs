@@ -1,0 +1,127 @@
+//! The steps of the [`WorkPort`](crate::ports::WorkPort) where the queue is a table of the
+//! store's database, each to be run inside one transaction ([`WorkTx`]): what happens in each
+//! step and in what order is decided here, once, for every such adapter. A refusal (a fenced
+//! completion or heartbeat) comes before any write of its step and fails the step, so a
+//! transaction that rolls back on error — or a memory one that has written nothing yet —
+//! changes nothing.
+
+use crate::attempt::RunTransition;
+use crate::duration::Dur;
+use crate::ids::{RunId, TenantId};
+use crate::lifecycle::{ClaimTx, claim_batch};
+use crate::ports::{
+    ClaimBatch, Completion, Delivery, Dispatch, Firing, Receipt, ReceiveRequest, Received, Settlement, StoreError,
+};
+use crate::run::Run;
+use crate::timestamp::Timestamp;
+
+/// One transaction over a store and the queue kept beside it: the store's writes (as
+/// [`crate::ports::JobStore`] describes them) and the queue's (as
+/// [`crate::ports::DispatchQueue`] does), on the transaction's own view. A refusal is
+/// `Err(StoreError)` converted into the transaction's error, which must make it roll back.
+pub trait WorkTx: ClaimTx
+where
+    Self::Error: From<StoreError>,
+{
+    /// [`crate::ports::JobStore::fire`].
+    fn fire(&mut self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, Self::Error>;
+    /// Leases up to `max` messages visible at `now` for `visibility`, in serving order.
+    fn take(&mut self, max: usize, visibility: Dur, now: Timestamp) -> Result<Vec<Delivery>, Self::Error>;
+    /// [`crate::ports::DispatchQueue::enqueue`].
+    fn enqueue(&mut self, items: &[Dispatch]) -> Result<(), Self::Error>;
+    /// Removes the delivered message if `receipt` is still its current delivery; whether it
+    /// did.
+    fn ack(&mut self, receipt: &Receipt) -> Result<bool, Self::Error>;
+    /// Keeps the delivered message invisible until `until` if `receipt` is still its current
+    /// delivery; whether it did.
+    fn extend(&mut self, receipt: &Receipt, until: Timestamp) -> Result<bool, Self::Error>;
+    /// [`crate::ports::JobStore::heartbeat`]; a refusal is an error.
+    fn renew_lease(
+        &mut self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Run, Self::Error>;
+    /// [`crate::ports::JobStore::complete`]; a refusal is an error.
+    fn complete(&mut self, done: &Completion) -> Result<Run, Self::Error>;
+}
+
+/// A sweep's firings and their runs' messages.
+pub fn fire<T>(tx: &mut T, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, T::Error>
+where
+    T: WorkTx,
+    T::Error: From<StoreError>,
+{
+    let answers = tx.fire(firings)?;
+    let dispatches: Vec<Dispatch> = answers.iter().flatten().flatten().map(Dispatch::from).collect();
+    if !dispatches.is_empty() {
+        tx.enqueue(&dispatches)?;
+    }
+    Ok(answers)
+}
+
+/// Messages visible at `now` leased, and their runs claimed at `now` (jobs read, runs whose
+/// job's policy is in `request.hold` held back).
+pub fn receive<T>(tx: &mut T, request: &ReceiveRequest, now: Timestamp) -> Result<Vec<Received>, T::Error>
+where
+    T: WorkTx,
+    T::Error: From<StoreError>,
+{
+    let deliveries = tx.take(request.max, request.lease, now)?;
+    if deliveries.is_empty() {
+        return Ok(Vec::new());
+    }
+    let batch = ClaimBatch {
+        runs: deliveries
+            .iter()
+            .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
+            .collect(),
+        worker: request.worker.clone(),
+        now,
+        lease_until: now + request.lease.to_chrono(),
+        read_jobs: true,
+        hold: request.hold.clone(),
+        alone: false,
+    };
+    let claims = claim_batch(tx, &batch)?;
+    Ok(deliveries
+        .into_iter()
+        .zip(claims)
+        .map(|(delivery, claim)| Received { delivery, claim })
+        .collect())
+}
+
+/// The attempt's lease renewed until `until`, and its message kept invisible as long.
+pub fn heartbeat<T>(
+    tx: &mut T,
+    (tenant, run_id, token): (&TenantId, &RunId, u64),
+    receipt: &Receipt,
+    now: Timestamp,
+    until: Timestamp,
+) -> Result<Run, T::Error>
+where
+    T: WorkTx,
+    T::Error: From<StoreError>,
+{
+    let run = tx.renew_lease(tenant, run_id, token, now, until)?;
+    tx.extend(receipt, until)?;
+    Ok(run)
+}
+
+/// The attempt closed, then its delivery settled: a retry's message enqueued (for a queue
+/// that keeps one message per run, the delivered one re-armed), and the delivered message
+/// acknowledged (a no-op once re-armed).
+pub fn complete<T>(tx: &mut T, settlement: &Settlement) -> Result<Run, T::Error>
+where
+    T: WorkTx,
+    T::Error: From<StoreError>,
+{
+    let run = tx.complete(&settlement.completion)?;
+    if matches!(settlement.completion.next, RunTransition::Retry { .. }) {
+        tx.enqueue(&[Dispatch::from(&run)])?;
+    }
+    tx.ack(&settlement.receipt)?;
+    Ok(run)
+}

@@ -1,0 +1,110 @@
+//! [`QueueThenStore`]: the [`WorkPort`] over any [`JobStore`] and any [`DispatchQueue`], one
+//! call to each in turn — what DynamoDB with SQS and the in-memory ports use. A crash between
+//! two calls is safe by the order they come in: runs are written before they are enqueued (a
+//! PENDING run without a message is re-enqueued by the repair pass), a retry is enqueued
+//! before the old message is acked, and an ack comes last (an unacked message is redelivered
+//! and its claim answers that the run has ended).
+
+use crate::duration::Dur;
+use crate::ids::{RunId, TenantId};
+use crate::ports::{
+    ClaimBatch, Clock, Dispatch, DispatchQueue, Firing, JobStore, QueueError, Receipt, ReceiveRequest, Received,
+    RunTransition, Settlement, StoreError, WorkError, WorkPort,
+};
+use crate::run::Run;
+use crate::timestamp::{self, Timestamp};
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// The store and the queue, used one after the other.
+#[derive(Clone)]
+pub struct QueueThenStore {
+    store: Arc<dyn JobStore>,
+    queue: Arc<dyn DispatchQueue>,
+    clock: Arc<dyn Clock>,
+}
+
+impl QueueThenStore {
+    /// Work over `store` and `queue`, timed by `clock` (the claim's instant, the leases).
+    pub fn new(store: Arc<dyn JobStore>, queue: Arc<dyn DispatchQueue>, clock: Arc<dyn Clock>) -> Self {
+        QueueThenStore { store, queue, clock }
+    }
+}
+
+/// A stale receipt means the message was already handled or superseded: nothing to do.
+pub(crate) fn ignore_stale(result: Result<(), QueueError>) -> Result<(), QueueError> {
+    match result {
+        Ok(()) | Err(QueueError::StaleReceipt) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[async_trait]
+impl WorkPort for QueueThenStore {
+    async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, WorkError> {
+        let answers = self.store.fire(firings).await?;
+        let dispatches: Vec<Dispatch> = answers.iter().flatten().flatten().map(Dispatch::from).collect();
+        if !dispatches.is_empty()
+            && let Err(e) = self.queue.enqueue(&dispatches).await
+        {
+            tracing::warn!(error = %e, runs = dispatches.len(), "fired runs not enqueued; the repair pass will");
+        }
+        Ok(answers)
+    }
+
+    async fn receive(&self, request: &ReceiveRequest) -> Result<Vec<Received>, WorkError> {
+        let deliveries = self.queue.receive(request.max, request.lease, request.wait).await?;
+        if deliveries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = timestamp::trunc_ms(self.clock.now());
+        let batch = ClaimBatch {
+            runs: deliveries
+                .iter()
+                .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
+                .collect(),
+            worker: request.worker.clone(),
+            now,
+            lease_until: now + request.lease.to_chrono(),
+            read_jobs: true,
+            hold: request.hold.clone(),
+            alone: false,
+        };
+        let claims = self.store.claim(&batch).await?;
+        if claims.len() != deliveries.len() {
+            return Err(StoreError::Other("claim answered another number of runs".into()).into());
+        }
+        Ok(deliveries
+            .into_iter()
+            .zip(claims)
+            .map(|(delivery, claim)| Received { delivery, claim })
+            .collect())
+    }
+
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        receipt: &Receipt,
+        lease: Dur,
+    ) -> Result<(Run, Timestamp), WorkError> {
+        let now = timestamp::trunc_ms(self.clock.now());
+        let until = now + lease.to_chrono();
+        let run = self.store.heartbeat(tenant, run_id, token, now, until).await?;
+        // The message's lease follows; if it lapsed, a redelivery finds the run leased.
+        if let Err(e) = self.queue.extend(receipt, lease).await {
+            tracing::debug!(%run_id, error = %e, "queue lease not extended");
+        }
+        Ok((run, until))
+    }
+
+    async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
+        let run = self.store.complete(&settlement.completion).await?;
+        if matches!(settlement.completion.next, RunTransition::Retry { .. }) {
+            self.queue.enqueue(&[Dispatch::from(&run)]).await?;
+        }
+        ignore_stale(self.queue.ack(&settlement.receipt).await)?;
+        Ok(run)
+    }
+}

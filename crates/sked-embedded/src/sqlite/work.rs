@@ -1,0 +1,186 @@
+//! [`SqliteWork`]: the [`WorkPort`] of the local deployment, where the dispatch queue is a
+//! table of the store's database: each step is one `BEGIN IMMEDIATE` transaction over both,
+//! running [`sked_core::work::one_transaction`]'s step on `SqliteTx`.
+//!
+//! - `fire`: the firings' runs and their messages written together, so a crash can never
+//!   leave a written run unqueued, and a sweep costs one write.
+//! - `receive`: messages leased and their runs claimed (jobs read, overlap holds, fencing
+//!   tokens) in the transaction that takes them — a worker under load makes one round trip
+//!   per batch. Waiting is the queue's long poll (`Poller`).
+//! - `heartbeat`: the run's lease and its message's visibility renewed together.
+//! - `complete`: the attempt closed and its message removed (the run ends) or re-armed at
+//!   the retry's `not_before` (the run retries), together; a fenced completion rolls back.
+//!
+//! One receive at a time per [`SqliteWork`]: the workers of a process wired to one share its
+//! receive turn, so an enqueue wakes one poller, not every idle worker — each of which would
+//! otherwise look, then queue a write transaction on the single writer for the same few
+//! messages.
+
+use super::codec::ms;
+use super::db::SqliteDb;
+use super::error::TxError;
+use super::queue::{Poller, delete_delivered, insert_dispatches, receipt_seq, take_visible};
+use super::store::{SqliteTx, apply_firings, finish_attempt, renew_lease};
+use async_trait::async_trait;
+use rusqlite::params;
+use sked_core::duration::Dur;
+use sked_core::ids::{RunId, TenantId};
+use sked_core::ports::{
+    Clock, Completion, Delivery, Dispatch, Firing, Receipt, ReceiveRequest, Received, Settlement, StoreError,
+    WorkError, WorkPort,
+};
+use sked_core::run::Run;
+use sked_core::timestamp::{Timestamp, trunc_ms};
+use sked_core::work::{WorkTx, one_transaction};
+use std::sync::Arc;
+use tokio::sync::Mutex;
+
+/// The work port over one SQLite database holding both the store and the queue.
+pub struct SqliteWork {
+    /// The shared database.
+    db: Arc<SqliteDb>,
+    /// Time of claims, leases and visibility.
+    clock: Arc<dyn Clock>,
+    /// The long poll of receives.
+    poller: Poller,
+    /// Held by the one receive polling at a time.
+    receive_turn: Mutex<()>,
+}
+
+impl std::fmt::Debug for SqliteWork {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteWork")
+            .field("db", &self.db)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteWork {
+    /// The work port over `db` (whose store is a [`super::SqliteStore`] and whose queue a
+    /// [`super::SqliteQueue`]), timed by `clock`.
+    pub fn new(db: Arc<SqliteDb>, clock: Arc<dyn Clock>) -> Self {
+        let poller = Poller::new(db.clone(), clock.clone());
+        SqliteWork {
+            db,
+            clock,
+            poller,
+            receive_turn: Mutex::new(()),
+        }
+    }
+
+    /// Runs `step` in one write transaction (rolled back if it fails).
+    async fn step<T, F>(&self, mut step: F) -> Result<T, WorkError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut SqliteTx<'_>) -> Result<T, TxError> + Send + 'static,
+    {
+        self.db
+            .write(move |conn| step(&mut SqliteTx(conn)))
+            .await
+            .map_err(|e| WorkError::Store(e.into_store()))
+    }
+}
+
+impl WorkTx for SqliteTx<'_> {
+    fn fire(&mut self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, TxError> {
+        apply_firings(self.0, firings)
+    }
+
+    fn take(&mut self, max: usize, visibility: Dur, now: Timestamp) -> Result<Vec<Delivery>, TxError> {
+        take_visible(self.0, max, visibility, now)
+    }
+
+    fn enqueue(&mut self, items: &[Dispatch]) -> Result<(), TxError> {
+        insert_dispatches(self.0, items)
+    }
+
+    fn ack(&mut self, receipt: &Receipt) -> Result<bool, TxError> {
+        match receipt_seq(receipt) {
+            Some(seq) => delete_delivered(self.0, seq, &receipt.0),
+            None => Ok(false),
+        }
+    }
+
+    fn extend(&mut self, receipt: &Receipt, until: Timestamp) -> Result<bool, TxError> {
+        let Some(seq) = receipt_seq(receipt) else {
+            return Ok(false);
+        };
+        let n = self
+            .0
+            .prepare_cached("UPDATE dispatch SET visible_at = ?3 WHERE seq = ?1 AND receipt = ?2")?
+            .execute(params![seq, receipt.0, ms(until)])?;
+        Ok(n > 0)
+    }
+
+    fn renew_lease(
+        &mut self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Run, TxError> {
+        renew_lease(self.0, tenant.as_str(), run_id.as_str(), token, now, lease_until)
+    }
+
+    fn complete(&mut self, done: &Completion) -> Result<Run, TxError> {
+        finish_attempt(self.0, done)
+    }
+}
+
+#[async_trait]
+impl WorkPort for SqliteWork {
+    async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, WorkError> {
+        let firings = firings.to_vec();
+        let answers = self.step(move |tx| one_transaction::fire(tx, &firings)).await?;
+        if answers.iter().flatten().any(|runs| !runs.is_empty()) {
+            self.db.notify_enqueued();
+        }
+        Ok(answers)
+    }
+
+    async fn receive(&self, request: &ReceiveRequest) -> Result<Vec<Received>, WorkError> {
+        if request.max == 0 {
+            return Ok(Vec::new());
+        }
+        let _turn = self.receive_turn.lock().await;
+        let request = request.clone();
+        let wait = request.wait;
+        self.poller
+            .poll(wait, move |conn, now| {
+                one_transaction::receive(&mut SqliteTx(conn), &request, trunc_ms(now))
+            })
+            .await
+            .map_err(|e| WorkError::Store(e.into_store()))
+    }
+
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        receipt: &Receipt,
+        lease: Dur,
+    ) -> Result<(Run, Timestamp), WorkError> {
+        let now = trunc_ms(self.clock.now());
+        let until = now + lease.to_chrono();
+        let (tenant, run_id, receipt) = (tenant.clone(), run_id.clone(), receipt.clone());
+        let run = self
+            .step(move |tx| one_transaction::heartbeat(tx, (&tenant, &run_id, token), &receipt, now, until))
+            .await?;
+        Ok((run, until))
+    }
+
+    async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
+        let settlement = settlement.clone();
+        let retry = matches!(
+            settlement.completion.next,
+            sked_core::ports::RunTransition::Retry { .. }
+        );
+        let run = self.step(move |tx| one_transaction::complete(tx, &settlement)).await?;
+        if retry {
+            self.db.notify_enqueued();
+        }
+        Ok(run)
+    }
+}
