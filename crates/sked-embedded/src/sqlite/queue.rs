@@ -63,6 +63,12 @@ pub(crate) struct Poller {
     clock: Arc<dyn Clock>,
     /// Whether the last receive got messages (the next one then takes without a look first).
     busy: AtomicBool,
+    /// Held by the one receive that looks and waits: the receives of one process wait their
+    /// turn to poll, so an enqueue wakes one of them, not every idle one (each of which would
+    /// otherwise look, then queue a write on the single writer for the same few messages).
+    /// Takes while messages keep coming do not wait for it, so the writer can commit them
+    /// together.
+    turn: tokio::sync::Mutex<()>,
 }
 
 impl Poller {
@@ -72,6 +78,7 @@ impl Poller {
             db,
             clock,
             busy: AtomicBool::new(false),
+            turn: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -114,6 +121,7 @@ impl Poller {
             }
             self.busy.store(false, Ordering::Relaxed);
         }
+        let _turn = self.turn.lock().await;
         loop {
             // Register for the wake-up before looking, so an enqueue in between is not missed.
             let notified = self.db.enqueued().notified();

@@ -11,10 +11,10 @@
 //! - `complete`: the attempt closed and its message removed (the run ends) or re-armed at
 //!   the retry's `not_before` (the run retries), together; a fenced completion rolls back.
 //!
-//! One receive at a time per [`SqliteWork`]: the workers of a process wired to one share its
-//! receive turn, so an enqueue wakes one poller, not every idle worker — each of which would
-//! otherwise look, then queue a write transaction on the single writer for the same few
-//! messages.
+//! The workers of a process wired to one [`SqliteWork`] share its long poll: while messages
+//! keep coming they take at once (the writer commits their transactions together); once
+//! none are left, one of them at a time looks and waits, so an enqueue wakes one poller, not
+//! every idle worker.
 
 use super::codec::ms;
 use super::db::SqliteDb;
@@ -33,7 +33,6 @@ use sked_core::run::Run;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use sked_core::work::{WorkTx, one_transaction};
 use std::sync::Arc;
-use tokio::sync::Mutex;
 
 /// The work port over one SQLite database holding both the store and the queue.
 pub struct SqliteWork {
@@ -41,10 +40,8 @@ pub struct SqliteWork {
     db: Arc<SqliteDb>,
     /// Time of claims, leases and visibility.
     clock: Arc<dyn Clock>,
-    /// The long poll of receives.
+    /// The long poll of receives (one waits at a time).
     poller: Poller,
-    /// Held by the one receive polling at a time.
-    receive_turn: Mutex<()>,
 }
 
 impl std::fmt::Debug for SqliteWork {
@@ -60,12 +57,7 @@ impl SqliteWork {
     /// [`super::SqliteQueue`]), timed by `clock`.
     pub fn new(db: Arc<SqliteDb>, clock: Arc<dyn Clock>) -> Self {
         let poller = Poller::new(db.clone(), clock.clone());
-        SqliteWork {
-            db,
-            clock,
-            poller,
-            receive_turn: Mutex::new(()),
-        }
+        SqliteWork { db, clock, poller }
     }
 
     /// Runs `step` in one write transaction (rolled back if it fails).
@@ -143,7 +135,6 @@ impl WorkPort for SqliteWork {
         if request.max == 0 {
             return Ok(Vec::new());
         }
-        let _turn = self.receive_turn.lock().await;
         let request = request.clone();
         let wait = request.wait;
         self.poller
