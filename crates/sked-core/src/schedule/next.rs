@@ -4,17 +4,21 @@
 //! - `every` fires on the grid `anchor + k·interval` (any integer `k`), at millisecond
 //!   precision.
 //! - `cron` fires at whole seconds. Occurrences are found on the *wall clock* of the schedule's
-//!   time zone (croner matching, [`super::cron`]) and each is mapped to instants by the DST
-//!   policy ([`super::dst`]). Near a transition wall-clock order and instant order can
-//!   disagree (the autumn repeat, several gap times shifted to one instant), so there the
-//!   search looks a little behind and keeps the earliest instant strictly after the previous
-//!   one; that also fires a shifted instant only once.
+//!   time zone (croner matching, [`super::cron`]) and each is mapped to instants by the job's
+//!   DST policy, settled for the expression ([`super::dst::DstPolicy::rule_for`]: by default
+//!   an interval cron fires by the wall clock, in both passes of a repeated hour and never in
+//!   a gap; a fixed time of day fires once, shifted out of a gap). Near a transition
+//!   wall-clock order and instant order can disagree (the autumn repeat, several gap times
+//!   shifted to one instant), so there the search looks a little behind and keeps the
+//!   earliest instant strictly after the previous one; that also fires a shifted instant only
+//!   once. Each fire is a distinct UTC instant, so the two passes of a repeated wall-clock
+//!   time are two occurrences with two run ids.
 //!
 //! Every search is bounded ([`CRON_HORIZON_YEARS`]): a schedule with no future occurrence
 //! answers `None`.
 
 use super::cron::{CronExpr, parse_cron, parse_timezone};
-use super::dst::{DstRepeat, MAX_DST_SHIFT, fire_instants, gap_end, near_transition};
+use super::dst::{DstRule, MAX_DST_SHIFT, RepeatRule, fire_instants, gap_end, near_transition};
 use super::{DstPolicy, Schedule};
 use crate::duration::Dur;
 use crate::timestamp::{self, Timestamp};
@@ -102,8 +106,8 @@ enum Plan<'a> {
     At(Timestamp, &'a FireWindow),
     /// The `anchor + k·interval` grid; no anchor means "from the instant asked about".
     Every(Dur, Option<Timestamp>, &'a FireWindow),
-    /// A valid cron schedule.
-    Cron(Box<CronExpr>, Tz, &'a DstPolicy, &'a FireWindow),
+    /// A valid cron schedule, with the job's DST policy settled for its expression.
+    Cron(Box<CronExpr>, Tz, DstRule, &'a FireWindow),
     /// An invalid cron schedule (validation refuses these): never fires.
     Never,
 }
@@ -114,7 +118,10 @@ impl<'a> Plan<'a> {
             Schedule::At(at) => Plan::At(*at, window),
             Schedule::Every { interval, anchor } => Plan::Every(*interval, *anchor, window),
             Schedule::Cron { expr, timezone } => match (parse_cron(expr), parse_timezone(timezone)) {
-                (Ok(cron), Ok(tz)) => Plan::Cron(Box::new(cron), tz, dst, window),
+                (Ok(cron), Ok(tz)) => {
+                    let rule = dst.rule_for(cron.kind());
+                    Plan::Cron(Box::new(cron), tz, rule, window)
+                }
                 _ => Plan::Never,
             },
         }
@@ -138,8 +145,8 @@ impl<'a> Plan<'a> {
                 let anchor = anchor.unwrap_or_else(|| timestamp::trunc_ms(prev));
                 window.keep(every_after(*interval, anchor, window.lower_bound(prev)))
             }
-            Plan::Cron(cron, tz, dst, window) => {
-                window.keep(next_cron_instant(cron, tz, dst, window.lower_bound(prev)))
+            Plan::Cron(cron, tz, rule, window) => {
+                window.keep(next_cron_instant(cron, tz, rule, window.lower_bound(prev)))
             }
         }
     }
@@ -161,16 +168,16 @@ fn every_after(interval: Dur, anchor: Timestamp, after: Timestamp) -> Option<Tim
 }
 
 /// The earliest instant strictly after `after` that an occurrence of `cron` in `tz` fires at,
-/// under `dst`. Works at whole seconds.
-pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, dst: &DstPolicy, after: Timestamp) -> Option<Timestamp> {
+/// under `rule`. Works at whole seconds.
+pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, rule: &DstRule, after: Timestamp) -> Option<Timestamp> {
     // Occurrences are whole seconds, so "after `after`" is "after its whole second".
     let after = after.duration_trunc(Duration::seconds(1)).ok()?;
     let local = |t: Timestamp| t.with_timezone(tz).naive_local();
     // Wall-clock order is instant order except for the second pass of an autumn repeat, which
-    // only `repeat = twice` fires: there an earlier wall-clock time can fire after a later one.
+    // only a `twice` rule fires: there an earlier wall-clock time can fire after a later one.
     // Only then, and only near a transition, does the scan start behind `after`'s wall clock
     // and keep going until no later wall-clock time can beat the best instant found.
-    let careful = dst.repeat == DstRepeat::Twice && near_transition(tz, after);
+    let careful = rule.repeat == RepeatRule::Twice && near_transition(tz, after);
     let mut cursor: NaiveDateTime = if careful {
         local(after) - MAX_DST_SHIFT
     } else {
@@ -184,7 +191,7 @@ pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, dst: &DstPolicy, after: Times
         }
         // `fire_instants` answers in instant order, so the first one after `after` is this
         // wall-clock time's candidate.
-        if let Some(t) = fire_instants(tz, wall, dst).find(|t| *t > after)
+        if let Some(t) = fire_instants(tz, wall, rule).find(|t| *t > after)
             && best.is_none_or(|b| t < b)
         {
             best = Some(t);
@@ -269,7 +276,7 @@ mod tests {
     fn given_every_30_minutes_across_berlin_gap_when_shift_then_shifted_times_fire_once() {
         let got = fires(
             &cron("*/30 * * * *", "Europe/Berlin"),
-            DstPolicy::default(),
+            policy(DstGap::Shift, DstRepeat::Once),
             "2026-03-29T00:00:00Z",
             4,
         );
@@ -299,7 +306,7 @@ mod tests {
     #[test]
     fn given_every_second_across_berlin_gap_when_shift_then_one_fire_at_the_gap_end() {
         let s = cron("* * * * * *", "Europe/Berlin");
-        let got = fires(&s, DstPolicy::default(), "2026-03-29T00:59:58Z", 3);
+        let got = fires(&s, policy(DstGap::Shift, DstRepeat::Once), "2026-03-29T00:59:58Z", 3);
         assert_eq!(
             got,
             utcs(&["2026-03-29T00:59:59Z", "2026-03-29T01:00:00Z", "2026-03-29T01:00:01Z"])
@@ -332,10 +339,10 @@ mod tests {
     }
 
     #[test]
-    fn given_every_30_minutes_across_berlin_repeat_when_once_then_second_pass_is_not_fired() {
+    fn given_every_30_minutes_across_berlin_repeat_when_forced_once_then_second_pass_is_not_fired() {
         let got = fires(
             &cron("*/30 * * * *", "Europe/Berlin"),
-            DstPolicy::default(),
+            policy(DstGap::Shift, DstRepeat::Once),
             "2026-10-24T23:00:00Z",
             4,
         );
@@ -381,6 +388,140 @@ mod tests {
             next_fire_after(&s, &dst, &window, utc("2026-10-25T01:10:00Z")),
             Some(utc("2026-10-25T01:30:00Z"))
         );
+    }
+
+    // --- DST by default (no `dst` given): Debian cron's rule ---
+
+    #[test]
+    fn given_every_15_minutes_across_berlin_repeat_by_default_then_both_passes_fire_by_the_wall_clock() {
+        let got = fires(
+            &cron("*/15 * * * *", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2027-10-30T23:40:00Z",
+            10,
+        );
+        // 01:45 CEST; 02:00..02:45 CEST; 02:00..02:45 CET; 03:00 CET: every quarter hour of
+        // real time, eight of them on the wall-clock hour 02.
+        let want = [
+            "2027-10-30T23:45:00Z",
+            "2027-10-31T00:00:00Z",
+            "2027-10-31T00:15:00Z",
+            "2027-10-31T00:30:00Z",
+            "2027-10-31T00:45:00Z",
+            "2027-10-31T01:00:00Z",
+            "2027-10-31T01:15:00Z",
+            "2027-10-31T01:30:00Z",
+            "2027-10-31T01:45:00Z",
+            "2027-10-31T02:00:00Z",
+        ];
+        assert_eq!(got, utcs(&want));
+    }
+
+    #[test]
+    fn given_every_15_minutes_across_berlin_gap_by_default_then_nothing_in_the_gap() {
+        let got = fires(
+            &cron("*/15 * * * *", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2027-03-28T00:30:00Z",
+            4,
+        );
+        // 01:45 CET, then 03:00 CEST: 02:00..02:45 do not exist and are not shifted.
+        assert_eq!(
+            got,
+            utcs(&[
+                "2027-03-28T00:45:00Z",
+                "2027-03-28T01:00:00Z",
+                "2027-03-28T01:15:00Z",
+                "2027-03-28T01:30:00Z"
+            ])
+        );
+    }
+
+    #[test]
+    fn given_every_two_hours_across_berlin_transitions_by_default_then_by_the_wall_clock() {
+        let s = cron("0 */2 * * *", "Europe/Berlin");
+        // Spring: 00:00 CET, (02:00 does not exist), 04:00 CEST.
+        let spring = fires(&s, DstPolicy::default(), "2027-03-27T22:30:00Z", 2);
+        assert_eq!(spring, utcs(&["2027-03-27T23:00:00Z", "2027-03-28T02:00:00Z"]));
+        // Autumn: 00:00 CEST, 02:00 CEST, 02:00 CET, 04:00 CET.
+        let autumn = fires(&s, DstPolicy::default(), "2027-10-30T21:30:00Z", 4);
+        assert_eq!(
+            autumn,
+            utcs(&[
+                "2027-10-30T22:00:00Z",
+                "2027-10-31T00:00:00Z",
+                "2027-10-31T01:00:00Z",
+                "2027-10-31T03:00:00Z"
+            ])
+        );
+    }
+
+    #[test]
+    fn given_minute_step_within_an_hour_range_by_default_then_an_interval() {
+        let s = cron("*/30 1-3 * * *", "Europe/Berlin");
+        let autumn = fires(&s, DstPolicy::default(), "2027-10-30T22:00:00Z", 8);
+        // 01:00 01:30 02:00 02:30 CEST, 02:00 02:30 03:00 03:30 CET.
+        let want = [
+            "2027-10-30T23:00:00Z",
+            "2027-10-30T23:30:00Z",
+            "2027-10-31T00:00:00Z",
+            "2027-10-31T00:30:00Z",
+            "2027-10-31T01:00:00Z",
+            "2027-10-31T01:30:00Z",
+            "2027-10-31T02:00:00Z",
+            "2027-10-31T02:30:00Z",
+        ];
+        assert_eq!(autumn, utcs(&want));
+        // 01:00 01:30 CET, then 03:00 03:30 CEST, then the next night.
+        let spring = fires(&s, DstPolicy::default(), "2027-03-27T23:00:00Z", 5);
+        let want = [
+            "2027-03-28T00:00:00Z",
+            "2027-03-28T00:30:00Z",
+            "2027-03-28T01:00:00Z",
+            "2027-03-28T01:30:00Z",
+            "2027-03-28T23:00:00Z",
+        ];
+        assert_eq!(spring, utcs(&want));
+    }
+
+    #[test]
+    fn given_fixed_time_by_default_then_once_in_the_repeat_and_shifted_out_of_the_gap() {
+        let s = cron("30 2 * * *", "Europe/Berlin");
+        let spring = fires(&s, DstPolicy::default(), "2027-03-27T12:00:00Z", 2);
+        assert_eq!(spring, utcs(&["2027-03-28T01:00:00Z", "2027-03-29T00:30:00Z"]));
+        let autumn = fires(&s, DstPolicy::default(), "2027-10-30T12:00:00Z", 2);
+        assert_eq!(autumn, utcs(&["2027-10-31T00:30:00Z", "2027-11-01T01:30:00Z"]));
+    }
+
+    #[test]
+    fn given_dst_written_when_interval_cron_then_the_written_policy_wins() {
+        let s = cron("*/15 * * * *", "Europe/Berlin");
+        let forced = fires(&s, policy(DstGap::Shift, DstRepeat::Once), "2027-10-31T00:40:00Z", 2);
+        // 02:45 CEST, then 03:00 CET: the second pass is not fired.
+        assert_eq!(forced, utcs(&["2027-10-31T00:45:00Z", "2027-10-31T02:00:00Z"]));
+        let fixed = cron("30 2 * * *", "Europe/Berlin");
+        let twice = fires(
+            &fixed,
+            policy(DstGap::Skip, DstRepeat::Twice),
+            "2027-03-27T12:00:00Z",
+            4,
+        );
+        assert_eq!(
+            twice,
+            utcs(&[
+                "2027-03-29T00:30:00Z",
+                "2027-03-30T00:30:00Z",
+                "2027-03-31T00:30:00Z",
+                "2027-04-01T00:30:00Z"
+            ])
+        );
+        let autumn = fires(
+            &fixed,
+            policy(DstGap::Skip, DstRepeat::Twice),
+            "2027-10-30T12:00:00Z",
+            2,
+        );
+        assert_eq!(autumn, utcs(&["2027-10-31T00:30:00Z", "2027-10-31T01:30:00Z"]));
     }
 
     // --- DST: America/New_York, 2026-03-08 02:00 → 03:00 and 2026-11-01 02:00 → 01:00 ---
@@ -675,7 +816,11 @@ mod tests {
 
     #[test]
     fn given_a_year_of_every_15_minutes_in_berlin_when_previewed_then_no_duplicates_and_whole_days() {
-        for dst in [DstPolicy::default(), policy(DstGap::Skip, DstRepeat::Twice)] {
+        for dst in [
+            DstPolicy::default(),
+            policy(DstGap::Shift, DstRepeat::Once),
+            policy(DstGap::Skip, DstRepeat::Twice),
+        ] {
             let got = fires(
                 &cron("*/15 * * * *", "Europe/Berlin"),
                 dst,
