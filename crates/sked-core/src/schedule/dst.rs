@@ -182,11 +182,29 @@ pub fn gap_end(tz: &Tz, local: NaiveDateTime) -> Option<DateTime<Tz>> {
     resolves(after)
 }
 
-/// Whether `tz` changes its UTC offset within [`MAX_DST_SHIFT`] of `t`: only near such a
-/// change can wall-clock order and instant order disagree.
-pub fn near_transition(tz: &Tz, t: Timestamp) -> bool {
-    let offset_at = |t: Timestamp| tz.offset_from_utc_datetime(&t.naive_utc()).fix();
-    offset_at(t - MAX_DST_SHIFT) != offset_at(t + MAX_DST_SHIFT)
+/// The autumn repeat that begins within [`MAX_DST_SHIFT`] after `after` in `tz`, if there is
+/// one: the instant the clock goes back (as a time in `tz`, whose wall clock is the start of
+/// the repeated span) and how far it goes back (the span's length). Found by bisecting the
+/// zone's UTC offset at whole seconds; a zone changes its offset at most once in that time.
+pub fn repeat_ahead(tz: &Tz, after: Timestamp) -> Option<(DateTime<Tz>, Duration)> {
+    let offset_at = |t: Timestamp| tz.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc();
+    let before = offset_at(after);
+    let (mut lo, mut hi) = (after, after + MAX_DST_SHIFT);
+    if offset_at(hi) >= before {
+        return None;
+    }
+    // `lo` keeps the offset `after` has, `hi` has the smaller one; both stay whole seconds
+    // apart, so `hi` ends on the (whole-second) transition when `after` is a whole second.
+    while hi - lo > Duration::seconds(1) {
+        let mid = lo + Duration::seconds((hi - lo).num_seconds() / 2);
+        if offset_at(mid) == before {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    let back_by = Duration::seconds(i64::from(before - offset_at(hi)));
+    Some((hi.with_timezone(tz), back_by))
 }
 
 #[cfg(test)]
@@ -313,10 +331,19 @@ mod tests {
     }
 
     #[test]
-    fn given_instants_when_checked_then_near_transition_only_around_dst_changes() {
-        assert!(near_transition(&Berlin, utc("2026-03-29T00:30:00Z")));
-        assert!(near_transition(&Berlin, utc("2026-10-25T02:00:00Z")));
-        assert!(!near_transition(&Berlin, utc("2026-06-01T00:00:00Z")));
-        assert!(!near_transition(&chrono_tz::UTC, utc("2026-03-29T01:00:00Z")));
+    fn given_instants_when_a_repeat_begins_within_three_hours_then_its_start_and_length() {
+        let (at, back_by) = repeat_ahead(&Berlin, utc("2026-10-24T23:30:00Z")).unwrap();
+        assert_eq!(at.with_timezone(&Utc), utc("2026-10-25T01:00:00Z"));
+        assert_eq!(at.naive_local(), local("2026-10-25 02:00:00"));
+        assert_eq!(back_by, Duration::hours(1));
+        // Lord Howe goes back half an hour, 02:00 → 01:30.
+        let (at, back_by) = repeat_ahead(&chrono_tz::Australia::Lord_Howe, utc("2027-04-03T14:00:00Z")).unwrap();
+        assert_eq!(at.naive_local(), local("2027-04-04 01:30:00"));
+        assert_eq!(back_by, Duration::minutes(30));
+        // Too early, already past, a spring gap, no DST at all.
+        assert_eq!(repeat_ahead(&Berlin, utc("2026-10-24T21:59:59Z")), None);
+        assert_eq!(repeat_ahead(&Berlin, utc("2026-10-25T01:00:00Z")), None);
+        assert_eq!(repeat_ahead(&Berlin, utc("2026-03-29T00:30:00Z")), None);
+        assert_eq!(repeat_ahead(&chrono_tz::UTC, utc("2026-10-25T00:30:00Z")), None);
     }
 }

@@ -9,20 +9,22 @@
 //!   an interval cron fires by the wall clock, in both passes of a repeated hour and never in
 //!   a gap; a fixed time of day fires once, shifted out of a gap). Near a transition
 //!   wall-clock order and instant order can disagree (the autumn repeat, several gap times
-//!   shifted to one instant), so there the search looks a little behind and keeps the
-//!   earliest instant strictly after the previous one; that also fires a shifted instant only
-//!   once. Each fire is a distinct UTC instant, so the two passes of a repeated wall-clock
-//!   time are two occurrences with two run ids.
+//!   shifted to one instant). The search walks the wall clock on from the previous fire and
+//!   takes the first instant after it, so a shifted instant fires once; under a `twice` rule
+//!   it also looks at the second pass of a repeat just ahead, whose wall-clock times can lie
+//!   behind the previous fire's, and the earlier of the two is next. Each fire is a distinct
+//!   UTC instant, so the two passes of a repeated wall-clock time are two occurrences with
+//!   two run ids.
 //!
 //! Every search is bounded ([`CRON_HORIZON_YEARS`]): a schedule with no future occurrence
 //! answers `None`.
 
 use super::cron::{CronExpr, parse_cron, parse_timezone};
-use super::dst::{DstRule, MAX_DST_SHIFT, RepeatRule, fire_instants, gap_end, near_transition};
+use super::dst::{DstRule, RepeatRule, fire_instants, gap_end, repeat_ahead};
 use super::{DstPolicy, Schedule};
 use crate::duration::Dur;
 use crate::timestamp::{self, Timestamp};
-use chrono::{Duration, DurationRound, NaiveDateTime};
+use chrono::{Duration, DurationRound, NaiveDateTime, TimeZone};
 use chrono_tz::Tz;
 
 /// How far past the previous fire time a cron search looks before answering `None`. Long
@@ -172,35 +174,30 @@ fn every_after(interval: Dur, anchor: Timestamp, after: Timestamp) -> Option<Tim
 pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, rule: &DstRule, after: Timestamp) -> Option<Timestamp> {
     // Occurrences are whole seconds, so "after `after`" is "after its whole second".
     let after = after.duration_trunc(Duration::seconds(1)).ok()?;
-    let local = |t: Timestamp| t.with_timezone(tz).naive_local();
-    // Wall-clock order is instant order except for the second pass of an autumn repeat, which
-    // only a `twice` rule fires: there an earlier wall-clock time can fire after a later one.
-    // Only then, and only near a transition, does the scan start behind `after`'s wall clock
-    // and keep going until no later wall-clock time can beat the best instant found.
-    let careful = rule.repeat == RepeatRule::Twice && near_transition(tz, after);
-    let mut cursor: NaiveDateTime = if careful {
-        local(after) - MAX_DST_SHIFT
-    } else {
-        local(after)
+    let in_wall_order = first_in_wall_clock_order(cron, tz, rule, after);
+    let second_pass = match rule.repeat {
+        RepeatRule::Twice => first_in_second_pass(cron, tz, after),
+        RepeatRule::Once => None,
     };
-    let horizon = local(after).checked_add_signed(Duration::days(366 * CRON_HORIZON_YEARS))?;
-    let mut best: Option<Timestamp> = None;
+    [in_wall_order, second_pass].into_iter().flatten().min()
+}
+
+/// The first instant after `after` found by walking the wall clock on from `after`'s. Wall-clock
+/// order is instant order, with one exception: a `twice` rule fires the second pass of an autumn
+/// repeat, where a wall-clock time at or before `after`'s can fire after `after` (02:10 CET
+/// follows 02:50 CEST). [`first_in_second_pass`] covers that.
+fn first_in_wall_clock_order(cron: &CronExpr, tz: &Tz, rule: &DstRule, after: Timestamp) -> Option<Timestamp> {
+    let from = after.with_timezone(tz).naive_local();
+    let horizon = from.checked_add_signed(Duration::days(366 * CRON_HORIZON_YEARS))?;
+    let mut cursor: NaiveDateTime = from;
     while let Some(wall) = cron.next_local_after(cursor) {
-        if wall > horizon || best.is_some_and(|b| wall > local(b) + MAX_DST_SHIFT) {
+        if wall > horizon {
             break;
         }
-        // `fire_instants` answers in instant order, so the first one after `after` is this
-        // wall-clock time's candidate.
-        if let Some(t) = fire_instants(tz, wall, rule).find(|t| *t > after)
-            && best.is_none_or(|b| t < b)
-        {
-            best = Some(t);
-        }
-        if let Some(b) = best {
-            // Nothing later on the wall clock fires before `b`, unless a repeat is near it.
-            if !careful || (wall >= local(b) && !near_transition(tz, b)) {
-                break;
-            }
+        // `fire_instants` answers in instant order: the first one after `after` is the answer
+        // (a wall-clock time whose instants are all past, or none, is passed over).
+        if let Some(t) = fire_instants(tz, wall, rule).find(|t| *t > after) {
+            return Some(t);
         }
         // Every wall-clock time in a spring gap fires at the same instant (or not at all):
         // step over the rest of the gap instead of visiting each of its seconds.
@@ -209,7 +206,23 @@ pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, rule: &DstRule, after: Timest
             None => wall,
         };
     }
-    best
+    None
+}
+
+/// Under a `twice` rule, the first fire in the second pass of an autumn repeat that begins
+/// within [`MAX_DST_SHIFT`](super::dst::MAX_DST_SHIFT) after `after`: the first wall-clock time of the repeated span that
+/// matches, at its second instant. Those instants all come after `after`, whatever their wall
+/// clock; later wall-clock times are [`first_in_wall_clock_order`]'s.
+fn first_in_second_pass(cron: &CronExpr, tz: &Tz, after: Timestamp) -> Option<Timestamp> {
+    let (back_at, back_by) = repeat_ahead(tz, after)?;
+    let repeat_from = back_at.naive_local();
+    let wall = cron.next_local_after(repeat_from - Duration::seconds(1))?;
+    if wall >= repeat_from + back_by {
+        return None;
+    }
+    tz.from_local_datetime(&wall)
+        .latest()
+        .map(|t| t.with_timezone(&chrono::Utc))
 }
 
 #[cfg(test)]
@@ -491,6 +504,31 @@ mod tests {
         assert_eq!(spring, utcs(&["2027-03-28T01:00:00Z", "2027-03-29T00:30:00Z"]));
         let autumn = fires(&s, DstPolicy::default(), "2027-10-30T12:00:00Z", 2);
         assert_eq!(autumn, utcs(&["2027-10-31T00:30:00Z", "2027-11-01T01:30:00Z"]));
+    }
+
+    #[test]
+    fn given_every_second_through_berlin_repeat_by_default_then_every_real_second_once() {
+        // Three hours of real time around the repeat, one call per fire: 10 800 of them. (The
+        // search finds the second pass directly; a scan back over the repeat at every step would
+        // take minutes here.)
+        let s = cron("* * * * * *", "Europe/Berlin");
+        let got = fires(&s, DstPolicy::default(), "2027-10-30T23:59:59Z", 3 * 3600);
+        let start = utc("2027-10-31T00:00:00Z");
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(i, t)| *t == start + Duration::seconds(i as i64))
+        );
+        // 02:59:59 CEST is followed by 02:00:00 CET.
+        assert_eq!(
+            next_fire_after(
+                &s,
+                &DstPolicy::default(),
+                &FireWindow::default(),
+                utc("2027-10-31T00:59:59Z")
+            ),
+            Some(utc("2027-10-31T01:00:00Z"))
+        );
     }
 
     #[test]
