@@ -18,10 +18,14 @@ use serde::{Deserialize, Serialize};
 #[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema))]
 #[serde(deny_unknown_fields)]
 pub struct DstPolicy {
-    /// Spring-forward gap.
+    /// A fire time in the spring-forward gap: `shift` (to the end of the gap), `skip`, or
+    /// `auto` (default): `skip` for an interval cron (hour or minute `*` or a step), `shift`
+    /// for a fixed time of day.
     #[serde(default)]
     pub gap: DstGap,
-    /// Autumn repeat.
+    /// A fire time in the autumn repeat: `once` (first pass), `twice` (both passes), or
+    /// `auto` (default): `twice` for an interval cron (hour or minute `*` or a step), `once`
+    /// for a fixed time of day.
     #[serde(default)]
     pub repeat: DstRepeat,
 }
