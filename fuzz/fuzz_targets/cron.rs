@@ -13,10 +13,14 @@
 //! - `preview` starts with it and is strictly increasing, each step again the earliest;
 //! - under `gap: skip` its wall-clock time matches the expression (nothing was shifted);
 //! - policies nest: what `gap: skip` fires, `gap: shift` fires too; what `repeat: once`
-//!   fires, `repeat: twice` fires too.
+//!   fires, `repeat: twice` fires too;
+//! - `auto` (both halves left out) fires exactly as the policy it settles to for the
+//!   expression (`skip` + `twice` for an interval cron, `shift` + `once` for a fixed time),
+//!   which the checks above then run under.
 //!
 //! Input: 8 bytes (i64 LE: the instant, in ms, folded into years 1970..=2200), 1 flag byte
-//! (bit 0 gap skip, 1 repeat twice, 2 has start_at, 3 has end_at, 4 zone name from the text),
+//! (bit 0 gap skip, 1 repeat twice, 2 has start_at, 3 has end_at, 4 zone name from the text,
+//! 5 `auto`: bits 0 and 1 ignored),
 //! 2 bytes (u16 LE: index into chrono-tz's zones), 4 + 4 bytes (i32 LE: start_at and end_at as
 //! seconds from the instant), then UTF-8 text: the expression, or with bit 4 `expr\nzone`.
 //! Missing bytes read as zero.
@@ -27,6 +31,7 @@ use chrono::{Duration, TimeZone, Utc};
 use libfuzzer_sys::fuzz_target;
 use sked_core::Timestamp;
 use sked_core::schedule::cron::{parse_cron, parse_timezone};
+use sked_core::schedule::dst::{GapRule, RepeatRule};
 use sked_core::schedule::next::CRON_HORIZON_YEARS;
 use sked_core::schedule::{DstGap, DstPolicy, DstRepeat, FireWindow, Schedule, next_fire_after, preview};
 
@@ -85,13 +90,29 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
 
-    let dst = DstPolicy {
-        gap: if flags & 1 != 0 { DstGap::Skip } else { DstGap::Shift },
-        repeat: if flags & 2 != 0 {
-            DstRepeat::Twice
-        } else {
-            DstRepeat::Once
-        },
+    let auto = flags & 32 != 0;
+    let dst = if auto {
+        // The written policy `auto` settles to for this expression.
+        let rule = DstPolicy::default().rule_for(cron.kind());
+        DstPolicy {
+            gap: match rule.gap {
+                GapRule::Shift => DstGap::Shift,
+                GapRule::Skip => DstGap::Skip,
+            },
+            repeat: match rule.repeat {
+                RepeatRule::Once => DstRepeat::Once,
+                RepeatRule::Twice => DstRepeat::Twice,
+            },
+        }
+    } else {
+        DstPolicy {
+            gap: if flags & 1 != 0 { DstGap::Skip } else { DstGap::Shift },
+            repeat: if flags & 2 != 0 {
+                DstRepeat::Twice
+            } else {
+                DstRepeat::Once
+            },
+        }
     };
     // The window's ends are job timestamps too: inside the years validation accepts.
     let offset = |secs: i32| instant(after.timestamp_millis() + i64::from(secs) * 1000);
@@ -118,6 +139,13 @@ fuzz_target!(|data: &[u8]| {
 
     let series = preview(&schedule, &dst, &window, after, 4);
     assert_eq!(series.first(), Some(&first), "preview starts with the next fire time");
+    if auto {
+        assert_eq!(
+            preview(&schedule, &DstPolicy::default(), &window, after, 4),
+            series,
+            "auto does not fire as {dst:?}"
+        );
+    }
     for (i, &t) in series.iter().enumerate() {
         if i > 0 {
             assert!(t > series[i - 1], "preview goes backwards: {series:?}");

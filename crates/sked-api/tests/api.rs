@@ -795,6 +795,84 @@ async fn patch_merges_and_checks_the_version() {
 }
 
 #[tokio::test]
+async fn dst_is_auto_by_default_and_preview_lists_both_passes_of_an_interval_cron() {
+    let api = api();
+    // Every quarter hour in Berlin, from 01:40 CEST on the night clocks go back (2026-10-25).
+    let j = api
+        .create(json!({
+            "id": "quarter",
+            "schedule": {"cron": "*/15 * * * *", "timezone": "Europe/Berlin"},
+            "start_at": "2026-10-24T23:40:00Z",
+            "task": {"command": {"argv": ["true"]}},
+        }))
+        .await;
+    assert_eq!(j["dst"], json!({"gap": "auto", "repeat": "auto"}));
+    let times = |r: Resp| -> Vec<String> {
+        assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+        r.items().iter().map(|t| t.as_str().unwrap().to_string()).collect()
+    };
+    let quarters = |from: &str, n: usize| -> Vec<String> {
+        let from = timestamp::parse(from).unwrap();
+        (0..n as i64)
+            .map(|i| timestamp::format(&(from + chrono::Duration::minutes(15 * i))))
+            .collect()
+    };
+    // 01:45 CEST, 02:00…02:45 CEST, 02:00…02:45 CET, 03:00 CET: every quarter hour.
+    let both = times(api.get("/v1/jobs/quarter/preview?count=10").await);
+    assert_eq!(both, quarters("2026-10-24T23:45:00Z", 10));
+
+    // A written half forces the policy: the second pass is gone.
+    let r = api
+        .send(
+            Method::PATCH,
+            "/v1/jobs/quarter",
+            &[],
+            json!({"dst": {"repeat": "once"}}),
+        )
+        .await;
+    assert_eq!(r.json["dst"], json!({"gap": "auto", "repeat": "once"}), "{}", r.text);
+    let once = times(api.get("/v1/jobs/quarter/preview?count=6").await);
+    let mut want = quarters("2026-10-24T23:45:00Z", 5);
+    want.push("2026-10-25T02:00:00.000Z".into());
+    assert_eq!(once, want);
+
+    // What a job stored before `auto` holds (`shift`, `once`) is kept; `null` goes back to auto.
+    let r = api
+        .send(
+            Method::PATCH,
+            "/v1/jobs/quarter",
+            &[],
+            json!({"dst": {"gap": "shift", "repeat": "once"}}),
+        )
+        .await;
+    assert_eq!(r.json["dst"], json!({"gap": "shift", "repeat": "once"}), "{}", r.text);
+    let r = api
+        .send(Method::PATCH, "/v1/jobs/quarter", &[], json!({"dst": null}))
+        .await;
+    assert_eq!(r.json["dst"], json!({"gap": "auto", "repeat": "auto"}), "{}", r.text);
+    assert_eq!(times(api.get("/v1/jobs/quarter/preview?count=10").await), both);
+
+    let bad = api
+        .send(Method::PATCH, "/v1/jobs/quarter", &[], json!({"dst": {"gap": "later"}}))
+        .await;
+    assert_eq!(
+        (bad.status, bad.field()),
+        (StatusCode::BAD_REQUEST, "dst.gap"),
+        "{}",
+        bad.text
+    );
+
+    // The document lists `auto` among each half's values.
+    let doc = api.get("/v1/openapi.json").await.json;
+    for (schema, values) in [
+        ("DstGap", ["auto", "shift", "skip"]),
+        ("DstRepeat", ["auto", "once", "twice"]),
+    ] {
+        assert_eq!(doc["components"]["schemas"][schema]["enum"], json!(values), "{schema}");
+    }
+}
+
+#[tokio::test]
 async fn pause_resume_trigger_preview_delete() {
     let api = api();
     api.create(cron_job("j")).await;

@@ -38,7 +38,11 @@ pub struct JobSpec {
     /// Random delay added to each run's start (not to its nominal time); < interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter: Option<Dur>,
-    /// DST rule for cron schedules.
+    /// DST rule for cron schedules. By default (`auto`) as Debian cron: an interval cron (hour
+    /// or minute `*` or a step) fires by the wall clock, in both passes of a repeated hour and
+    /// not in a skipped one; a fixed time of day fires once in a repeated hour and at the end
+    /// of a skipped one. A half written (`gap`: `shift`/`skip`, `repeat`: `once`/`twice`)
+    /// forces that choice. `preview` shows the effect.
     #[serde(default)]
     pub dst: DstPolicy,
     /// What runs.

@@ -334,7 +334,7 @@ pub async fn trigger(
     summary = "The next fire times of a job",
     params(("id" = String, Path, description = "Job id"), Preview),
     responses(
-        (status = 200, description = "Up to `count` nominal fire times, ascending", body = ItemsView<String>),
+        (status = 200, description = "Up to `count` nominal fire times, ascending: exactly the instants the sweeper fires, the job's DST rule applied (both passes of a repeated hour are two entries)", body = ItemsView<String>),
         (status = 400, description = "A bad query parameter (`invalid_argument`, naming it)", body = ErrorBody),
         (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody)
     )

@@ -4,7 +4,9 @@
 //! Parsing and matching are delegated to the `croner` crate; this module only pins the
 //! dialect sked accepts (5 fields, or 6 with leading seconds; the `@` macros) and gives
 //! errors people can act on. It works on *local naive* times only: turning a wall-clock time
-//! into instants (and what DST does to it) belongs to [`super::dst`].
+//! into instants (and what DST does to it) belongs to [`super::dst`]. It does say which
+//! [`CronKind`] an expression is (an interval or a fixed time of day), read off its text,
+//! because that is what the default DST rule depends on.
 
 use chrono::NaiveDateTime;
 use chrono_tz::Tz;
@@ -16,6 +18,37 @@ use croner::parser::{CronParser, Seconds, Year};
 pub struct CronExpr {
     /// The parsed pattern.
     cron: Cron,
+    /// Interval or fixed time of day, as written.
+    kind: CronKind,
+}
+
+/// What a cron expression says about the time of day, as Debian cron reads it to decide what
+/// a DST change does to it (see [`super::dst::DstPolicy::rule_for`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CronKind {
+    /// The hour, minute or seconds field is written `*` or with a step (`*/15 * * * *`,
+    /// `0 */2 * * *`, `0 1-23/2 * * *`, `*/30 1-3 * * *`, `@hourly`): it means "every so
+    /// often", so it keeps to the wall clock.
+    Interval,
+    /// Every time-of-day field is a number, list or range (`30 2 * * *`, `0 9,17 * * *`,
+    /// `0 1-3 * * *`, `@daily`): it means "at these times of day".
+    FixedTime,
+}
+
+impl CronKind {
+    /// The kind of an expression whose fields are `fields` (5, or 6 with leading seconds,
+    /// macros already expanded). Debian cron looks at the minute and hour fields; the seconds
+    /// field of the 6-field form counts the same way.
+    fn of_fields(fields: &[&str]) -> Self {
+        // The time-of-day fields lead: (seconds,) minute, hour.
+        let time_of_day = &fields[..fields.len().saturating_sub(3)];
+        let every_so_often = |f: &&str| f.starts_with('*') || f.contains('/');
+        if time_of_day.iter().any(every_so_often) {
+            CronKind::Interval
+        } else {
+            CronKind::FixedTime
+        }
+    }
 }
 
 /// The `@` macros sked accepts, and the 5-field expression each stands for.
@@ -68,9 +101,10 @@ pub fn parse_cron(expr: &str) -> Result<CronExpr, String> {
         .seconds(Seconds::Optional)
         .year(Year::Disallowed)
         .build();
+    let kind = CronKind::of_fields(&expanded.split_whitespace().collect::<Vec<_>>());
     parser
         .parse(expanded)
-        .map(|cron| CronExpr { cron })
+        .map(|cron| CronExpr { cron, kind })
         .map_err(|e| format!("invalid cron expression {trimmed:?}: {e}"))
 }
 
@@ -81,6 +115,11 @@ pub fn parse_timezone(name: &str) -> Result<Tz, String> {
 }
 
 impl CronExpr {
+    /// Interval or fixed time of day (see [`CronKind`]).
+    pub fn kind(&self) -> CronKind {
+        self.kind
+    }
+
     /// The first wall-clock time strictly after `after` (compared at whole seconds) that the
     /// expression matches, or `None` if there is none (`0 0 30 2 *`) or the search gives up.
     pub fn next_local_after(&self, after: NaiveDateTime) -> Option<NaiveDateTime> {
@@ -146,6 +185,41 @@ mod tests {
         let m = parse_cron("@midnight").unwrap().next_local_after(from);
         assert_eq!(m, Some(local(2026, 5, 6, 0, 0, 0)));
         assert_eq!(m, parse_cron("@daily").unwrap().next_local_after(from));
+    }
+
+    #[test]
+    fn given_hour_or_minute_written_as_star_or_step_when_classified_then_interval() {
+        for expr in [
+            "*/15 * * * *",
+            "@hourly",
+            "0 * * * *",
+            "0 */2 * * *",
+            "0 1-23/2 * * *",
+            "*/30 1-3 * * *",
+            "* 2 * * *",
+            "0,30 * * * *",
+            "*/10 30 2 * * *",
+            "0 0 */6 * * *",
+        ] {
+            assert_eq!(parse_cron(expr).unwrap().kind(), CronKind::Interval, "{expr}");
+        }
+    }
+
+    #[test]
+    fn given_fixed_hour_and_minute_when_classified_then_fixed_time() {
+        for expr in [
+            "30 2 * * *",
+            "0 0 * * *",
+            "@daily",
+            "@weekly",
+            "0 9 * * MON-FRI",
+            "0 9,17 * * *",
+            "0 1-3 * * *",
+            "0 30 2 * * *",
+            "15 2 */2 * *",
+        ] {
+            assert_eq!(parse_cron(expr).unwrap().kind(), CronKind::FixedTime, "{expr}");
+        }
     }
 
     #[test]

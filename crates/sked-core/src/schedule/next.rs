@@ -4,21 +4,27 @@
 //! - `every` fires on the grid `anchor + k·interval` (any integer `k`), at millisecond
 //!   precision.
 //! - `cron` fires at whole seconds. Occurrences are found on the *wall clock* of the schedule's
-//!   time zone (croner matching, [`super::cron`]) and each is mapped to instants by the DST
-//!   policy ([`super::dst`]). Near a transition wall-clock order and instant order can
-//!   disagree (the autumn repeat, several gap times shifted to one instant), so there the
-//!   search looks a little behind and keeps the earliest instant strictly after the previous
-//!   one; that also fires a shifted instant only once.
+//!   time zone (croner matching, [`super::cron`]) and each is mapped to instants by the job's
+//!   DST policy, settled for the expression ([`super::dst::DstPolicy::rule_for`]: by default
+//!   an interval cron fires by the wall clock, in both passes of a repeated hour and never in
+//!   a gap; a fixed time of day fires once, shifted out of a gap). Near a transition
+//!   wall-clock order and instant order can disagree (the autumn repeat, several gap times
+//!   shifted to one instant). The search walks the wall clock on from the previous fire and
+//!   takes the first instant after it, so a shifted instant fires once; under a `twice` rule
+//!   it also looks at the second pass of a repeat just ahead, whose wall-clock times can lie
+//!   behind the previous fire's, and the earlier of the two is next. Each fire is a distinct
+//!   UTC instant, so the two passes of a repeated wall-clock time are two occurrences with
+//!   two run ids.
 //!
 //! Every search is bounded ([`CRON_HORIZON_YEARS`]): a schedule with no future occurrence
 //! answers `None`.
 
 use super::cron::{CronExpr, parse_cron, parse_timezone};
-use super::dst::{DstRepeat, MAX_DST_SHIFT, fire_instants, gap_end, near_transition};
+use super::dst::{DstRule, RepeatRule, fire_instants, gap_end, repeat_ahead};
 use super::{DstPolicy, Schedule};
 use crate::duration::Dur;
 use crate::timestamp::{self, Timestamp};
-use chrono::{Duration, DurationRound, NaiveDateTime};
+use chrono::{Duration, DurationRound, NaiveDateTime, TimeZone};
 use chrono_tz::Tz;
 
 /// How far past the previous fire time a cron search looks before answering `None`. Long
@@ -102,8 +108,8 @@ enum Plan<'a> {
     At(Timestamp, &'a FireWindow),
     /// The `anchor + k·interval` grid; no anchor means "from the instant asked about".
     Every(Dur, Option<Timestamp>, &'a FireWindow),
-    /// A valid cron schedule.
-    Cron(Box<CronExpr>, Tz, &'a DstPolicy, &'a FireWindow),
+    /// A valid cron schedule, with the job's DST policy settled for its expression.
+    Cron(Box<CronExpr>, Tz, DstRule, &'a FireWindow),
     /// An invalid cron schedule (validation refuses these): never fires.
     Never,
 }
@@ -114,7 +120,10 @@ impl<'a> Plan<'a> {
             Schedule::At(at) => Plan::At(*at, window),
             Schedule::Every { interval, anchor } => Plan::Every(*interval, *anchor, window),
             Schedule::Cron { expr, timezone } => match (parse_cron(expr), parse_timezone(timezone)) {
-                (Ok(cron), Ok(tz)) => Plan::Cron(Box::new(cron), tz, dst, window),
+                (Ok(cron), Ok(tz)) => {
+                    let rule = dst.rule_for(cron.kind());
+                    Plan::Cron(Box::new(cron), tz, rule, window)
+                }
                 _ => Plan::Never,
             },
         }
@@ -138,8 +147,8 @@ impl<'a> Plan<'a> {
                 let anchor = anchor.unwrap_or_else(|| timestamp::trunc_ms(prev));
                 window.keep(every_after(*interval, anchor, window.lower_bound(prev)))
             }
-            Plan::Cron(cron, tz, dst, window) => {
-                window.keep(next_cron_instant(cron, tz, dst, window.lower_bound(prev)))
+            Plan::Cron(cron, tz, rule, window) => {
+                window.keep(next_cron_instant(cron, tz, rule, window.lower_bound(prev)))
             }
         }
     }
@@ -161,39 +170,34 @@ fn every_after(interval: Dur, anchor: Timestamp, after: Timestamp) -> Option<Tim
 }
 
 /// The earliest instant strictly after `after` that an occurrence of `cron` in `tz` fires at,
-/// under `dst`. Works at whole seconds.
-pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, dst: &DstPolicy, after: Timestamp) -> Option<Timestamp> {
+/// under `rule`. Works at whole seconds.
+pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, rule: &DstRule, after: Timestamp) -> Option<Timestamp> {
     // Occurrences are whole seconds, so "after `after`" is "after its whole second".
     let after = after.duration_trunc(Duration::seconds(1)).ok()?;
-    let local = |t: Timestamp| t.with_timezone(tz).naive_local();
-    // Wall-clock order is instant order except for the second pass of an autumn repeat, which
-    // only `repeat = twice` fires: there an earlier wall-clock time can fire after a later one.
-    // Only then, and only near a transition, does the scan start behind `after`'s wall clock
-    // and keep going until no later wall-clock time can beat the best instant found.
-    let careful = dst.repeat == DstRepeat::Twice && near_transition(tz, after);
-    let mut cursor: NaiveDateTime = if careful {
-        local(after) - MAX_DST_SHIFT
-    } else {
-        local(after)
+    let in_wall_order = first_in_wall_clock_order(cron, tz, rule, after);
+    let second_pass = match rule.repeat {
+        RepeatRule::Twice => first_in_second_pass(cron, tz, after),
+        RepeatRule::Once => None,
     };
-    let horizon = local(after).checked_add_signed(Duration::days(366 * CRON_HORIZON_YEARS))?;
-    let mut best: Option<Timestamp> = None;
+    [in_wall_order, second_pass].into_iter().flatten().min()
+}
+
+/// The first instant after `after` found by walking the wall clock on from `after`'s. Wall-clock
+/// order is instant order, with one exception: a `twice` rule fires the second pass of an autumn
+/// repeat, where a wall-clock time at or before `after`'s can fire after `after` (02:10 CET
+/// follows 02:50 CEST). [`first_in_second_pass`] covers that.
+fn first_in_wall_clock_order(cron: &CronExpr, tz: &Tz, rule: &DstRule, after: Timestamp) -> Option<Timestamp> {
+    let from = after.with_timezone(tz).naive_local();
+    let horizon = from.checked_add_signed(Duration::days(366 * CRON_HORIZON_YEARS))?;
+    let mut cursor: NaiveDateTime = from;
     while let Some(wall) = cron.next_local_after(cursor) {
-        if wall > horizon || best.is_some_and(|b| wall > local(b) + MAX_DST_SHIFT) {
+        if wall > horizon {
             break;
         }
-        // `fire_instants` answers in instant order, so the first one after `after` is this
-        // wall-clock time's candidate.
-        if let Some(t) = fire_instants(tz, wall, dst).find(|t| *t > after)
-            && best.is_none_or(|b| t < b)
-        {
-            best = Some(t);
-        }
-        if let Some(b) = best {
-            // Nothing later on the wall clock fires before `b`, unless a repeat is near it.
-            if !careful || (wall >= local(b) && !near_transition(tz, b)) {
-                break;
-            }
+        // `fire_instants` answers in instant order: the first one after `after` is the answer
+        // (a wall-clock time whose instants are all past, or none, is passed over).
+        if let Some(t) = fire_instants(tz, wall, rule).find(|t| *t > after) {
+            return Some(t);
         }
         // Every wall-clock time in a spring gap fires at the same instant (or not at all):
         // step over the rest of the gap instead of visiting each of its seconds.
@@ -202,7 +206,23 @@ pub fn next_cron_instant(cron: &CronExpr, tz: &Tz, dst: &DstPolicy, after: Times
             None => wall,
         };
     }
-    best
+    None
+}
+
+/// Under a `twice` rule, the first fire in the second pass of an autumn repeat that begins
+/// within [`MAX_DST_SHIFT`](super::dst::MAX_DST_SHIFT) after `after`: the first wall-clock time of the repeated span that
+/// matches, at its second instant. Those instants all come after `after`, whatever their wall
+/// clock; later wall-clock times are [`first_in_wall_clock_order`]'s.
+fn first_in_second_pass(cron: &CronExpr, tz: &Tz, after: Timestamp) -> Option<Timestamp> {
+    let (back_at, back_by) = repeat_ahead(tz, after)?;
+    let repeat_from = back_at.naive_local();
+    let wall = cron.next_local_after(repeat_from - Duration::seconds(1))?;
+    if wall >= repeat_from + back_by {
+        return None;
+    }
+    tz.from_local_datetime(&wall)
+        .latest()
+        .map(|t| t.with_timezone(&chrono::Utc))
 }
 
 #[cfg(test)]
@@ -269,7 +289,7 @@ mod tests {
     fn given_every_30_minutes_across_berlin_gap_when_shift_then_shifted_times_fire_once() {
         let got = fires(
             &cron("*/30 * * * *", "Europe/Berlin"),
-            DstPolicy::default(),
+            policy(DstGap::Shift, DstRepeat::Once),
             "2026-03-29T00:00:00Z",
             4,
         );
@@ -299,7 +319,7 @@ mod tests {
     #[test]
     fn given_every_second_across_berlin_gap_when_shift_then_one_fire_at_the_gap_end() {
         let s = cron("* * * * * *", "Europe/Berlin");
-        let got = fires(&s, DstPolicy::default(), "2026-03-29T00:59:58Z", 3);
+        let got = fires(&s, policy(DstGap::Shift, DstRepeat::Once), "2026-03-29T00:59:58Z", 3);
         assert_eq!(
             got,
             utcs(&["2026-03-29T00:59:59Z", "2026-03-29T01:00:00Z", "2026-03-29T01:00:01Z"])
@@ -332,10 +352,10 @@ mod tests {
     }
 
     #[test]
-    fn given_every_30_minutes_across_berlin_repeat_when_once_then_second_pass_is_not_fired() {
+    fn given_every_30_minutes_across_berlin_repeat_when_forced_once_then_second_pass_is_not_fired() {
         let got = fires(
             &cron("*/30 * * * *", "Europe/Berlin"),
-            DstPolicy::default(),
+            policy(DstGap::Shift, DstRepeat::Once),
             "2026-10-24T23:00:00Z",
             4,
         );
@@ -381,6 +401,165 @@ mod tests {
             next_fire_after(&s, &dst, &window, utc("2026-10-25T01:10:00Z")),
             Some(utc("2026-10-25T01:30:00Z"))
         );
+    }
+
+    // --- DST by default (no `dst` given): Debian cron's rule ---
+
+    #[test]
+    fn given_every_15_minutes_across_berlin_repeat_by_default_then_both_passes_fire_by_the_wall_clock() {
+        let got = fires(
+            &cron("*/15 * * * *", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2027-10-30T23:40:00Z",
+            10,
+        );
+        // 01:45 CEST; 02:00..02:45 CEST; 02:00..02:45 CET; 03:00 CET: every quarter hour of
+        // real time, eight of them on the wall-clock hour 02.
+        let want = [
+            "2027-10-30T23:45:00Z",
+            "2027-10-31T00:00:00Z",
+            "2027-10-31T00:15:00Z",
+            "2027-10-31T00:30:00Z",
+            "2027-10-31T00:45:00Z",
+            "2027-10-31T01:00:00Z",
+            "2027-10-31T01:15:00Z",
+            "2027-10-31T01:30:00Z",
+            "2027-10-31T01:45:00Z",
+            "2027-10-31T02:00:00Z",
+        ];
+        assert_eq!(got, utcs(&want));
+    }
+
+    #[test]
+    fn given_every_15_minutes_across_berlin_gap_by_default_then_nothing_in_the_gap() {
+        let got = fires(
+            &cron("*/15 * * * *", "Europe/Berlin"),
+            DstPolicy::default(),
+            "2027-03-28T00:30:00Z",
+            4,
+        );
+        // 01:45 CET, then 03:00 CEST: 02:00..02:45 do not exist and are not shifted.
+        assert_eq!(
+            got,
+            utcs(&[
+                "2027-03-28T00:45:00Z",
+                "2027-03-28T01:00:00Z",
+                "2027-03-28T01:15:00Z",
+                "2027-03-28T01:30:00Z"
+            ])
+        );
+    }
+
+    #[test]
+    fn given_every_two_hours_across_berlin_transitions_by_default_then_by_the_wall_clock() {
+        let s = cron("0 */2 * * *", "Europe/Berlin");
+        // Spring: 00:00 CET, (02:00 does not exist), 04:00 CEST.
+        let spring = fires(&s, DstPolicy::default(), "2027-03-27T22:30:00Z", 2);
+        assert_eq!(spring, utcs(&["2027-03-27T23:00:00Z", "2027-03-28T02:00:00Z"]));
+        // Autumn: 00:00 CEST, 02:00 CEST, 02:00 CET, 04:00 CET.
+        let autumn = fires(&s, DstPolicy::default(), "2027-10-30T21:30:00Z", 4);
+        assert_eq!(
+            autumn,
+            utcs(&[
+                "2027-10-30T22:00:00Z",
+                "2027-10-31T00:00:00Z",
+                "2027-10-31T01:00:00Z",
+                "2027-10-31T03:00:00Z"
+            ])
+        );
+    }
+
+    #[test]
+    fn given_minute_step_within_an_hour_range_by_default_then_an_interval() {
+        let s = cron("*/30 1-3 * * *", "Europe/Berlin");
+        let autumn = fires(&s, DstPolicy::default(), "2027-10-30T22:00:00Z", 8);
+        // 01:00 01:30 02:00 02:30 CEST, 02:00 02:30 03:00 03:30 CET.
+        let want = [
+            "2027-10-30T23:00:00Z",
+            "2027-10-30T23:30:00Z",
+            "2027-10-31T00:00:00Z",
+            "2027-10-31T00:30:00Z",
+            "2027-10-31T01:00:00Z",
+            "2027-10-31T01:30:00Z",
+            "2027-10-31T02:00:00Z",
+            "2027-10-31T02:30:00Z",
+        ];
+        assert_eq!(autumn, utcs(&want));
+        // 01:00 01:30 CET, then 03:00 03:30 CEST, then the next night.
+        let spring = fires(&s, DstPolicy::default(), "2027-03-27T23:00:00Z", 5);
+        let want = [
+            "2027-03-28T00:00:00Z",
+            "2027-03-28T00:30:00Z",
+            "2027-03-28T01:00:00Z",
+            "2027-03-28T01:30:00Z",
+            "2027-03-28T23:00:00Z",
+        ];
+        assert_eq!(spring, utcs(&want));
+    }
+
+    #[test]
+    fn given_fixed_time_by_default_then_once_in_the_repeat_and_shifted_out_of_the_gap() {
+        let s = cron("30 2 * * *", "Europe/Berlin");
+        let spring = fires(&s, DstPolicy::default(), "2027-03-27T12:00:00Z", 2);
+        assert_eq!(spring, utcs(&["2027-03-28T01:00:00Z", "2027-03-29T00:30:00Z"]));
+        let autumn = fires(&s, DstPolicy::default(), "2027-10-30T12:00:00Z", 2);
+        assert_eq!(autumn, utcs(&["2027-10-31T00:30:00Z", "2027-11-01T01:30:00Z"]));
+    }
+
+    #[test]
+    fn given_every_second_through_berlin_repeat_by_default_then_every_real_second_once() {
+        // Three hours of real time around the repeat, one call per fire: 10 800 of them. (The
+        // search finds the second pass directly; a scan back over the repeat at every step would
+        // take minutes here.)
+        let s = cron("* * * * * *", "Europe/Berlin");
+        let got = fires(&s, DstPolicy::default(), "2027-10-30T23:59:59Z", 3 * 3600);
+        let start = utc("2027-10-31T00:00:00Z");
+        assert!(
+            got.iter()
+                .enumerate()
+                .all(|(i, t)| *t == start + Duration::seconds(i as i64))
+        );
+        // 02:59:59 CEST is followed by 02:00:00 CET.
+        assert_eq!(
+            next_fire_after(
+                &s,
+                &DstPolicy::default(),
+                &FireWindow::default(),
+                utc("2027-10-31T00:59:59Z")
+            ),
+            Some(utc("2027-10-31T01:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn given_dst_written_when_interval_cron_then_the_written_policy_wins() {
+        let s = cron("*/15 * * * *", "Europe/Berlin");
+        let forced = fires(&s, policy(DstGap::Shift, DstRepeat::Once), "2027-10-31T00:40:00Z", 2);
+        // 02:45 CEST, then 03:00 CET: the second pass is not fired.
+        assert_eq!(forced, utcs(&["2027-10-31T00:45:00Z", "2027-10-31T02:00:00Z"]));
+        let fixed = cron("30 2 * * *", "Europe/Berlin");
+        let twice = fires(
+            &fixed,
+            policy(DstGap::Skip, DstRepeat::Twice),
+            "2027-03-27T12:00:00Z",
+            4,
+        );
+        assert_eq!(
+            twice,
+            utcs(&[
+                "2027-03-29T00:30:00Z",
+                "2027-03-30T00:30:00Z",
+                "2027-03-31T00:30:00Z",
+                "2027-04-01T00:30:00Z"
+            ])
+        );
+        let autumn = fires(
+            &fixed,
+            policy(DstGap::Skip, DstRepeat::Twice),
+            "2027-10-30T12:00:00Z",
+            2,
+        );
+        assert_eq!(autumn, utcs(&["2027-10-31T00:30:00Z", "2027-10-31T01:30:00Z"]));
     }
 
     // --- DST: America/New_York, 2026-03-08 02:00 → 03:00 and 2026-11-01 02:00 → 01:00 ---
@@ -675,7 +854,11 @@ mod tests {
 
     #[test]
     fn given_a_year_of_every_15_minutes_in_berlin_when_previewed_then_no_duplicates_and_whole_days() {
-        for dst in [DstPolicy::default(), policy(DstGap::Skip, DstRepeat::Twice)] {
+        for dst in [
+            DstPolicy::default(),
+            policy(DstGap::Shift, DstRepeat::Once),
+            policy(DstGap::Skip, DstRepeat::Twice),
+        ] {
             let got = fires(
                 &cron("*/15 * * * *", "Europe/Berlin"),
                 dst,
