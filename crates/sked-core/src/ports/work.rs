@@ -13,7 +13,7 @@
 //! [`JobStore`]: super::JobStore
 
 use super::queue::{Delivery, QueueError, Receipt};
-use super::store::{Completion, Firing, JobClaim, StoreError};
+use super::store::{ClaimBatch, Completion, Firing, JobClaim, StoreError};
 use crate::duration::Dur;
 use crate::ids::{RunId, TenantId, WorkerId};
 use crate::job::Overlap;
@@ -46,6 +46,24 @@ pub struct ReceiveRequest {
     /// Runs whose job's overlap policy is one of these are held back, not claimed (see
     /// [`ClaimBatch::hold`](super::store::ClaimBatch::hold)).
     pub hold: Vec<Overlap>,
+}
+
+impl ReceiveRequest {
+    /// The claim of the runs of `deliveries`, received by this request at `now`.
+    pub fn claim_of(&self, deliveries: &[Delivery], now: Timestamp) -> ClaimBatch {
+        ClaimBatch {
+            runs: deliveries
+                .iter()
+                .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
+                .collect(),
+            worker: self.worker.clone(),
+            now,
+            lease_until: now + self.lease.to_chrono(),
+            read_jobs: true,
+            hold: self.hold.clone(),
+            alone: false,
+        }
+    }
 }
 
 /// One delivery of [`WorkPort::receive`] and its claim's answer.

@@ -9,9 +9,7 @@ use crate::attempt::RunTransition;
 use crate::duration::Dur;
 use crate::ids::{RunId, TenantId};
 use crate::lifecycle::{ClaimTx, claim_batch};
-use crate::ports::{
-    ClaimBatch, Completion, Delivery, Dispatch, Firing, Receipt, ReceiveRequest, Received, Settlement, StoreError,
-};
+use crate::ports::{Completion, Delivery, Dispatch, Firing, Receipt, ReceiveRequest, Received, Settlement, StoreError};
 use crate::run::Run;
 use crate::timestamp::Timestamp;
 
@@ -73,19 +71,7 @@ where
     if deliveries.is_empty() {
         return Ok(Vec::new());
     }
-    let batch = ClaimBatch {
-        runs: deliveries
-            .iter()
-            .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
-            .collect(),
-        worker: request.worker.clone(),
-        now,
-        lease_until: now + request.lease.to_chrono(),
-        read_jobs: true,
-        hold: request.hold.clone(),
-        alone: false,
-    };
-    let claims = claim_batch(tx, &batch)?;
+    let claims = claim_batch(tx, &request.claim_of(&deliveries, now))?;
     Ok(deliveries
         .into_iter()
         .zip(claims)
