@@ -43,6 +43,14 @@ bench-quick:
 	$(CARGO) build --release -p sked -p sked-bench
 	$(CARGO) run --release -q -p sked-bench -- --quick $(BENCH_ARGS)
 
+## The AWS deployment's figures on moto (not part of `make test`; debug build, as the tests):
+## how long a create takes through the API function's event, a per-second cron against a
+## one-shot (functions/api/tests/handler.rs, bench_*). moto is not AWS: these figures compare
+## sked's work per request before and after a change, not what AWS answers in.
+.PHONY: bench-aws
+bench-aws: moto
+	$(CARGO) test -p sked-fn-api --test handler bench_ -- --ignored --nocapture
+
 ## Install moto server (PyPI `moto[server]`) into .venv-moto/ for the AWS adapter's tests
 ## (crates/sked-aws); idempotent. A prerequisite of `test`.
 .PHONY: moto
