@@ -2,11 +2,16 @@
 //! one dead-letter queue through their redrive policy.
 //!
 //! - **Routing**: priority 7–9 → high, 3–6 → normal, 0–2 → low.
-//! - **Delay**: a message is sent with `DelaySeconds` = whole seconds until its `not_before`
-//!   (rounded up). SQS allows at most 900 s, so a run due later than 15 minutes from now is
-//!   **not enqueued**: the sweeper's look-ahead is at most 15 minutes, and the reaper's repair
-//!   pass (`stale_pending`) enqueues a PENDING run once it is ready. Enqueuing early is never
-//!   needed.
+//! - **Delay**: a message is sent with `DelaySeconds` = whole seconds until its `not_before`,
+//!   rounded down, less one: it becomes visible one to two seconds before `not_before`
+//!   ([`EARLY_DELIVERY`](sked_core::ports::queue::EARLY_DELIVERY)), in time for an idle
+//!   worker's next look at its queue, and the worker holds it until then. (Rounded up, as
+//!   before, a message became visible up to a second late — by the fraction of a second its
+//!   send happened at — and was received up to another second after that: runs of one job
+//!   sent by different firings started out of step.) SQS allows at most 900 s, so a run due
+//!   later than 15 minutes from now is **not enqueued**: the sweeper's look-ahead is at most
+//!   15 minutes, and the reaper's repair pass (`stale_pending`) enqueues a PENDING run once it
+//!   is ready.
 //! - **Send**: `SendMessageBatch` of 10, up to [`PARALLEL_SENDS`] batches in flight at once.
 //!   Every batch is sent even when one fails; the first failure is the answer (the runs whose
 //!   message was not sent stay PENDING, and the repair pass sends them).
@@ -286,6 +291,14 @@ impl SqsQueue {
     }
 }
 
+/// The `DelaySeconds` of a message due in `wait_ms`: whole seconds, rounded down, less one,
+/// so that it becomes visible one to two seconds before it is due (at once when that is
+/// sooner): never after it, never more than
+/// [`EARLY_DELIVERY`](sked_core::ports::queue::EARLY_DELIVERY) before it.
+fn delay_secs(wait_ms: i64) -> i64 {
+    (wait_ms.max(0) / 1000 - 1).max(0)
+}
+
 /// Whole seconds, rounded up, capped at SQS's limits for visibility timeouts.
 fn visibility_secs(d: Dur) -> i32 {
     let ms = d.as_millis().max(0);
@@ -300,8 +313,7 @@ impl DispatchQueue for SqsQueue {
         for lane in [Lane::High, Lane::Normal, Lane::Low] {
             let mut entries = Vec::new();
             for d in items.iter().filter(|d| Lane::for_priority(d.priority) == lane) {
-                let wait_ms = (d.not_before - now).num_milliseconds().max(0);
-                let delay = (wait_ms + 999) / 1000;
+                let delay = delay_secs((d.not_before - now).num_milliseconds());
                 if delay > MAX_DELAY_SECS {
                     tracing::debug!(run_id = %d.run_id, delay, "not enqueued yet: beyond SQS's 15-minute delay");
                     continue;
@@ -397,6 +409,7 @@ impl DispatchQueue for SqsQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sked_core::ports::queue::EARLY_DELIVERY;
 
     #[test]
     fn priorities_route_to_three_lanes() {
@@ -404,6 +417,24 @@ mod tests {
         assert_eq!(&lanes[..3], &[Lane::Low; 3]);
         assert_eq!(&lanes[3..7], &[Lane::Normal; 4]);
         assert_eq!(&lanes[7..], &[Lane::High; 3]);
+    }
+
+    #[test]
+    fn a_message_becomes_visible_one_to_two_seconds_before_it_is_due_never_after() {
+        let early = EARLY_DELIVERY.as_millis();
+        for wait_ms in [
+            0, 1, 999, 1_000, 1_001, 2_000, 2_300, 899_999, 900_000, 900_999, 901_999,
+        ] {
+            let delay_ms = delay_secs(wait_ms) * 1000;
+            let ahead = wait_ms - delay_ms;
+            assert!(ahead >= 0, "{wait_ms} ms: visible after it is due");
+            assert!(ahead <= early, "{wait_ms} ms: visible {ahead} ms early");
+            if wait_ms >= 1_000 {
+                assert!(ahead >= 1_000, "{wait_ms} ms: visible only {ahead} ms early");
+            }
+        }
+        assert_eq!(delay_secs(-5_000), 0, "overdue: at once");
+        assert_eq!(delay_secs(901_999), MAX_DELAY_SECS, "the longest delay SQS takes");
     }
 
     #[test]
