@@ -43,6 +43,14 @@ bench-quick:
 	$(CARGO) build --release -p sked -p sked-bench
 	$(CARGO) run --release -q -p sked-bench -- --quick $(BENCH_ARGS)
 
+## The AWS deployment's figures on moto (not part of `make test`; debug build, as the tests):
+## how long a create takes through the API function's event, a per-second cron against a
+## one-shot (functions/api/tests/handler.rs, bench_*). moto is not AWS: these figures compare
+## sked's work per request before and after a change, not what AWS answers in.
+.PHONY: bench-aws
+bench-aws: moto
+	$(CARGO) test -p sked-fn-api --test handler bench_ -- --ignored --nocapture
+
 ## Install moto server (PyPI `moto[server]`) into .venv-moto/ for the AWS adapter's tests
 ## (crates/sked-aws); idempotent. A prerequisite of `test`.
 .PHONY: moto
@@ -91,12 +99,22 @@ local-aws:
 	scripts/local-aws.sh
 
 ## Long reliability runs (issue 5), not part of `make test`: 100,000 simulation seeds in
-## release mode, the 10-minute crash soak with real processes, and 5 minutes of each fuzz target.
-.PHONY: soak
+## release mode, the 10-minute crash soak with real processes, 5 minutes of each fuzz target,
+## and the AWS deployment's 10-minute high-frequency soak (soak-aws).
+.PHONY: soak soak-aws
 soak:
 	SKED_SIM_SEEDS=100000 $(CARGO) test --release -p sked-testkit --test sim -- --nocapture
 	$(CARGO) test --release -p sked --test crash_soak -- --ignored --nocapture
 	scripts/fuzz.sh 300
+	$(MAKE) soak-aws
+
+## The AWS deployment on moto as `make local-aws` runs it (the API function, the sweeper every
+## 10 s, 2 `sked worker --backend aws` processes × 4 worker loops) with a per-second cron and
+## 100 one-shots for 10 minutes; fails on any API error or timeout, a run that did not
+## succeed on its first attempt, a gap or a duplicate, an abandoned attempt; prints create
+## latencies, start lags and SQS receives (crates/sked/tests/aws_high_frequency.rs).
+soak-aws: moto
+	$(CARGO) test -p sked --features aws --test aws_high_frequency -- --ignored --nocapture
 
 ## Fuzzing with cargo-fuzz (libFuzzer): the targets in fuzz/ (sked-core's cron, duration and
 ## timestamp parsers and job validation, each checking properties, not only for panics), run by

@@ -10,14 +10,32 @@ moto the same property, so a test that races conditional writes checks what Dyna
 guarantees. Other services stay concurrent: SQS long polls (ReceiveMessage with a wait) must
 not hold up the rest.
 
+A second change, for speed only: moto's `TransactWriteItems` deep-copies the table once per
+item of the transaction to restore it on failure, before writing anything, so every copy is the
+same; one copy per table (`copy_each_table_once`) restores exactly the same state. Without it a
+transaction costs items × table size: a 91-item firing on a table of 540 items took 2.5 s.
+Likewise moto's SendMessage builds every attribute of the queue, three of them counting its
+messages, to read one attribute only FIFO queues have; on a standard queue it now skips that
+(`send_without_counting`): without it sending 90 messages to a queue holding 600 took 0.8 s.
+
+And one change of behaviour, towards SQS's: moto's long poll (ReceiveMessage with a wait) wakes
+only when a message is sent, or after a second, and a poll of one second then ends without
+looking again; so a message whose delay (or visibility timeout) ends during a poll is not
+returned by it, where SQS returns it at once. `long_polls_see_delays_end` wakes the poll when
+the first such message becomes visible. Without it, a worker long-polling one queue a second
+at a time saw a delayed message up to a few seconds late.
+
 Usage: <venv>/bin/python scripts/moto-server.py -H 127.0.0.1 -p <port>
 """
 
 import argparse
+import copy
 import os
 import signal
 import sys
 import threading
+import time
+import types
 
 from moto.moto_server.werkzeug_app import (
     DomainDispatcherApplication,
@@ -59,6 +77,90 @@ class SerializeDynamoDb:
             return list(self.app(environ, start_response))
 
 
+def copy_each_table_once():
+    """Makes moto's TransactWriteItems take its backup of a table once per transaction instead
+    of once per item. The copies moto takes are all made before the transaction writes
+    anything, so they are identical; the one kept restores the same state on failure. Only
+    `Table` objects are shared; every other deep copy (an item's before-image) is made as
+    before. Safe because DynamoDB requests run one at a time (`SerializeDynamoDb`)."""
+    from moto.dynamodb import models
+    from moto.dynamodb.models.table import Table
+
+    original = models.DynamoDBBackend.transact_write_items
+
+    def transact_write_items(self, transact_items):
+        tables = {}
+
+        def deepcopy(obj, *args):
+            if isinstance(obj, Table):
+                if id(obj) not in tables:
+                    tables[id(obj)] = copy.deepcopy(obj, *args)
+                return tables[id(obj)]
+            return copy.deepcopy(obj, *args)
+
+        models.copy = types.SimpleNamespace(deepcopy=deepcopy, copy=copy.copy)
+        try:
+            return original(self, transact_items)
+        finally:
+            models.copy = copy
+
+    models.DynamoDBBackend.transact_write_items = transact_write_items
+
+
+def send_without_counting():
+    """Makes moto's SendMessage on a standard queue skip building the queue's attributes: it
+    reads only `ContentBasedDeduplication`, an attribute of FIFO queues, which a standard
+    queue's attributes do not have (so the answer is the same), and building them counts
+    every message in the queue three times. FIFO queues, and every other reader of the
+    attributes (GetQueueAttributes included), are served as before; the flag is per thread,
+    and moto serves each request on a thread of its own."""
+    from moto.sqs.models import Queue, SQSBackend
+
+    sending = threading.local()
+    attributes = Queue.attributes.fget
+    send_message = SQSBackend.send_message
+
+    def queue_attributes(self):
+        if getattr(sending, "standard", False):
+            return {}
+        return attributes(self)
+
+    def send(self, queue_name, *args, **kwargs):
+        sending.standard = not self.get_queue(queue_name).fifo_queue
+        try:
+            return send_message(self, queue_name, *args, **kwargs)
+        finally:
+            sending.standard = False
+
+    Queue.attributes = property(queue_attributes)
+    SQSBackend.send_message = send
+
+
+def long_polls_see_delays_end():
+    """Makes a long poll wake when the first message waiting out a delay or a visibility
+    timeout becomes visible (as well as when one is sent, and at the end of the wait), so that
+    ReceiveMessage returns it then, as SQS does. moto's receive loop looks at the queue again
+    whenever this returns before the poll's end."""
+    from moto.core.utils import unix_time_millis
+    from moto.sqs.models import Queue
+
+    def wait_for_messages(self, timeout):
+        deadline = time.monotonic() + timeout
+        with self._messages_lock:
+            while not self.messages:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                now = unix_time_millis()
+                ends = [max(m.delayed_until, m.visible_at) for m in self._messages]
+                first = min((t for t in ends if t >= now), default=None)
+                if first is not None:
+                    left = min(left, (first - now) / 1000 + 0.005)
+                self._messages_lock.wait(left)
+
+    Queue.wait_for_messages = wait_for_messages
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("-H", "--host", default="127.0.0.1")
@@ -66,6 +168,9 @@ def main():
     args = parser.parse_args()
     # moto builds some answers (SQS queue URLs) from it, as its own server does.
     os.environ.setdefault("MOTO_PORT", str(args.port))
+    copy_each_table_once()
+    send_without_counting()
+    long_polls_see_delays_end()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, lambda *_: sys.exit(0))
     app = DomainDispatcherApplication(create_backend_app)

@@ -2,11 +2,19 @@
 //! one dead-letter queue through their redrive policy.
 //!
 //! - **Routing**: priority 7–9 → high, 3–6 → normal, 0–2 → low.
-//! - **Delay**: a message is sent with `DelaySeconds` = whole seconds until its `not_before`
-//!   (rounded up). SQS allows at most 900 s, so a run due later than 15 minutes from now is
-//!   **not enqueued**: the sweeper's look-ahead is at most 15 minutes, and the reaper's repair
-//!   pass (`stale_pending`) enqueues a PENDING run once it is ready. Enqueuing early is never
-//!   needed.
+//! - **Delay**: a message is sent with `DelaySeconds` = whole seconds until its `not_before`,
+//!   rounded down, less one: it becomes visible one to two seconds before `not_before`
+//!   ([`EARLY_DELIVERY`](sked_core::ports::queue::EARLY_DELIVERY)), in time for an idle
+//!   worker's next look at its queue, and the worker holds it until then. (Rounded up, as
+//!   before, a message became visible up to a second late — by the fraction of a second its
+//!   send happened at — and was received up to another second after that: runs of one job
+//!   sent by different firings started out of step.) SQS allows at most 900 s, so a run due
+//!   later than 15 minutes from now is **not enqueued**: the sweeper's look-ahead is at most
+//!   15 minutes, and the reaper's repair pass (`stale_pending`) enqueues a PENDING run once it
+//!   is ready.
+//! - **Send**: `SendMessageBatch` of 10, up to [`PARALLEL_SENDS`] batches in flight at once.
+//!   Every batch is sent even when one fails; the first failure is the answer (the runs whose
+//!   message was not sent stay PENDING, and the repair pass sends them).
 //! - **Body**: ids only — `{"tenant", "run_id", "priority", "not_before"}`; the run lives in
 //!   the store. [`decode_body`] reads one back (the DLQ handler's decoder).
 //! - **Receive**: weighted with aging. Queues are tried high → normal → low, except every
@@ -34,6 +42,7 @@ use crate::error::{classify, queue_error};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
+use futures::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use sked_core::duration::Dur;
 use sked_core::ids::{RunId, TenantId};
@@ -48,6 +57,9 @@ use std::time::Duration;
 pub const MAX_DELAY_SECS: i64 = 900;
 /// Most messages one SQS receive or batch send handles.
 const SQS_BATCH: usize = 10;
+/// `SendMessageBatch` requests of one enqueue in flight at once: a per-second cron's 90 runs
+/// fired by a create go out in about one round trip instead of nine in a row.
+const PARALLEL_SENDS: usize = 8;
 /// Error codes that mean a receipt handle no longer names a live delivery.
 const STALE_CODES: &[&str] = &[
     "ReceiptHandleIsInvalid",
@@ -241,11 +253,50 @@ impl SqsQueue {
         Ok(deliveries)
     }
 
+    /// One `SendMessageBatch` of at most [`SQS_BATCH`] entries to `lane`'s queue; entries SQS
+    /// refused make it an error (transient unless SQS says the sender is at fault).
+    async fn send_batch(&self, lane: Lane, entries: Vec<SendMessageBatchRequestEntry>) -> Result<(), QueueError> {
+        let sent = entries.len();
+        let out = self
+            .client
+            .send_message_batch()
+            .queue_url(self.url(lane))
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| queue_error(classify("sqs:SendMessageBatch", e, |_| None), &[]))?;
+        match out.failed.first() {
+            None => Ok(()),
+            Some(f) => {
+                let msg = format!(
+                    "{} of {sent} messages not sent to the {} queue: {} {}",
+                    out.failed.len(),
+                    lane.as_str(),
+                    f.code,
+                    f.message.as_deref().unwrap_or_default()
+                );
+                Err(if f.sender_fault {
+                    QueueError::Other(msg.into())
+                } else {
+                    QueueError::Transient(msg.into())
+                })
+            }
+        }
+    }
+
     fn parse_receipt<'a>(&'a self, receipt: &'a Receipt) -> Result<(&'a str, &'a str), QueueError> {
         let (lane, handle) = receipt.0.split_once('|').ok_or(QueueError::StaleReceipt)?;
         let lane = Lane::parse(lane).ok_or(QueueError::StaleReceipt)?;
         Ok((self.url(lane), handle))
     }
+}
+
+/// The `DelaySeconds` of a message due in `wait_ms`: whole seconds, rounded down, less one,
+/// so that it becomes visible one to two seconds before it is due (at once when that is
+/// sooner): never after it, never more than
+/// [`EARLY_DELIVERY`](sked_core::ports::queue::EARLY_DELIVERY) before it.
+fn delay_secs(wait_ms: i64) -> i64 {
+    (wait_ms.max(0) / 1000 - 1).max(0)
 }
 
 /// Whole seconds, rounded up, capped at SQS's limits for visibility timeouts.
@@ -258,11 +309,11 @@ fn visibility_secs(d: Dur) -> i32 {
 impl DispatchQueue for SqsQueue {
     async fn enqueue(&self, items: &[Dispatch]) -> Result<(), QueueError> {
         let now = self.clock.now();
+        let mut batches: Vec<(Lane, Vec<SendMessageBatchRequestEntry>)> = Vec::new();
         for lane in [Lane::High, Lane::Normal, Lane::Low] {
             let mut entries = Vec::new();
             for d in items.iter().filter(|d| Lane::for_priority(d.priority) == lane) {
-                let wait_ms = (d.not_before - now).num_milliseconds().max(0);
-                let delay = (wait_ms + 999) / 1000;
+                let delay = delay_secs((d.not_before - now).num_milliseconds());
                 if delay > MAX_DELAY_SECS {
                     tracing::debug!(run_id = %d.run_id, delay, "not enqueued yet: beyond SQS's 15-minute delay");
                     continue;
@@ -275,7 +326,7 @@ impl DispatchQueue for SqsQueue {
                 })
                 .map_err(|e| QueueError::Other(Box::new(e)))?;
                 let entry = SendMessageBatchRequestEntry::builder()
-                    .id(format!("m{}", entries.len()))
+                    .id(format!("m{}", entries.len() % SQS_BATCH))
                     .message_body(body)
                     .delay_seconds(delay as i32)
                     .message_group_id(d.tenant.as_str())
@@ -283,33 +334,16 @@ impl DispatchQueue for SqsQueue {
                     .map_err(|e| QueueError::Other(Box::new(e)))?;
                 entries.push(entry);
             }
-            for chunk in entries.chunks(SQS_BATCH) {
-                let out = self
-                    .client
-                    .send_message_batch()
-                    .queue_url(self.url(lane))
-                    .set_entries(Some(chunk.to_vec()))
-                    .send()
-                    .await
-                    .map_err(|e| queue_error(classify("sqs:SendMessageBatch", e, |_| None), &[]))?;
-                if let Some(f) = out.failed.first() {
-                    let msg = format!(
-                        "{} of {} messages not sent to the {} queue: {} {}",
-                        out.failed.len(),
-                        chunk.len(),
-                        lane.as_str(),
-                        f.code,
-                        f.message.as_deref().unwrap_or_default()
-                    );
-                    return Err(if f.sender_fault {
-                        QueueError::Other(msg.into())
-                    } else {
-                        QueueError::Transient(msg.into())
-                    });
-                }
-            }
+            batches.extend(entries.chunks(SQS_BATCH).map(|chunk| (lane, chunk.to_vec())));
         }
-        Ok(())
+        // Every batch is sent, PARALLEL_SENDS at a time, even when one fails (so a failure
+        // leaves as few runs as it can to the repair pass); the first failure is the answer.
+        let results: Vec<Result<(), QueueError>> = stream::iter(batches)
+            .map(|(lane, entries)| self.send_batch(lane, entries))
+            .buffer_unordered(PARALLEL_SENDS)
+            .collect()
+            .await;
+        results.into_iter().collect()
     }
 
     async fn receive(&self, max: usize, visibility: Dur, wait: Dur) -> Result<Vec<Delivery>, QueueError> {
@@ -375,6 +409,7 @@ impl DispatchQueue for SqsQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sked_core::ports::queue::EARLY_DELIVERY;
 
     #[test]
     fn priorities_route_to_three_lanes() {
@@ -382,6 +417,24 @@ mod tests {
         assert_eq!(&lanes[..3], &[Lane::Low; 3]);
         assert_eq!(&lanes[3..7], &[Lane::Normal; 4]);
         assert_eq!(&lanes[7..], &[Lane::High; 3]);
+    }
+
+    #[test]
+    fn a_message_becomes_visible_one_to_two_seconds_before_it_is_due_never_after() {
+        let early = EARLY_DELIVERY.as_millis();
+        for wait_ms in [
+            0, 1, 999, 1_000, 1_001, 2_000, 2_300, 899_999, 900_000, 900_999, 901_999,
+        ] {
+            let delay_ms = delay_secs(wait_ms) * 1000;
+            let ahead = wait_ms - delay_ms;
+            assert!(ahead >= 0, "{wait_ms} ms: visible after it is due");
+            assert!(ahead <= early, "{wait_ms} ms: visible {ahead} ms early");
+            if wait_ms >= 1_000 {
+                assert!(ahead >= 1_000, "{wait_ms} ms: visible only {ahead} ms early");
+            }
+        }
+        assert_eq!(delay_secs(-5_000), 0, "overdue: at once");
+        assert_eq!(delay_secs(901_999), MAX_DELAY_SECS, "the longest delay SQS takes");
     }
 
     #[test]

@@ -349,14 +349,18 @@ async fn many_lines_go_out_in_batches_of_flush_lines() {
 }
 
 #[tokio::test]
-async fn an_empty_log_exists_while_running_and_after() {
-    let (store, _clients, _) = store_with(|_| {}).await;
+async fn an_empty_log_exists_while_running_and_after_with_no_s3_object() {
+    let (store, clients, logs) = store_with(|_| {}).await;
     let writer = store.writer(&key(1)).await.unwrap();
     let page = store.read(&key(1), &LogQuery::default()).await.unwrap();
     assert!(page.lines.is_empty());
     assert_eq!(page.cursor, 0);
     let summary = writer.finish().await.unwrap();
     assert_eq!((summary.bytes, summary.truncated), (0, false));
+    assert!(
+        !object_exists(&clients, &logs, &key(1)).await,
+        "an attempt that printed nothing costs no S3 PUT"
+    );
     let page = store
         .read(
             &key(1),

@@ -8,6 +8,7 @@ mod common;
 use sked_aws::{AwsClients, AwsConfig, SqsQueue};
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::ports::queue::EARLY_DELIVERY;
 use sked_core::ports::{Clock, Dispatch, DispatchQueue, QueueError, SystemClock};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -101,17 +102,24 @@ async fn every_fourth_receive_starts_from_low() {
 
 #[tokio::test]
 async fn delay_is_honoured_and_long_poll_waits_for_it() {
+    // Due in 4 s: SQS delays are whole seconds, and the adapter makes the message visible
+    // one to two seconds early (EARLY_DELIVERY; the worker holds it until its time), so it
+    // is hidden for 2 s.
     let (_, _, queue) = setup(5).await;
-    queue.enqueue(&[dispatch("later", 5, 2_000)]).await.unwrap();
+    let enqueued = Instant::now();
+    queue.enqueue(&[dispatch("later", 5, 4_000)]).await.unwrap();
     assert!(
         queue.receive(1, VIS, NO_WAIT).await.unwrap().is_empty(),
         "not before its delay"
     );
-    let start = Instant::now();
     let got = queue.receive(1, Dur::secs(30), Dur::secs(6)).await.unwrap();
     assert_eq!(got.len(), 1, "delivered once the delay passed");
-    let waited = start.elapsed();
-    assert!(waited >= Duration::from_millis(900), "waited only {waited:?}");
+    let waited = enqueued.elapsed();
+    let earliest = Duration::from_millis(4_000 - EARLY_DELIVERY.as_millis() as u64);
+    assert!(
+        waited >= earliest - Duration::from_millis(100),
+        "delivered after {waited:?}, more than {EARLY_DELIVERY} before it was due"
+    );
 }
 
 #[tokio::test]

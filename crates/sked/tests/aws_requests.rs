@@ -3,7 +3,8 @@
 //! function's handler, run by the core `Worker` on the AWS ports with the local process
 //! executor — with a [`RequestCounter`] on every AWS client. Prints the requests per
 //! service and operation, per run, the estimated DynamoDB capacity units, and the cost per
-//! million runs at the list prices below; asserts the counts are sane.
+//! million runs at the list prices below; asserts the counts are sane. Measured twice: runs
+//! whose payload prints a line, and silent runs (no S3 object, no log lines sent).
 //!
 //! Reads the test itself makes to wait for the runs go through clients without the counter.
 
@@ -63,6 +64,13 @@ const INDEX_WRU_PER_RUN: f64 = 11.0;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_per_one_shot_run_are_counted_and_priced() {
+    measure("one-shot runs printing a line", sh("echo run $SKED_RUN_ID"), true).await;
+    measure("silent one-shot runs", sh(":"), false).await;
+}
+
+/// Runs [`RUNS`] one-shots of `task` end to end and prints what they cost as `what`; `prints`:
+/// whether the payload writes a log line.
+async fn measure(what: &str, task: serde_json::Value, prints: bool) {
     let counter = RequestCounter::new();
     let mut config = with_logs(fresh_config());
     config.request_counter = Some(counter.clone());
@@ -81,7 +89,7 @@ async fn requests_per_one_shot_run_are_counted_and_priced() {
         aws.api
             .create_job(json!({
                 "id": format!("once-{i}"), "schedule": {"at": iso(due)},
-                "task": sh("echo run $SKED_RUN_ID"),
+                "task": task,
             }))
             .await;
     }
@@ -125,7 +133,7 @@ async fn requests_per_one_shot_run_are_counted_and_priced() {
         out
     };
     let none = BTreeMap::new();
-    eprintln!("AWS requests for {RUNS} one-shot runs (API create → sweeper → worker), per run:");
+    eprintln!("AWS requests for {RUNS} {what} (API create → sweeper → worker), per run:");
     eprintln!(
         "{:<16} {:<28} {:>7} {:>7} {:>7} {:>9}",
         "service", "operation", "create", "sweep", "worker", "per run"
@@ -172,15 +180,24 @@ async fn requests_per_one_shot_run_are_counted_and_priced() {
         RUNS as u64,
         "one delete per run: {total:?}"
     );
-    assert_eq!(
-        counter.of("S3", "PutObject"),
-        RUNS as u64,
-        "one log object per attempt: {total:?}"
-    );
-    assert!(
-        counter.of("CloudWatch Logs", "PutLogEvents") >= RUNS as u64,
-        "{total:?}"
-    );
+    if prints {
+        assert_eq!(
+            counter.of("S3", "PutObject"),
+            RUNS as u64,
+            "one log object per attempt: {total:?}"
+        );
+        assert!(
+            counter.of("CloudWatch Logs", "PutLogEvents") >= RUNS as u64,
+            "{total:?}"
+        );
+    } else {
+        assert_eq!(
+            counter.of("S3", "PutObject"),
+            0,
+            "no log object for an attempt that printed nothing: {total:?}"
+        );
+        assert_eq!(counter.of("CloudWatch Logs", "PutLogEvents"), 0, "{total:?}");
+    }
     assert!(
         (all - receives) as f64 / RUNS as f64 <= 20.0,
         "more than 20 requests per run besides receives: {total:?}"
@@ -194,8 +211,8 @@ async fn requests_per_one_shot_run_are_counted_and_priced() {
     let sqs = sqs_requests as f64 / RUNS as f64;
     let s3_put = per_run("S3", "PutObject");
     let s3_get = per_run("S3", "GetObject");
-    // Each run logs one short line plus sked's end marker: well under 1 KB with event overhead.
-    let cwl_gb = 1024.0 / 1e9;
+    // A printing run logs one short line: well under 1 KB with the event's overhead.
+    let cwl_gb = if prints { 1024.0 / 1e9 } else { 0.0 };
     let million = 1e6;
     let lines = [
         (
@@ -215,7 +232,7 @@ async fn requests_per_one_shot_run_are_counted_and_priced() {
         ),
         (
             "CloudWatch Logs",
-            "~1 KB ingested".to_string(),
+            format!("~{} KB ingested", if prints { 1 } else { 0 }),
             cwl_gb * price::CWL_INGEST_GB,
         ),
         (
@@ -224,12 +241,12 @@ async fn requests_per_one_shot_run_are_counted_and_priced() {
             price::HTTP_API_REQUEST + price::LAMBDA_REQUEST + API_SECONDS * API_GB * price::LAMBDA_GB_S,
         ),
     ];
-    eprintln!("cost per million one-shot runs (us-east-1 list prices, 2025):");
+    eprintln!("cost per million {what} (us-east-1 list prices, 2025):");
     let mut sum = 0.0;
     for (what, amount, dollars) in &lines {
         eprintln!("  {what:<16} {amount:<60} ${:>7.2}", dollars * million);
         sum += dollars * million;
     }
-    eprintln!("  total ${sum:.2} per million one-shot runs");
+    eprintln!("  total ${sum:.2} per million {what}");
     assert!(sum > 0.0 && capacity.write_units > 0.0 && capacity.read_units > 0.0);
 }

@@ -450,3 +450,48 @@ async fn an_x_sked_tenant_header_changes_nothing_in_iam_mode() {
         assert_eq!(status, 401);
     }
 }
+
+/// `make bench-aws` (ignored in `make test`): how long a create takes through the API event on
+/// moto, a per-second cron (which the call fires 90 s ahead: 90 runs, 90 SQS messages) against
+/// a one-shot due now (one run). Five of each, alternating, on one fresh deployment, so the
+/// table and the queues fill as they would; prints each and the medians. moto is not AWS:
+/// the figures say how a change moves sked's work per create, not what AWS answers in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement: make bench-aws"]
+async fn bench_create_latency_of_a_per_second_cron_and_a_one_shot() {
+    const ROUNDS: usize = 5;
+    let (app, _) = api().await;
+    let mut cron_ms = Vec::new();
+    let mut once_ms = Vec::new();
+    for i in 0..ROUNDS {
+        for (kind, took) in [("cron", &mut cron_ms), ("once", &mut once_ms)] {
+            let schedule = match kind {
+                "cron" => json!({"cron": "*/1 * * * * *"}),
+                _ => json!({"at": timestamp::format(&SystemClock.now())}),
+            };
+            let mut event: Value = serde_json::from_str(CREATE_JOB).unwrap();
+            let body = json!({"id": format!("{kind}-{i}"), "schedule": schedule,
+                "task": {"command": {"argv": ["true"]}}});
+            event["body"] = Value::String(body.to_string());
+            let started = std::time::Instant::now();
+            let (status, created) = call(&app, request(&event.to_string())).await;
+            took.push(started.elapsed().as_millis());
+            assert_eq!(status, 201, "{created}");
+        }
+        eprintln!(
+            "create {i}: per-second cron {} ms, one-shot {} ms",
+            cron_ms[i], once_ms[i]
+        );
+    }
+    let median = |v: &mut Vec<u128>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    eprintln!(
+        "bench-aws create latency on moto, median of {ROUNDS}: per-second cron {} ms (max {}), one-shot {} ms (max {})",
+        median(&mut cron_ms),
+        cron_ms[ROUNDS - 1],
+        median(&mut once_ms),
+        once_ms[ROUNDS - 1]
+    );
+}

@@ -5,7 +5,8 @@
 //!   process (the API Lambda reads what a worker on ECS writes).
 //! - When the attempt ends (`finish`), the whole log is written once to S3 as
 //!   `logs/<tenant>/<run_id>/<attempt>.jsonl` — the same JSON lines the local file store
-//!   writes — and reads are served from there. The bucket's lifecycle rule and the group's
+//!   writes — and reads are served from there. An attempt that printed nothing gets no
+//!   object, as it gets no file locally. The bucket's lifecycle rule and the group's
 //!   retention policy (both set by the bootstrap and `template.yaml`) bound how long either
 //!   is kept.
 //!

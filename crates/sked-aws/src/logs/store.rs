@@ -16,8 +16,11 @@
 //! `finish` fails only if the object cannot be written. The object is built in memory, so
 //! a writer holds up to the cap (plus JSON framing) until `finish`.
 //!
+//! An attempt that printed nothing gets no object (its stream, created when the attempt
+//! started, stays empty): a PUT per silent run would be most of what its log costs.
+//!
 //! Reading: the S3 object when it exists, else the stream from its start; `NotFound` when
-//! neither does. A cursor is a line index (the number of records before it, marker
+//! neither does (sked-core shows that as an empty log). A cursor is a line index (the number of records before it, marker
 //! included), the same in the stream and the object, so a follower that started on the
 //! stream continues on the object without a gap or a repeat.
 
@@ -328,6 +331,11 @@ impl LogWriter for CloudWatchLogWriter {
         } = *self;
         drop(records); // the task sends what is queued, then ends
         let _ = task.await;
+        if count == 0 {
+            // Nothing to keep: no object (an S3 PUT is most of a silent run's log cost). A
+            // read finds the empty stream, or nothing once it expired: an empty log either way.
+            return Ok(LogSummary { bytes, truncated });
+        }
         s3.put_object()
             .bucket(&bucket)
             .key(&object_key)

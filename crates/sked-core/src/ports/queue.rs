@@ -19,6 +19,16 @@ pub fn dispatch_rank(priority: u8, ready_at: Timestamp) -> i64 {
     ready_at.timestamp_millis() - i64::from(priority.min(9)) * AGING_STEP.as_millis()
 }
 
+/// How early a queue may hand a message over: at most this long before its `not_before`.
+/// Local queues deliver at `not_before` to the millisecond. SQS delays are whole seconds, and
+/// an idle worker looks at its lower-priority queues about once a second (it long-polls the
+/// high one), so the SQS adapter makes a message visible one to two seconds *before*
+/// `not_before`, and the worker holds a delivery received early until its `not_before` before
+/// claiming the run. A run then starts at its time, not up to two seconds after it — and two
+/// runs of a per-second job no longer start out of step (the earlier one late enough to be
+/// still running when the next one is claimed, which `forbid` then skipped).
+pub const EARLY_DELIVERY: Dur = Dur::secs(2);
+
 /// A run to hand to a worker once `not_before` has passed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dispatch {
@@ -28,7 +38,7 @@ pub struct Dispatch {
     pub run_id: RunId,
     /// 0..=9.
     pub priority: u8,
-    /// Not delivered before this instant.
+    /// Not delivered before this instant (less [`EARLY_DELIVERY`] at most).
     pub not_before: Timestamp,
 }
 
@@ -78,7 +88,9 @@ pub enum QueueError {
 ///
 /// Contract (checked by sked-testkit's queue suite):
 /// - `receive` returns only messages with `not_before <= now` that are not leased, at most
-///   `max`; each becomes invisible for `visibility` and its `receive_count` grows by one.
+///   `max`; each becomes invisible for `visibility` and its `receive_count` grows by one. (A
+///   queue whose delays are coarse, SQS, may return one up to [`EARLY_DELIVERY`] before its
+///   `not_before`; local queues never do.)
 /// - Local queues serve one tenant's messages by [`dispatch_rank`] (then by enqueue order),
 ///   and several tenants in turns ([`crate::fairness`]): a tenant with a ready message is
 ///   served before any other tenant is served twice. (SQS approximates this with its fair

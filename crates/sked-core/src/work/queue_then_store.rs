@@ -4,12 +4,18 @@
 //! PENDING run without a message is re-enqueued by the repair pass), a retry is enqueued
 //! before the old message is acked, and an ack comes last (an unacked message is redelivered
 //! and its claim answers that the run has ended).
+//!
+//! A queue with coarse delays (SQS) may hand a message over up to
+//! [`EARLY_DELIVERY`] before its time: such a delivery is answered `NotYet` without a store
+//! call, and the worker holds it in its slot until then; messages are received hidden for the
+//! lease and that margin, so a held run's first heartbeat comes before it shows again.
 
 use crate::duration::Dur;
 use crate::ids::{RunId, TenantId};
+use crate::ports::queue::EARLY_DELIVERY;
 use crate::ports::{
-    ClaimBatch, Clock, Dispatch, DispatchQueue, Firing, JobStore, QueueError, Receipt, ReceiveRequest, Received,
-    RunTransition, Settlement, StoreError, WorkError, WorkPort,
+    ClaimOutcome, Clock, Delivery, Dispatch, DispatchQueue, Firing, JobClaim, JobStore, QueueError, Receipt,
+    ReceiveRequest, Received, RunTransition, Settlement, StoreError, WorkError, WorkPort,
 };
 use crate::run::Run;
 use crate::timestamp::{self, Timestamp};
@@ -53,32 +59,40 @@ impl WorkPort for QueueThenStore {
     }
 
     async fn receive(&self, request: &ReceiveRequest) -> Result<Vec<Received>, WorkError> {
-        let deliveries = self.queue.receive(request.max, request.lease, request.wait).await?;
+        // Hidden for the lease and the time an early delivery may be held before its claim,
+        // so the claimed attempt's first heartbeat extends it before it shows again.
+        let visibility = Dur::millis(request.lease.as_millis() as u64 + EARLY_DELIVERY.as_millis() as u64);
+        let deliveries = self.queue.receive(request.max, visibility, request.wait).await?;
         if deliveries.is_empty() {
             return Ok(Vec::new());
         }
         let now = timestamp::trunc_ms(self.clock.now());
-        let batch = ClaimBatch {
-            runs: deliveries
-                .iter()
-                .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
-                .collect(),
-            worker: request.worker.clone(),
-            now,
-            lease_until: now + request.lease.to_chrono(),
-            read_jobs: true,
-            hold: request.hold.clone(),
-            alone: false,
-        };
-        let claims = self.store.claim(&batch).await?;
-        if claims.len() != deliveries.len() {
-            return Err(StoreError::Other("claim answered another number of runs".into()).into());
-        }
-        Ok(deliveries
+        // A delivery that came before its time (a queue with coarse delays, SQS) is not due:
+        // answered so without asking the store, for the worker to hold until then.
+        let (early, due): (Vec<Delivery>, Vec<Delivery>) =
+            deliveries.into_iter().partition(|d| d.dispatch.not_before > now);
+        let mut received: Vec<Received> = early
             .into_iter()
-            .zip(claims)
-            .map(|(delivery, claim)| Received { delivery, claim })
-            .collect())
+            .map(|delivery| {
+                let not_yet = ClaimOutcome::NotYet(delivery.dispatch.not_before);
+                Received {
+                    delivery,
+                    claim: Ok(JobClaim::Claimed(not_yet, None)),
+                }
+            })
+            .collect();
+        if !due.is_empty() {
+            let claims = self.store.claim(&request.claim_of(&due, now)).await?;
+            if claims.len() != due.len() {
+                return Err(StoreError::Other("claim answered another number of runs".into()).into());
+            }
+            received.extend(
+                due.into_iter()
+                    .zip(claims)
+                    .map(|(delivery, claim)| Received { delivery, claim }),
+            );
+        }
+        Ok(received)
     }
 
     async fn heartbeat(

@@ -166,10 +166,21 @@ impl Deployment {
     /// Starts `sked worker --backend aws` (test lease and grace, plus `extra` flags) with the
     /// deployment's settings in its environment, and `vars` on top; waits until it is ready.
     pub fn worker_with(&self, extra: &[&str], vars: &[(&str, &str)]) -> Proc {
+        self.spawn_worker(&["--lease", LEASE, "--grace", GRACE], extra, vars)
+    }
+
+    /// [`Self::worker`] with `sked worker`'s own lease and grace (15 s and 5 s), as
+    /// `template.yaml` and `make local-aws` run it, instead of the tests' short ones.
+    pub fn worker_with_default_lease(&self, extra: &[&str]) -> Proc {
+        self.spawn_worker(&[], extra, &[])
+    }
+
+    fn spawn_worker(&self, lease: &[&str], extra: &[&str], vars: &[(&str, &str)]) -> Proc {
         let n = self.workers_started.fetch_add(1, Ordering::Relaxed) + 1;
         let mut command = Command::new(SKED);
         command
-            .args(["worker", "--backend", "aws", "--lease", LEASE, "--grace", GRACE])
+            .args(["worker", "--backend", "aws"])
+            .args(lease)
             .args(extra)
             .env("AWS_EC2_METADATA_DISABLED", "true")
             .env("SKED_LOG", WORKER_LOG)
@@ -198,6 +209,14 @@ impl Deployment {
             .iter()
             .filter(|l| l.contains(" received "))
             .filter_map(|l| Some((field(l, "queue")?, field(l, "run_id")?)))
+            .collect()
+    }
+
+    /// Every worker log line of this deployment containing `needle`, without colours.
+    pub fn worker_lines_with(&self, needle: &str) -> Vec<String> {
+        self.worker_log_lines()
+            .into_iter()
+            .filter(|l| l.contains(needle))
             .collect()
     }
 

@@ -12,6 +12,7 @@ use crate::error::CoreError;
 use crate::ids::RunId;
 use crate::job::{Job, Overlap};
 use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
+use crate::ports::queue::EARLY_DELIVERY;
 use crate::ports::{
     AttemptResult, ClaimBatch, ClaimOutcome, Completion, Delivery, JobClaim, JobStoreExt, ReceiveRequest, Received,
     RunTransition, Settlement, StoreError,
@@ -77,12 +78,30 @@ impl Worker {
     /// deliveries go through their overlap checks and a claim of their own, every answer is
     /// dealt with, and the attempts to start are returned.
     pub(super) async fn sort_claims(&self, answers: Vec<Received>) -> Vec<ClaimedAttempt> {
+        self.sort_claims_holding(answers, false).await.0
+    }
+
+    /// [`Worker::sort_claims`], and with `hold_early`, the deliveries that came early (a
+    /// queue with coarse delays may hand a run over up to [`EARLY_DELIVERY`] before its time;
+    /// this worker's clock may be behind by the skew bound) are not deferred but returned with
+    /// their time, for [`Worker::run`] to hold in their slots and claim then — deferring one
+    /// would hide its message past its time (on SQS, whole seconds).
+    pub(super) async fn sort_claims_holding(
+        &self,
+        answers: Vec<Received>,
+        hold_early: bool,
+    ) -> (Vec<ClaimedAttempt>, Vec<(Delivery, Timestamp)>) {
         // When a run whose job no longer exists is recorded as failed.
         let now = timestamp::trunc_ms(self.ports.clock.now());
+        let hold_until = now + EARLY_DELIVERY.to_chrono() + self.config.max_clock_skew.to_chrono();
         let mut claimed = Vec::with_capacity(answers.len());
-        let mut held = Vec::new();
+        let (mut held, mut early) = (Vec::new(), Vec::new());
         for Received { delivery, claim } in answers {
             let (job, claim) = match claim {
+                Ok(JobClaim::Claimed(ClaimOutcome::NotYet(due), _)) if hold_early && due <= hold_until => {
+                    early.push((delivery, due));
+                    continue;
+                }
                 Ok(JobClaim::Held(job)) => {
                     held.push((delivery, job));
                     continue;
@@ -95,7 +114,33 @@ impl Worker {
         if !held.is_empty() {
             self.claim_held(held, &mut claimed).await;
         }
-        claimed
+        (claimed, early)
+    }
+
+    /// Deliveries that came before their common time `due`: claimed at it, as a receive at
+    /// that time would claim them; what starts is returned.
+    pub(super) async fn claim_at_their_time(&self, deliveries: Vec<Delivery>) -> Vec<ClaimedAttempt> {
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        let batch = self
+            .receive_request(deliveries.len(), Dur::ZERO)
+            .claim_of(&deliveries, now);
+        match self.ports.store.claim(&batch).await {
+            Ok(claims) => {
+                let answers = deliveries
+                    .into_iter()
+                    .zip(claims)
+                    .map(|(delivery, claim)| Received { delivery, claim })
+                    .collect();
+                self.sort_claims(answers).await
+            }
+            Err(e) => {
+                let e = CoreError::from(e);
+                for delivery in &deliveries {
+                    self.unhandled(delivery, &e);
+                }
+                Vec::new()
+            }
+        }
     }
 
     /// The overlap policies checked before a claim: `queue_one` always; `forbid` and
