@@ -10,8 +10,10 @@ use crate::dynamo::DynamoStore;
 use crate::logs::CloudWatchLogStore;
 use crate::sqs::SqsQueue;
 use async_trait::async_trait;
+use sked_core::ports::queue::EARLY_DELIVERY;
 use sked_core::ports::{Clock, LogError, LogKey, LogPage, LogQuery, LogStore, LogWriter, QuotaStore};
 use sked_core::service::Ports;
+use sked_core::work::QueueThenStore;
 use std::sync::Arc;
 
 /// Store on DynamoDB, queue on SQS (the work port over the two in turn), logs on CloudWatch
@@ -36,8 +38,16 @@ pub fn ports_and_quotas(
     };
     let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), config, clock.clone()));
     let queue = Arc::new(SqsQueue::new(clients.sqs.clone(), config, clock.clone()));
-    // The store and the queue are two services: one call to each in turn.
-    let ports = Ports::new(store.clone(), queue, logs, clock);
+    // The store and the queue are two services: one call to each in turn; SQS may deliver a
+    // message up to EARLY_DELIVERY before its time (its delays are whole seconds).
+    let work = QueueThenStore::new(store.clone(), queue.clone(), clock.clone()).with_early_delivery(EARLY_DELIVERY);
+    let ports = Ports {
+        store: store.clone(),
+        queue,
+        work: Arc::new(work),
+        logs,
+        clock,
+    };
     (ports, store)
 }
 

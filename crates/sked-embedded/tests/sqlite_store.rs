@@ -638,6 +638,7 @@ async fn work_receive_leases_visible_messages_and_claims_their_runs_in_one_call(
         worker: WorkerId::from("w"),
         lease: Dur::secs(30),
         hold: vec![Overlap::QueueOne],
+        stop: tokio_util::sync::CancellationToken::new(),
     };
     let answers = work.receive(&request).await.unwrap();
     let mut by_run: Vec<(String, String)> = answers

@@ -20,6 +20,7 @@ use crate::job::Overlap;
 use crate::run::Run;
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
+use tokio_util::sync::CancellationToken;
 
 /// A failure of a step that touches the store and the queue.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +47,11 @@ pub struct ReceiveRequest {
     /// Runs whose job's overlap policy is one of these are held back, not claimed (see
     /// [`ClaimBatch::hold`](super::store::ClaimBatch::hold)).
     pub hold: Vec<Overlap>,
+    /// Once cancelled, the receive stops waiting and answers nothing more. A receive is
+    /// stopped this way, never by dropping it: once it has started to take and claim, it
+    /// finishes and answers what it claimed (dropped then, its claims would be made with
+    /// nobody to run them, until their leases ran out).
+    pub stop: CancellationToken,
 }
 
 impl ReceiveRequest {

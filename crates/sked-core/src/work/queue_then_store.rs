@@ -6,13 +6,13 @@
 //! and its claim answers that the run has ended).
 //!
 //! A queue with coarse delays (SQS) may hand a message over up to
-//! [`EARLY_DELIVERY`] before its time: such a delivery is answered `NotYet` without a store
-//! call, and the worker holds it in its slot until then; messages are received hidden for the
-//! lease and that margin, so a held run's first heartbeat comes before it shows again.
+//! [`EARLY_DELIVERY`](crate::ports::queue::EARLY_DELIVERY) before its time: such a delivery is answered `NotYet` without a store
+//! call, and the worker holds it in its slot until then; with
+//! [`QueueThenStore::with_early_delivery`], messages are received hidden for the lease and
+//! that margin, so a held run's first heartbeat comes before it shows again.
 
 use crate::duration::Dur;
 use crate::ids::{RunId, TenantId};
-use crate::ports::queue::EARLY_DELIVERY;
 use crate::ports::{
     ClaimOutcome, Clock, Delivery, Dispatch, DispatchQueue, Firing, JobClaim, JobStore, QueueError, Receipt,
     ReceiveRequest, Received, RunTransition, Settlement, StoreError, WorkError, WorkPort,
@@ -28,12 +28,28 @@ pub struct QueueThenStore {
     store: Arc<dyn JobStore>,
     queue: Arc<dyn DispatchQueue>,
     clock: Arc<dyn Clock>,
+    /// How much longer than the lease a received message stays hidden (see
+    /// [`QueueThenStore::with_early_delivery`]).
+    early_margin: Dur,
 }
 
 impl QueueThenStore {
     /// Work over `store` and `queue`, timed by `clock` (the claim's instant, the leases).
     pub fn new(store: Arc<dyn JobStore>, queue: Arc<dyn DispatchQueue>, clock: Arc<dyn Clock>) -> Self {
-        QueueThenStore { store, queue, clock }
+        QueueThenStore {
+            store,
+            queue,
+            clock,
+            early_margin: Dur::ZERO,
+        }
+    }
+
+    /// For a queue that may deliver up to `margin` early ([`EARLY_DELIVERY`](crate::ports::queue::EARLY_DELIVERY) for SQS): a
+    /// received message stays hidden for the lease and `margin`, so that a delivery held until
+    /// its time is still hidden when its claimed attempt's first heartbeat extends it.
+    pub fn with_early_delivery(mut self, margin: Dur) -> Self {
+        self.early_margin = margin;
+        self
     }
 }
 
@@ -59,10 +75,14 @@ impl WorkPort for QueueThenStore {
     }
 
     async fn receive(&self, request: &ReceiveRequest) -> Result<Vec<Received>, WorkError> {
-        // Hidden for the lease and the time an early delivery may be held before its claim,
-        // so the claimed attempt's first heartbeat extends it before it shows again.
-        let visibility = Dur::millis(request.lease.as_millis() as u64 + EARLY_DELIVERY.as_millis() as u64);
-        let deliveries = self.queue.receive(request.max, visibility, request.wait).await?;
+        // Hidden for the lease, and the time an early delivery may be held before its claim.
+        let visibility = Dur::millis((request.lease.as_millis() + self.early_margin.as_millis()) as u64);
+        // Dropping a receive from the queue claims nothing: what it leased shows again.
+        let deliveries = tokio::select! {
+            biased;
+            _ = request.stop.cancelled() => return Ok(Vec::new()),
+            received = self.queue.receive(request.max, visibility, request.wait) => received?,
+        };
         if deliveries.is_empty() {
             return Ok(Vec::new());
         }

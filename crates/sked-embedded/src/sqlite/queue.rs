@@ -39,6 +39,7 @@ use sked_core::timestamp::Timestamp;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// How often a waiting receive looks for messages enqueued by other processes.
 pub const POLL_INTERVAL: Duration = Duration::from_millis(50);
@@ -101,8 +102,14 @@ impl Poller {
 
     /// Runs `take` (which leases messages visible at the instant it is given, in the write
     /// transaction it is given) once something is visible, waiting up to `wait`; an empty
-    /// vec if nothing came.
-    pub(crate) async fn poll<T, F>(&self, wait: Dur, take: F) -> Result<Vec<T>, TxError>
+    /// vec if nothing came. Once `stop` is cancelled it waits no more (a take under way is
+    /// finished and answered, never dropped).
+    pub(crate) async fn poll<T, F>(
+        &self,
+        wait: Dur,
+        stop: Option<&CancellationToken>,
+        take: F,
+    ) -> Result<Vec<T>, TxError>
     where
         T: Send + 'static,
         F: Fn(&Connection, Timestamp) -> Result<Vec<T>, TxError> + Clone + Send + 'static,
@@ -121,7 +128,17 @@ impl Poller {
             }
             self.busy.store(false, Ordering::Relaxed);
         }
-        let _turn = self.turn.lock().await;
+        let stopped = async {
+            match stop {
+                Some(stop) => stop.cancelled().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(stopped);
+        let _turn = tokio::select! {
+            turn = self.turn.lock() => turn,
+            _ = &mut stopped => return Ok(Vec::new()),
+        };
         loop {
             // Register for the wake-up before looking, so an enqueue in between is not missed.
             let notified = self.db.enqueued().notified();
@@ -144,6 +161,7 @@ impl Poller {
             }
             let wake = earliest.map(ts).map_or(deadline, |t| t.min(deadline));
             tokio::select! {
+                _ = &mut stopped => return Ok(Vec::new()),
                 _ = notified => {}
                 _ = self.clock.sleep_until(wake) => {}
                 _ = tokio::time::sleep(POLL_INTERVAL) => {}
@@ -334,7 +352,7 @@ impl DispatchQueue for SqliteQueue {
             return Ok(Vec::new());
         }
         self.poller
-            .poll(wait, move |tx, now| take_visible(tx, max, visibility, now))
+            .poll(wait, None, move |tx, now| take_visible(tx, max, visibility, now))
             .await
             .map_err(TxError::into_queue)
     }

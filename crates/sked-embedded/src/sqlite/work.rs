@@ -135,10 +135,10 @@ impl WorkPort for SqliteWork {
         if request.max == 0 {
             return Ok(Vec::new());
         }
+        let stop = request.stop.clone();
         let request = request.clone();
-        let wait = request.wait;
         self.poller
-            .poll(wait, move |conn, now| {
+            .poll(request.wait, Some(&stop), move |conn, now| {
                 one_transaction::receive(&mut SqliteTx(conn), &request, trunc_ms(now))
             })
             .await

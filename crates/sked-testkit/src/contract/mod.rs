@@ -173,6 +173,7 @@ macro_rules! work_contract {
             fire_writes_runs_and_enqueues_exactly_the_created_ones,
             receive_claims_runs_with_their_jobs_and_holds_by_overlap_policy,
             receive_with_nothing_visible_answers_empty,
+            a_stopped_receive_waits_no_more,
             a_run_received_twice_is_claimed_once,
             heartbeat_renews_the_lease_and_keeps_the_message_invisible,
             heartbeat_fenced_is_a_store_error,

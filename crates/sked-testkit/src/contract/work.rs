@@ -21,6 +21,7 @@ use sked_core::ports::work::{ReceiveRequest, Received, Settlement, WorkError};
 use sked_core::run::{AttemptOutcome, Lease, Run, RunState};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The ports a case drives and looks into; the work port works on the same store and queue.
 pub struct WorkPorts {
@@ -65,6 +66,7 @@ async fn receive(p: &WorkPorts, w: &str, hold: Vec<Overlap>) -> Vec<Received> {
         worker: worker(w),
         lease: LEASE,
         hold,
+        stop: CancellationToken::new(),
     };
     tokio::time::timeout(HANG, p.work.receive(&request))
         .await
@@ -225,6 +227,33 @@ pub async fn receive_claims_runs_with_their_jobs_and_holds_by_overlap_policy(p: 
         vec![key(&ra), key(&rq)],
         "unacked, both come back after their visibility"
     );
+}
+
+/// A receive waiting for messages stops waiting, and answers nothing, once its `stop` is
+/// cancelled — the way a worker ends its receive at shutdown without dropping it.
+pub async fn a_stopped_receive_waits_no_more(p: WorkPorts) {
+    let stop = CancellationToken::new();
+    let request = ReceiveRequest {
+        max: 10,
+        wait: Dur::secs(3600),
+        worker: worker("w1"),
+        lease: LEASE,
+        hold: Vec::new(),
+        stop: stop.clone(),
+    };
+    let cancel = async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        stop.cancel();
+    };
+    let (received, ()) = tokio::time::timeout(HANG, async { tokio::join!(p.work.receive(&request), cancel) })
+        .await
+        .expect("a stopped receive must stop waiting");
+    assert!(received.expect("receive").is_empty());
+    // Stopped before it is called: no wait at all.
+    let received = tokio::time::timeout(HANG, p.work.receive(&request))
+        .await
+        .expect("a stopped receive must not wait");
+    assert!(received.expect("receive").is_empty());
 }
 
 /// With nothing visible (nothing queued, or nothing due yet), `receive` with wait zero

@@ -131,21 +131,25 @@ impl WorkPort for MemWork {
 
     async fn receive(&self, request: &ReceiveRequest) -> Result<Vec<Received>, WorkError> {
         let mut failed = None;
-        let received = self
-            .queue
-            .poll(request.max, request.wait, |_| {
-                // The worker's clock, as SQLite's port uses its process's.
-                let now = trunc_ms(self.clock.now());
-                let took = self.step(|tx| {
-                    let received = one_transaction::receive(tx, request, now)?;
-                    Ok((received, tx.queue.next_ready(now)))
-                });
-                took.unwrap_or_else(|e| {
-                    failed = Some(e);
-                    (Vec::new(), None)
-                })
+        // A step is one critical section, so dropping the poll between two never drops a
+        // take under way: stopping it is stopping its wait.
+        let poll = self.queue.poll(request.max, request.wait, |_| {
+            // The worker's clock, as SQLite's port uses its process's.
+            let now = trunc_ms(self.clock.now());
+            let took = self.step(|tx| {
+                let received = one_transaction::receive(tx, request, now)?;
+                Ok((received, tx.queue.next_ready(now)))
+            });
+            took.unwrap_or_else(|e| {
+                failed = Some(e);
+                (Vec::new(), None)
             })
-            .await;
+        });
+        let received = tokio::select! {
+            biased;
+            _ = request.stop.cancelled() => Vec::new(),
+            received = poll => received,
+        };
         match failed {
             Some(e) => Err(e.into()),
             None => Ok(received),

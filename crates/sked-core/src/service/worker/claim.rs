@@ -19,6 +19,7 @@ use crate::ports::{
 };
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
 use crate::timestamp::{self, Timestamp};
+use tokio_util::sync::CancellationToken;
 
 /// An attempt [`Worker::take_work`] started: run it with [`Worker::run_claimed`].
 #[derive(Debug)]
@@ -59,18 +60,21 @@ impl Worker {
     /// error) are not returned. [`Worker::run`] calls it in its loop; a simulation that drives
     /// the worker itself calls it with `wait` zero.
     pub async fn take_work(&self, max: usize, wait: Dur) -> Result<Vec<ClaimedAttempt>, CoreError> {
-        let received = self.ports.work.receive(&self.receive_request(max, wait)).await?;
+        let request = self.receive_request(max, wait, CancellationToken::new());
+        let received = self.ports.work.receive(&request).await?;
         Ok(self.sort_claims(received).await)
     }
 
-    /// What [`Worker::take_work`] asks of the work port.
-    pub(super) fn receive_request(&self, max: usize, wait: Dur) -> ReceiveRequest {
+    /// What [`Worker::take_work`] asks of the work port; it stops waiting once `stop` is
+    /// cancelled.
+    pub(super) fn receive_request(&self, max: usize, wait: Dur, stop: CancellationToken) -> ReceiveRequest {
         ReceiveRequest {
             max,
             wait,
             worker: self.config.id.clone(),
             lease: self.config.lease,
             hold: self.checked_at_claim().to_vec(),
+            stop,
         }
     }
 
@@ -117,13 +121,12 @@ impl Worker {
         (claimed, early)
     }
 
-    /// Deliveries that came before their common time `due`: claimed at it, as a receive at
-    /// that time would claim them; what starts is returned.
+    /// Deliveries that came before their time, now that it has come: claimed as a receive
+    /// at this time would claim them; what starts is returned.
     pub(super) async fn claim_at_their_time(&self, deliveries: Vec<Delivery>) -> Vec<ClaimedAttempt> {
         let now = timestamp::trunc_ms(self.ports.clock.now());
-        let batch = self
-            .receive_request(deliveries.len(), Dur::ZERO)
-            .claim_of(&deliveries, now);
+        let request = self.receive_request(deliveries.len(), Dur::ZERO, CancellationToken::new());
+        let batch = request.claim_of(&deliveries, now);
         match self.ports.store.claim(&batch).await {
             Ok(claims) => {
                 let answers = deliveries

@@ -35,13 +35,10 @@ impl Worker {
             while let Ok(p) = slots.clone().try_acquire_owned() {
                 permits.push(p);
             }
-            let request = this.receive_request(permits.len(), this.config.poll_wait);
-            let received = tokio::select! {
-                biased;
-                _ = shutdown.cancelled() => break,
-                r = this.ports.work.receive(&request) => r,
-            };
-            match received {
+            // Not dropped at shutdown but told to stop waiting: a receive that has started to
+            // claim answers what it claimed, and those runs end at once (shut down, retried).
+            let request = this.receive_request(permits.len(), this.config.poll_wait, shutdown.clone());
+            match this.ports.work.receive(&request).await {
                 Ok(received) => {
                     if !received.is_empty() {
                         let (worker, stop) = (this.clone(), shutdown.clone());
