@@ -126,6 +126,7 @@ const LINKS: [(&str, &str, &str, &str, &[&str]); 2] = [
             "pause_job",
             "resume_job",
             "trigger_job",
+            "backfill_job",
             "preview_job",
             "list_job_runs",
         ],

@@ -1375,3 +1375,89 @@ async fn the_document_is_openapi_3_1_with_every_answer_described() {
         assert!(doc["components"]["schemas"][name].is_object(), "dangling $ref {name}");
     }
 }
+
+#[tokio::test]
+async fn backfill_creates_a_run_per_missing_occurrence_once_and_names_bad_fields() {
+    let api = api(); // 2026-01-05T07:00Z
+    api.create(json!({"id": "h", "schedule": {"cron": "0 * * * *"}, "task": {"command": {"argv": ["true"]}}}))
+        .await;
+    let body = json!({"from": "2026-01-05T04:00:00Z", "to": "2026-01-05T06:30:00Z"});
+    let r = api.post("/v1/jobs/h/backfill", body.clone()).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.text);
+    assert_eq!(
+        r.json["items"],
+        json!([
+            "h@20260105T040000.000Z",
+            "h@20260105T050000.000Z",
+            "h@20260105T060000.000Z"
+        ])
+    );
+    let run = api.get("/v1/runs/h@20260105T050000.000Z").await;
+    assert_eq!(
+        (run.json["trigger"].as_str(), run.json["scheduled_for"].as_str()),
+        (Some("backfill"), Some("2026-01-05T05:00:00.000Z")),
+        "{}",
+        run.text
+    );
+    let again = api.post("/v1/jobs/h/backfill", body.clone()).await;
+    assert_eq!(
+        (again.status, again.json["items"].clone()),
+        (StatusCode::CREATED, json!([]))
+    );
+
+    let cases = [
+        (
+            json!({"from": "yesterday", "to": "2026-01-05T06:00:00Z"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "from",
+        ),
+        (
+            json!({"from": "2026-01-05T01:00:00Z", "to": "2026-01-05T01:00:00Z"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (
+            json!({"from": "2026-01-05T01:00:00Z", "to": "2026-01-05T08:00:00Z"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (
+            json!({"from": "2025-01-01T00:00:00Z", "to": "2026-01-05T00:00:00Z"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "to",
+        ),
+        (json!({"from": "2026-01-05T01:00:00Z"}), StatusCode::BAD_REQUEST, "to"),
+        (
+            json!({"from": "2026-01-05T01:00:00Z", "to": "2026-01-05T02:00:00Z", "x": 1}),
+            StatusCode::BAD_REQUEST,
+            "x",
+        ),
+    ];
+    for (bad, status, field) in cases {
+        let r = api.post("/v1/jobs/h/backfill", bad.clone()).await;
+        assert_eq!((r.status, r.field()), (status, field), "{bad}: {}", r.text);
+    }
+    let runs = api.get("/v1/jobs/h/runs").await;
+    assert_eq!(
+        runs.items().len(),
+        3,
+        "a refused backfill creates nothing: {}",
+        runs.text
+    );
+    let r = api.post("/v1/jobs/nope/backfill", body.clone()).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND, "{}", r.text);
+    let r = api
+        .call(
+            Method::POST,
+            "/v1/jobs/h/backfill",
+            &[(AS, "other")],
+            Some(body.to_string().into_bytes()),
+        )
+        .await;
+    assert_eq!(
+        r.status,
+        StatusCode::NOT_FOUND,
+        "another tenant's job is not found: {}",
+        r.text
+    );
+}

@@ -51,6 +51,13 @@ fn routes() -> Vec<Route> {
         r(Method::POST, "/v1/jobs/{job}/pause", Role::Write, None, true),
         r(Method::POST, "/v1/jobs/{job}/resume", Role::Write, None, true),
         r(Method::POST, "/v1/jobs/{job}/trigger", Role::Write, None, true),
+        r(
+            Method::POST,
+            "/v1/jobs/{job}/backfill",
+            Role::Write,
+            Some(json!({"from": "2020-01-01T00:00:00Z", "to": "2020-01-02T00:00:00Z"})),
+            true,
+        ),
         r(Method::GET, "/v1/jobs/{job}/preview", Role::Read, None, true),
         r(Method::GET, "/v1/jobs/{job}/runs", Role::Read, None, true),
         r(Method::GET, "/v1/runs", Role::Read, None, false),

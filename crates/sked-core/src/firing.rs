@@ -32,6 +32,13 @@ const MAX_SCAN: usize = 10_000;
 /// keep it fed without firing its whole look-ahead at once.
 pub const MAX_RUNS_PER_FIRING: usize = 96;
 
+/// Whether `run`, an active run of a `replace` job, is stopped when a newer occurrence
+/// starts: every one but a backfill run still waiting its turn (a backfill is asked for
+/// explicitly; a new occurrence stops the one running, not the ones queued behind it).
+pub fn replaced_by_newer(run: &Run) -> bool {
+    !(run.trigger == crate::run::Trigger::Backfill && run.state == RunState::Pending)
+}
+
 /// Why an occurrence did not become a run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SkipReason {
@@ -130,7 +137,7 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
             Overlap::Forbid => active.is_empty(),
             Overlap::QueueOne => !active.iter().any(|r| r.state == RunState::Pending),
             Overlap::Replace => {
-                cancel.extend(active.iter().map(|r| r.run_id.clone()));
+                cancel.extend(active.iter().filter(|r| replaced_by_newer(r)).map(|r| r.run_id.clone()));
                 true
             }
             _ => true,

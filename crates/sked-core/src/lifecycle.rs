@@ -7,9 +7,10 @@
 
 use crate::attempt::{AttemptResult, ClaimOutcome, RunTransition};
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
-use crate::job::Job;
+use crate::job::{Job, Overlap};
 use crate::ports::{ClaimBatch, JobClaim, StoreError};
 use crate::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
+use crate::service::backfill::runs_in_turn;
 use crate::timestamp::{Timestamp, trunc_ms};
 
 /// Error text of an attempt closed because its worker stopped renewing its lease.
@@ -212,6 +213,17 @@ impl Run {
         }
     }
 
+    /// Moves a PENDING run's `not_before` to `until`: a run waiting its turn (a backfill run
+    /// behind another run of its job) is not ready before then, so the repair pass does not
+    /// take it for a run whose message was lost. Returns whether the run changed.
+    pub fn defer(&mut self, until: Timestamp) -> bool {
+        if self.state != RunState::Pending || self.not_before == until {
+            return false;
+        }
+        self.not_before = until;
+        true
+    }
+
     /// Closes the open attempt as worker lost at the lease's expiry and drops the lease;
     /// returns that expiry.
     fn close_lost_attempt(&mut self) -> Option<Timestamp> {
@@ -243,6 +255,8 @@ pub trait ClaimTx {
     fn job(&mut self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, Self::Error>;
     /// The job's PENDING and RUNNING runs.
     fn active_runs(&mut self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, Self::Error>;
+    /// The run, if it exists.
+    fn run(&mut self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, Self::Error>;
     /// Claims one run as [`crate::ports::JobStore::claim`] describes.
     fn claim_run(
         &mut self,
@@ -253,7 +267,8 @@ pub trait ClaimTx {
 }
 
 /// A whole [`ClaimBatch`] in one transaction: for each run, its job read (with
-/// `read_jobs`), the run held back if its job's overlap policy is in `hold`, left alone while
+/// `read_jobs`), the run held back if its job's overlap policy is in `hold` or it is a
+/// backfill run that waits its turn ([`crate::service::backfill::runs_in_turn`]), left alone while
 /// another run of its job holds a live lease (with `alone`), else claimed. The rules of
 /// [`crate::ports::JobStore::claim`], written once for every store that has transactions.
 pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, T::Error> {
@@ -264,9 +279,14 @@ pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Res
             Some(job_id) if batch.read_jobs => tx.job(tenant, job_id)?,
             _ => None,
         };
-        if let Some(job) = job.as_ref().filter(|j| batch.hold.contains(&j.spec.overlap_policy())) {
-            out.push(Ok(JobClaim::Held(job.clone())));
-            continue;
+        if let Some(job) = job.as_ref() {
+            let policy = job.spec.overlap_policy();
+            let held = batch.hold.contains(&policy)
+                || (policy != Overlap::Allow && tx.run(tenant, run_id)?.is_some_and(|r| runs_in_turn(&r, policy)));
+            if held {
+                out.push(Ok(JobClaim::Held(job.clone())));
+                continue;
+            }
         }
         if let Some(job_id) = job_id.as_ref().filter(|_| batch.alone) {
             let active = tx.active_runs(tenant, job_id)?;

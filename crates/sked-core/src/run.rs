@@ -48,6 +48,8 @@ wire_enum!(
         Manual = "manual",
         /// Another job's `on_timeout: {run_job}`.
         Handler = "handler",
+        /// `POST /jobs/{id}/backfill`: an occurrence of the job's schedule re-run on request.
+        Backfill = "backfill",
     }
 );
 

@@ -487,3 +487,118 @@ async fn trigger_runs_a_job_now_and_preview_shows_its_next_times() {
     h.until_run(&run.run_id, "SUCCEEDED", |r| r.state == RunState::Succeeded)
         .await;
 }
+
+fn hourly(overlap: &str) -> serde_json::Value {
+    json!({"schedule": {"cron": "0 * * * *"}, "task": {"command": {"argv": ["hang"]}}, "overlap": overlap, "priority": 7})
+}
+
+fn ts(text: &str) -> Timestamp {
+    timestamp::parse(text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_runs_past_occurrences_in_order_one_at_a_time_under_forbid_and_repeating_it_creates_nothing() {
+    backfill_in_turn("forbid").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_runs_take_turns_under_queue_one() {
+    backfill_in_turn("queue_one").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_runs_take_turns_under_replace() {
+    backfill_in_turn("replace").await;
+}
+
+/// A backfill of three occurrences of a job under `policy`, two workers: the runs start one
+/// at a time, in nominal-time order, each once the one before has ended.
+async fn backfill_in_turn(policy: &str) {
+    let h = Harness::new(); // 10:00
+    h.create("hourly", hourly(policy)).await;
+    let job: JobId = "hourly".into();
+    let (from, to) = (ts("2026-12-01T06:00:00Z"), ts("2026-12-01T09:00:00Z"));
+    let ids = h.sked.backfill_job(&h.tenant, &job, from, to).await.unwrap();
+    let nominal = ["2026-12-01T06:00:00Z", "2026-12-01T07:00:00Z", "2026-12-01T08:00:00Z"];
+    let expected: Vec<RunId> = nominal.iter().map(|t| RunId::derive(&job, ts(t))).collect();
+    assert_eq!(ids, expected, "one run per nominal time in [from, to), in order");
+    for id in &ids {
+        let run = h.run(id).await;
+        assert_eq!(run.trigger, sked_core::run::Trigger::Backfill);
+        assert_eq!((run.state, run.priority), (RunState::Pending, 7));
+    }
+    let again = h.sked.backfill_job(&h.tenant, &job, from, to).await.unwrap();
+    assert!(again.is_empty(), "a repeated backfill creates nothing: {again:?}");
+
+    h.start_worker("w1");
+    h.start_worker("w2");
+    for (i, id) in ids.iter().enumerate() {
+        h.until_run(id, "RUNNING", |r| r.state == RunState::Running).await;
+        // The later ones were looked at and put off (deferred), not started beside it.
+        for later in &ids[i + 1..] {
+            let now = h.now();
+            h.until_run(later, "PENDING, deferred behind the running one", move |r| {
+                r.state == RunState::Pending && r.not_before > now
+            })
+            .await;
+        }
+        let running = h.runs_of("hourly").await;
+        let running: Vec<_> = running.iter().filter(|r| r.state == RunState::Running).collect();
+        assert_eq!(
+            running.len(),
+            1,
+            "one backfill run at a time under {policy}: {running:?}"
+        );
+        h.sked.cancel_run(&h.tenant, id).await.unwrap();
+        h.clock.advance(Dur::secs(5)); // the next heartbeat (lease/3) sees the request
+        h.until_run(id, "CANCELLED", |r| r.state == RunState::Cancelled).await;
+    }
+    assert_eq!(h.executor.calls(), 3, "each occurrence ran once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backfill_runs_start_side_by_side_under_allow() {
+    let h = Harness::new();
+    h.create("hourly", hourly("allow")).await;
+    let (from, to) = (ts("2026-12-01T07:00:00Z"), ts("2026-12-01T09:00:00Z"));
+    let ids = h
+        .sked
+        .backfill_job(&h.tenant, &"hourly".into(), from, to)
+        .await
+        .unwrap();
+    assert_eq!(ids.len(), 2);
+    h.start_worker("w1");
+    for id in &ids {
+        h.until_run(id, "RUNNING", |r| r.state == RunState::Running).await;
+    }
+}
+
+#[tokio::test]
+async fn a_backfill_beyond_its_bounds_is_refused_naming_the_field_and_creates_nothing() {
+    let h = Harness::new(); // 10:00
+    h.create("hourly", hourly("forbid")).await;
+    let job: JobId = "hourly".into();
+    let refused = |answer: Result<Vec<RunId>, CoreError>, field: &str| match answer {
+        Err(CoreError::Invalid(errors)) => assert_eq!(errors[0].field, field, "{errors:?}"),
+        other => panic!("expected a refusal naming {field}, got {other:?}"),
+    };
+    let backfill = |from: &str, to: &str| h.sked.backfill_job(&h.tenant, &job, ts(from), ts(to));
+    refused(backfill("2026-12-01T08:00:00Z", "2026-12-01T08:00:00Z").await, "to");
+    refused(backfill("2026-12-01T08:00:00Z", "2026-12-01T11:00:00Z").await, "to");
+    // 1,001 hourly occurrences.
+    refused(backfill("2026-10-20T13:00:00Z", "2026-12-01T06:00:00Z").await, "to");
+    assert!(h.runs_of("hourly").await.is_empty(), "nothing was created");
+    let exactly_the_bound = backfill("2026-10-20T14:00:00Z", "2026-12-01T06:00:00Z").await.unwrap();
+    assert_eq!(exactly_the_bound.len(), sked_core::service::backfill::MAX_BACKFILL);
+    assert!(matches!(
+        h.sked
+            .backfill_job(
+                &h.tenant,
+                &"nope".into(),
+                ts("2026-12-01T06:00:00Z"),
+                ts("2026-12-01T07:00:00Z")
+            )
+            .await,
+        Err(CoreError::NotFound(_))
+    ));
+}

@@ -266,6 +266,19 @@ pub enum JobsCommand {
         /// Job id.
         id: String,
     },
+    /// Runs a job's past occurrences in [--from, --to) that have no run yet (at most 1000);
+    /// prints the ids of the runs created. Under any overlap policy but `allow` they run one
+    /// after another.
+    Backfill {
+        /// Job id.
+        id: String,
+        /// First nominal time covered, RFC 3339 (included).
+        #[arg(long)]
+        from: String,
+        /// End of the range, RFC 3339 (excluded); not later than now.
+        #[arg(long)]
+        to: String,
+    },
     /// Prints a job's next fire times (DST applied).
     Preview {
         /// Job id.

@@ -3,6 +3,7 @@
 
 mod common;
 
+use chrono::DurationRound;
 use common::*;
 use serde_json::Value;
 use std::process::Output;
@@ -79,6 +80,43 @@ async fn the_cli_creates_lists_and_reads_back() {
 
     let preview = ok(server.cli(&["jobs", "preview", "every-job", "--count", "3"]));
     assert_eq!(preview.lines().count(), 3, "{preview}");
+
+    // Backfill: the three minutes before this one, run one after another (`forbid`).
+    ok(server.cli(&[
+        "jobs",
+        "create",
+        "--id",
+        "minutely",
+        "--cron",
+        "* * * * *",
+        "--",
+        "true",
+    ]));
+    let to = chrono::Utc::now().duration_trunc(chrono::Duration::minutes(1)).unwrap();
+    let from = to - chrono::Duration::minutes(3);
+    let range = [sked_core::timestamp::format(&from), sked_core::timestamp::format(&to)];
+    let out = ok(server.cli(&["jobs", "backfill", "minutely", "--from", &range[0], "--to", &range[1]]));
+    let created: Vec<&str> = out.lines().collect();
+    assert_eq!(created.len(), 3, "{out}");
+    let mut previous_end: Option<String> = None;
+    for run_id in &created {
+        let run = wait_terminal(&api, run_id, Duration::from_secs(15)).await;
+        assert_eq!(
+            (run["state"].as_str(), run["trigger"].as_str()),
+            (Some("SUCCEEDED"), Some("backfill")),
+            "{run}"
+        );
+        let started = run["started_at"].as_str().unwrap().to_string();
+        if let Some(end) = &previous_end {
+            assert!(
+                &started >= end,
+                "one after another: {run_id} started at {started}, before {end}"
+            );
+        }
+        previous_end = run["finished_at"].as_str().map(str::to_string);
+    }
+    let again = ok(server.cli(&["jobs", "backfill", "minutely", "--from", &range[0], "--to", &range[1]]));
+    assert!(again.trim().is_empty(), "a repeated backfill creates nothing: {again}");
 
     let run = wait_first_run(&api, "cli-job", Duration::from_secs(10)).await;
     let run_id = run["run_id"].as_str().unwrap().to_string();

@@ -1,5 +1,5 @@
 //! Job routes: create (single, batch, shorthand), list, read, replace (PUT), merge-patch
-//! (PATCH), delete, pause, resume, trigger, preview and the job's runs.
+//! (PATCH), delete, pause, resume, trigger, backfill, preview and the job's runs.
 //!
 //! Each handler checks the request's form (tenant, headers, query, body) before it calls the
 //! service, so a malformed request never reaches the store; everything else — validation,
@@ -9,7 +9,7 @@ use crate::AppState;
 use crate::dto::{ItemsView, JobView, ListView, RunView};
 use crate::error::ApiError;
 use crate::error::ErrorBody;
-use crate::extract::{IdempotencyKey, IfMatch, JsonBody, PathId, QueryParams, Tenant};
+use crate::extract::{IdempotencyKey, IfMatch, JsonBody, PathId, QueryParams, Tenant, decode, require_object};
 use crate::input;
 use crate::openapi::{CreateJob, JobBatch, JobPatch};
 use crate::params::{DeleteJob, Idempotency, JobRuns, ListJobs, Preview, Version};
@@ -323,6 +323,60 @@ pub async fn trigger(
     let run = st.sked.trigger_job(&tenant, &JobId(id)).await?;
     let location = format!("/v1/runs/{}", run.run_id);
     Ok((StatusCode::CREATED, [(LOCATION, location)], Json(RunView::from(&run))).into_response())
+}
+
+/// The body of `POST /v1/jobs/{id}/backfill`.
+#[derive(Debug, serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = BackfillRequest)]
+pub struct BackfillRequest {
+    /// The first nominal time covered (RFC 3339), included.
+    #[schema(format = DateTime)]
+    from: String,
+    /// The end of the range (RFC 3339), excluded; not later than now.
+    #[schema(format = DateTime)]
+    to: String,
+}
+
+/// `POST /v1/jobs/{id}/backfill {"from", "to"}`: 201 `{"items": [run ids created]}`.
+#[utoipa::path(
+    post,
+    path = "/v1/jobs/{id}/backfill",
+    operation_id = "backfill_job",
+    tag = "jobs",
+    summary = "Run a job's past occurrences in [from, to) that have no run yet",
+    description = "One run per nominal time of the job's schedule in `[from, to)` that has none yet, due now, in nominal-time order, at the job's priority (a repeated call creates nothing). Under `allow` the runs start side by side; under any other overlap policy one after another, never beside another run of the job.",
+    params(("id" = String, Path, description = "Job id")),
+    request_body(content = BackfillRequest, content_type = "application/json"),
+    responses(
+        (status = 201, description = "The ids of the runs created, in nominal-time order (empty when every occurrence already had one)", body = ItemsView<String>),
+        (status = 400, description = "Malformed: not JSON, a wrong type, an unknown or missing field (`invalid_argument`, naming it)", body = ErrorBody),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody),
+        (status = 413, description = "The body is larger than the limit (`payload_too_large`)", body = ErrorBody),
+        (status = 422, description = "`from` or `to` not an RFC 3339 time, `to` not after `from` or later than now, or more than 1000 occurrences in the range (`invalid_argument`, naming the field)", body = ErrorBody),
+        (status = 429, description = "The tenant's quota is used up (`resource_exhausted`); `Retry-After` says when to retry", body = ErrorBody)
+    )
+)]
+pub async fn backfill(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    PathId(id): PathId,
+    JsonBody(body): JsonBody,
+) -> Result<Response, ApiError> {
+    require_object(&body, "", false)?;
+    let request: BackfillRequest = decode(body, "").map_err(ApiError::malformed)?;
+    let instant = |field: &str, text: &str| {
+        timestamp::parse(text).map_err(|e| {
+            ApiError::invalid(vec![sked_core::FieldError::new(
+                field,
+                format!("not an RFC 3339 time ({e}): {text:?}"),
+            )])
+        })
+    };
+    let (from, to) = (instant("from", &request.from)?, instant("to", &request.to)?);
+    let created = st.sked.backfill_job(&tenant, &JobId(id), from, to).await?;
+    let items: Vec<String> = created.into_iter().map(|run_id| run_id.0).collect();
+    Ok((StatusCode::CREATED, Json(ItemsView { items })).into_response())
 }
 
 /// `GET /v1/jobs/{id}/preview?count=10`: `{"items": [next fire times]}`, count 1..=100.

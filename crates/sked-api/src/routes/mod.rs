@@ -43,6 +43,7 @@ pub fn table() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::pause))
         .routes(routes!(jobs::resume))
         .routes(routes!(jobs::trigger))
+        .routes(routes!(jobs::backfill))
         .routes(routes!(jobs::preview))
         .routes(routes!(jobs::runs))
         .routes(routes!(runs::list))

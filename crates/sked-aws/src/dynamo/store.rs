@@ -32,7 +32,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, KeysAndAttributes, Put, TransactWriteItem, Update};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::job::{Job, JobState};
+use sked_core::job::{Job, JobState, Overlap};
 use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
 use sked_core::ports::store::{
     ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
@@ -41,6 +41,7 @@ use sked_core::ports::store::{
 use sked_core::ports::{Clock, JobStoreExt};
 use sked_core::quota::counts_as_active;
 use sked_core::run::{Run, RunState};
+use sked_core::service::backfill::runs_in_turn;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -1321,9 +1322,20 @@ impl JobStore for DynamoStore {
         let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
         let mut out = Vec::with_capacity(batch.runs.len());
         for ((tenant, run_id), job) in batch.runs.iter().zip(jobs) {
-            if let Some(job) = job.as_ref().filter(|j| batch.hold.contains(&j.spec.overlap_policy())) {
-                out.push(Ok(JobClaim::Held(job.clone())));
-                continue;
+            if let Some(job) = job.as_ref() {
+                let policy = job.spec.overlap_policy();
+                // A backfill run waits its turn; where the wiring holds every policy but
+                // `allow` (runs fired ahead), this costs no read.
+                let held = batch.hold.contains(&policy)
+                    || (policy != Overlap::Allow
+                        && self
+                            .load_run(tenant, run_id)
+                            .await?
+                            .is_some_and(|stored| runs_in_turn(&stored.run, policy)));
+                if held {
+                    out.push(Ok(JobClaim::Held(job.clone())));
+                    continue;
+                }
             }
             let outcome = match batch.alone {
                 true => self.claim_alone(tenant, run_id, &batch.worker, now, lease_until).await,
@@ -1372,6 +1384,20 @@ impl JobStore for DynamoStore {
             Ok((changed, stored.run.clone()))
         })
         .await
+    }
+
+    async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
+        let until = trunc_ms(until);
+        match self
+            .modify_run(tenant, run_id, |stored| {
+                let changed = stored.run.defer(until);
+                Ok((changed, changed))
+            })
+            .await
+        {
+            Err(StoreError::NotFound) => Ok(false),
+            answer => answer,
+        }
     }
 
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {

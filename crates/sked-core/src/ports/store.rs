@@ -307,6 +307,10 @@ pub trait JobStore: Send + Sync + 'static {
         reason: &str,
     ) -> Result<Run, StoreError>;
 
+    /// Sets a PENDING run's `not_before` to `until` ([`Run::defer`]); `false` (no change) if
+    /// the run is absent or not PENDING.
+    async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError>;
+
     /// Up to `limit` RUNNING runs (any tenant) whose lease expired before `now`.
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError>;
 

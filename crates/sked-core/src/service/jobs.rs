@@ -430,7 +430,7 @@ impl Sked {
     }
 
     /// A job that exists and is not DELETED.
-    async fn live_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
+    pub(super) async fn live_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
         match self.ports.store.get_job(tenant, id).await? {
             Some(job) if job.state != JobState::Deleted => Ok(job),
             _ => Err(CoreError::NotFound(format!("job {id}"))),

@@ -11,6 +11,7 @@
 //! - [`worker::Worker`]: receives runs, claims, executes, heartbeats, completes.
 //! - [`reaper::Reaper`]: closes attempts whose worker vanished; re-enqueues lost runs.
 
+pub mod backfill;
 pub mod dead_letter;
 pub mod fire;
 pub mod jobs;

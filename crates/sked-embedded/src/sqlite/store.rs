@@ -148,6 +148,10 @@ impl ClaimTx for SqliteTx<'_> {
         load_active_runs(self.0, tenant.as_str(), job_id.as_str())
     }
 
+    fn run(&mut self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, TxError> {
+        Ok(load_run(self.0, tenant.as_str(), run_id.as_str())?.map(|stored| stored.run))
+    }
+
     /// A run that does not exist (found before any write) is that run's answer; an SQL
     /// failure fails the whole call.
     fn claim_run(
@@ -515,6 +519,21 @@ impl JobStore for SqliteStore {
                 Self::save(conn, &stored)?;
             }
             Ok(stored.run)
+        })
+        .await
+    }
+
+    async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
+        let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
+        self.write(move |conn| {
+            let Some(mut stored) = load_run(conn, &tenant, &run_id)? else {
+                return Ok(false);
+            };
+            let changed = stored.run.defer(until);
+            if changed {
+                Self::save(conn, &stored)?;
+            }
+            Ok(changed)
         })
         .await
     }

@@ -113,6 +113,8 @@ macro_rules! store_contract {
             cancel_unknown_run_is_not_found,
             expired_leases_across_tenants,
             stale_pending_oldest_first_across_tenants,
+            defer_pending_moves_not_before_of_pending_runs_only,
+            claim_reading_jobs_holds_backfill_runs_that_take_turns,
         );
     };
 }

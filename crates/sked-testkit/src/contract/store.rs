@@ -878,6 +878,36 @@ pub async fn claim_without_read_jobs_answers_no_job(store: Store) {
     );
 }
 
+/// `claim` with `read_jobs` holds back a backfill run of a job whose policy is not `allow`
+/// (it waits its turn), even when that policy is not in `hold`; a backfill run of an `allow`
+/// job, and a scheduled run of the other job, are claimed.
+pub async fn claim_reading_jobs_holds_backfill_runs_that_take_turns(store: Store) {
+    let mut forbid = job("t1", "f");
+    forbid.spec.overlap = Some(Overlap::Forbid);
+    let mut allow = job("t1", "a");
+    allow.spec.overlap = Some(Overlap::Allow);
+    create(&store, &[forbid.clone(), allow.clone()]).await;
+    let (mut in_turn, mut side_by_side, scheduled) = (run("t1", "f", 0), run("t1", "a", 0), run("t1", "f", 5));
+    in_turn.trigger = Trigger::Backfill;
+    side_by_side.trigger = Trigger::Backfill;
+    for r in [&in_turn, &side_by_side, &scheduled] {
+        insert(&store, r).await;
+    }
+    let batch = ClaimBatch {
+        read_jobs: true,
+        ..claims(run_keys(&[&in_turn, &side_by_side, &scheduled]), "w1", at(6), at(36))
+    };
+    let answers = store.claim(&batch).await.unwrap();
+    assert_eq!(answers[0].as_ref().ok(), Some(&JobClaim::Held(forbid.clone())));
+    assert_eq!(get(&store, &in_turn).await, in_turn, "a held run is not claimed");
+    for (i, r) in [(1, &side_by_side), (2, &scheduled)] {
+        let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, Some(_))) = &answers[i] else {
+            panic!("expected Claimed with its job, got {:?}", answers[i]);
+        };
+        assert_eq!(&get(&store, r).await, run);
+    }
+}
+
 /// `claim` with `read_jobs` answers each run with its job: claimed as it would be without
 /// reading it when the job's overlap policy is not held, held back (unchanged) with its job
 /// when it is.
@@ -1509,6 +1539,43 @@ pub async fn expired_leases_across_tenants(store: Store) {
     let found = store.expired_leases(at(15), 10).await.unwrap();
     assert_eq!(run_ids(&found), run_ids(std::slice::from_ref(&a)));
     assert_eq!(found[0], get(&store, &a).await);
+}
+
+/// `defer_pending` moves a PENDING run's `not_before` (so `stale_pending` passes it over until
+/// then), and changes nothing of a RUNNING or absent run.
+pub async fn defer_pending_moves_not_before_of_pending_runs_only(store: Store) {
+    let (waiting, running) = (run("t1", "a", 10), run("t1", "b", 10));
+    for r in [&waiting, &running] {
+        insert(&store, r).await;
+    }
+    let (claimed, _) = claim(&store, &running, "w1", at(11), at(1000)).await;
+    assert!(
+        store
+            .defer_pending(&waiting.tenant, &waiting.run_id, at(500))
+            .await
+            .unwrap()
+    );
+    let deferred = get(&store, &waiting).await;
+    assert_eq!((deferred.state, deferred.not_before), (RunState::Pending, at(500)));
+    assert!(store.stale_pending(at(100), 10).await.unwrap().is_empty());
+    assert_eq!(
+        run_ids(&store.stale_pending(at(500), 10).await.unwrap()),
+        run_ids(&[deferred])
+    );
+    assert!(
+        !store
+            .defer_pending(&running.tenant, &running.run_id, at(500))
+            .await
+            .unwrap()
+    );
+    assert_eq!(get(&store, &running).await, claimed);
+    let absent = run("t1", "nope", 10);
+    assert!(
+        !store
+            .defer_pending(&absent.tenant, &absent.run_id, at(500))
+            .await
+            .unwrap()
+    );
 }
 
 /// `stale_pending`: PENDING runs of any tenant with `not_before <= ready_before`, oldest

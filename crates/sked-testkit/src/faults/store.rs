@@ -214,6 +214,12 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.after("cancel_run", r)
     }
 
+    async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
+        self.before("defer_pending").await?;
+        let r = self.inner.defer_pending(tenant, run_id, until).await;
+        self.after("defer_pending", r)
+    }
+
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         self.before("expired_leases").await?;
         self.inner.expired_leases(now, limit).await

@@ -406,6 +406,14 @@ impl JobStore for MemStore {
         Ok(run.clone())
     }
 
+    async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        Ok(st
+            .runs
+            .get_mut(&(tenant.clone(), run_id.clone()))
+            .is_some_and(|run| run.defer(until)))
+    }
+
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         let st = self.lock();
         let mut runs: Vec<&Run> = st
@@ -468,6 +476,10 @@ impl ClaimTx for Locked<'_> {
 
     fn active_runs(&mut self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
         Ok(active_locked(self.0, tenant, job_id))
+    }
+
+    fn run(&mut self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError> {
+        Ok(self.0.runs.get(&(tenant.clone(), run_id.clone())).cloned())
     }
 
     fn claim_run(

@@ -63,6 +63,10 @@ impl ClaimTx for MemTx<'_> {
         Locked(self.store).active_runs(tenant, job_id)
     }
 
+    fn run(&mut self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError> {
+        Locked(self.store).run(tenant, run_id)
+    }
+
     fn claim_run(
         &mut self,
         tenant: &TenantId,

@@ -318,6 +318,10 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         self.inner.cancel_run(tenant, run_id, now, reason).await
     }
 
+    async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
+        self.inner.defer_pending(tenant, run_id, until).await
+    }
+
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         self.inner.expired_leases(now, limit).await
     }

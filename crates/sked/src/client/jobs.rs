@@ -97,6 +97,19 @@ pub async fn run(args: &ClientArgs, command: JobsCommand) -> anyhow::Result<Exit
                 output::print_run(&answer.json);
             }
         }
+        JobsCommand::Backfill { id, from, to } => {
+            let body = serde_json::json!({"from": from, "to": to});
+            let answer = client.post(&["jobs", &id, "backfill"], &[], Some(&body)).await?;
+            if json {
+                println!("{}", answer.text);
+            } else {
+                let created = fire_times(&answer.json);
+                for run_id in &created {
+                    println!("{}", run_id.as_str().unwrap_or_default());
+                }
+                eprintln!("{} run(s) created", created.len());
+            }
+        }
         JobsCommand::Preview { id, count } => {
             let answer = client
                 .get(&["jobs", &id, "preview"], &[("count", count.to_string())])

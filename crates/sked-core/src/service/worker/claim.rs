@@ -1,14 +1,16 @@
 //! A received batch's claim ([`Worker::take_work`]): the receive claims the runs and reads
 //! their jobs ([`crate::ports::WorkPort::receive`]), except runs whose job's overlap policy is
 //! checked at claim time (`queue_one` always; `forbid` and `replace` where runs are fired
-//! ahead), which are held back, checked, and claimed in a second batch — `queue_one` runs on
-//! condition that no other run of their job is running. Every answer is dealt with here
+//! ahead), and backfill runs that take turns ([`crate::service::backfill`]), which are held
+//! back, checked, and claimed in a second batch — `queue_one` and backfill runs on condition
+//! that no other run of their job is running. Every answer is dealt with here
 //! (acked, deferred, requeued, failed for want of a job); what may start is returned as
 //! [`ClaimedAttempt`]s.
 
 use super::Worker;
 use crate::duration::Dur;
 use crate::error::CoreError;
+use crate::firing::replaced_by_newer;
 use crate::ids::RunId;
 use crate::job::{Job, Overlap};
 use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
@@ -18,6 +20,7 @@ use crate::ports::{
     RunTransition, Settlement, StoreError,
 };
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
+use crate::service::backfill::{backfill_turn, runs_in_turn};
 use crate::timestamp::{self, Timestamp};
 use tokio_util::sync::CancellationToken;
 
@@ -46,6 +49,9 @@ impl ClaimedAttempt {
 enum Admission {
     /// Claim it; the job as read (`None` if the run id names no existing job).
     Claim(Option<Job>),
+    /// Claim it only if no other run of its job holds a lease, checked in the claim itself
+    /// (`queue_one`, a backfill run's turn); the job as read.
+    ClaimAlone(Option<Job>),
     /// Already dealt with (deferred, or skipped and acked).
     Done,
 }
@@ -170,11 +176,9 @@ impl Worker {
         // again in the claim itself: the check above may be stale by then (another worker,
         // or another batch of this one, may have just claimed a run of the job).
         let (mut alone, mut others) = (Vec::new(), Vec::new());
-        for ((delivery, held_job), admission) in held.into_iter().zip(admitted) {
+        for ((delivery, _), admission) in held.into_iter().zip(admitted) {
             match admission {
-                Ok(Admission::Claim(job)) if held_job.spec.overlap_policy() == Overlap::QueueOne => {
-                    alone.push((delivery, job))
-                }
+                Ok(Admission::ClaimAlone(job)) => alone.push((delivery, job)),
                 Ok(Admission::Claim(job)) => others.push((delivery, job)),
                 Ok(Admission::Done) => {}
                 Err(e) => self.unhandled(&delivery, &e),
@@ -243,12 +247,33 @@ impl Worker {
                 going_on.push((delivery, job));
                 continue;
             }
-            let until = self.ports.clock.now() + self.config.lease.to_chrono();
-            if let Err(e) = self.requeue(&delivery, until).await {
+            if let Err(e) = self.wait_behind_first_of_job(&delivery, &job).await {
                 self.unhandled(&delivery, &e);
             }
         }
         going_on
+    }
+
+    /// A `queue_one` delivery behind another of its job in one batch waits: for a lease (by
+    /// then the first is running, and its end enqueues this one again), or, for a backfill
+    /// run, for as long as the run ahead may take, with its `not_before` moved along (see
+    /// [`Worker::backfill_admission`]): many backfill runs wait behind one another, and the
+    /// end of each wakes the next.
+    async fn wait_behind_first_of_job(&self, delivery: &Delivery, job: &Job) -> Result<(), CoreError> {
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let now = self.ports.clock.now();
+        let backfill = self
+            .ports
+            .store
+            .get_run(tenant, run_id)
+            .await?
+            .is_some_and(|run| runs_in_turn(&run, job.spec.overlap_policy()));
+        if !backfill {
+            return self.requeue(delivery, now + self.config.lease.to_chrono()).await;
+        }
+        let until = timestamp::trunc_ms(now + self.backfill_wait(job));
+        self.ports.store.defer_pending(tenant, run_id, until).await?;
+        self.requeue(delivery, until).await
     }
 
     /// [`Worker::claimed`] for one delivery of a batch: what starts goes to `claimed`, a
@@ -283,14 +308,23 @@ impl Worker {
         // happens here: `forbid` skips the run if the earlier one is still going, as the
         // sweeper would have; `replace` asks the earlier ones to stop, then starts.
         let policy = job.as_ref().map(|j| j.spec.overlap_policy());
-        let check_overlap = policy.is_some_and(|p| self.checked_at_claim().contains(&p));
+        // Every held run but those of `allow` jobs (a backfill run is held under any other).
+        let check_overlap = policy.is_some_and(|p| p != Overlap::Allow);
         if let Some(job) = job.as_ref().filter(|_| check_overlap) {
             let now = self.ports.clock.now();
             let active = store.active_runs_of(tenant, &job.id).await?;
-            if policy == Some(Overlap::Replace) {
-                self.replace_earlier(&active, run_id, now).await?;
-            } else if let Some(until) = another_run_leased_until(&active, run_id, now) {
-                if policy == Some(Overlap::QueueOne) {
+            let in_turn = active
+                .iter()
+                .find(|r| &r.run_id == run_id)
+                .is_some_and(|r| policy.is_some_and(|p| runs_in_turn(r, p)));
+            if in_turn {
+                return self.backfill_admission(delivery, job, &active, now).await;
+            }
+            if !policy.is_some_and(|p| self.checked_at_claim().contains(&p)) {
+                return Ok(Admission::Claim(Some(job.clone())));
+            }
+            if policy == Some(Overlap::QueueOne) {
+                if let Some(until) = another_run_leased_until(&active, run_id, now) {
                     if queue_one_already_waiting(&active, run_id, now) {
                         let reason = "skipped: a run was already waiting for the running one (overlap: queue_one)";
                         self.skip_at_claim(delivery, now, reason).await?;
@@ -299,6 +333,11 @@ impl Worker {
                     }
                     return Ok(Admission::Done);
                 }
+                return Ok(Admission::ClaimAlone(Some(job.clone())));
+            }
+            if policy == Some(Overlap::Replace) {
+                self.replace_earlier(&active, run_id, now).await?;
+            } else if another_run_leased_until(&active, run_id, now).is_some() {
                 let reason = "skipped: the previous run was still running (overlap: forbid)";
                 if self.skip_at_claim(delivery, now, reason).await? {
                     return Ok(Admission::Done);
@@ -306,6 +345,38 @@ impl Worker {
             }
         }
         Ok(Admission::Claim(job))
+    }
+
+    /// A backfill run's turn ([`crate::service::backfill`]): claimed alone when it has come;
+    /// else the run is deferred and its delivery requeued until the lease of the run in the
+    /// way ends (checked again then, as its worker may have died), or, behind an earlier
+    /// backfill run, for as long as that one may take — the end of each backfill run enqueues
+    /// the next at once. The run's `not_before` moves with its message, so the repair pass
+    /// does not take a waiting run for a lost one.
+    async fn backfill_admission(
+        &self,
+        delivery: &Delivery,
+        job: &Job,
+        active: &[Run],
+        now: Timestamp,
+    ) -> Result<Admission, CoreError> {
+        let run_id = &delivery.dispatch.run_id;
+        let Some(until) = backfill_turn(active, run_id, now, self.backfill_wait(job)) else {
+            return Ok(Admission::ClaimAlone(Some(job.clone())));
+        };
+        let until = timestamp::trunc_ms(until);
+        self.ports
+            .store
+            .defer_pending(&delivery.dispatch.tenant, run_id, until)
+            .await?;
+        self.requeue(delivery, until).await?;
+        Ok(Admission::Done)
+    }
+
+    /// How long a backfill run waits behind an earlier one of its job before it looks again:
+    /// as long as that one's attempt may take (the end of each wakes the next sooner).
+    fn backfill_wait(&self, job: &Job) -> chrono::Duration {
+        job.spec.timeout.to_chrono() + self.config.lease.to_chrono()
     }
 
     /// Ends the delivery's run CANCELLED with `reason` if it is still a PENDING scheduled
@@ -401,7 +472,10 @@ impl Worker {
             return Ok(());
         }
         let at = timestamp::trunc_ms(now);
-        for earlier in active.iter().filter(|r| r.scheduled_for < this.scheduled_for) {
+        for earlier in active
+            .iter()
+            .filter(|r| r.scheduled_for < this.scheduled_for && replaced_by_newer(r))
+        {
             self.ports
                 .store
                 .cancel_run(&earlier.tenant, &earlier.run_id, at, REPLACED)

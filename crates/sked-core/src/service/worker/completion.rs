@@ -13,6 +13,7 @@ use crate::ports::{
 };
 use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
+use crate::service::backfill::runs_in_turn;
 use crate::service::start_extra_run;
 use crate::timestamp;
 
@@ -114,7 +115,8 @@ impl Worker {
                 _ => tracing::warn!(run_id = %run.run_id, handler = %handler, "timeout handler job not found"),
             }
         }
-        if job.spec.overlap_policy() == Overlap::QueueOne {
+        let policy = job.spec.overlap_policy();
+        if policy == Overlap::QueueOne {
             let waiting: Vec<_> = self
                 .ports
                 .store
@@ -128,6 +130,31 @@ impl Worker {
                 self.ports.queue.enqueue(&waiting).await?;
             }
         }
+        if runs_in_turn(run, policy) {
+            self.next_backfill_run(run).await?;
+        }
+        Ok(())
+    }
+
+    /// After a backfill run of a job whose runs take turns: the earliest backfill run still
+    /// waiting is made due now and enqueued (it was deferred behind this one; see
+    /// [`crate::service::backfill`]).
+    async fn next_backfill_run(&self, ended: &Run) -> Result<(), CoreError> {
+        let active = self.ports.store.active_runs_of(&ended.tenant, &ended.job_id).await?;
+        let Some(next) = active
+            .iter()
+            .filter(|r| r.trigger == Trigger::Backfill && r.state == RunState::Pending)
+            .min_by_key(|r| r.scheduled_for)
+        else {
+            return Ok(());
+        };
+        let now = crate::timestamp::trunc_ms(self.ports.clock.now());
+        let mut dispatch = Dispatch::from(next);
+        if next.not_before > now {
+            self.ports.store.defer_pending(&next.tenant, &next.run_id, now).await?;
+            dispatch.not_before = now;
+        }
+        self.ports.queue.enqueue(&[dispatch]).await?;
         Ok(())
     }
 }
