@@ -60,8 +60,10 @@ cat "$work/stdout" >/dev/null &
 echo "schemathesis.sh: sked server at $url (no workers), seed $seed, $examples examples per operation"
 start=$(date +%s)
 status=0
+# Every check but use_after_free: a deleted job stays readable (state DELETED); see the toml.
 "$st" --config-file scripts/schemathesis.toml --no-color run "$url/v1/openapi.json" \
     --checks all \
+    --exclude-checks use_after_free \
     --seed "$seed" \
     --max-examples "$examples" \
     --generation-database none \

@@ -5,7 +5,9 @@
 //! serves it as an OpenAPI 3.1 document generated from this code ([`openapi`]). Modules:
 //!
 //! - [`routes`]: the route table, and one handler file per resource (jobs, runs, logs, keys,
-//!   ops).
+//!   tenants, metrics, ops).
+//! - [`metrics`]: the Prometheus recorder (sked-core's observer port) and the exposition of
+//!   `GET /metrics`.
 //! - [`auth`]: who is calling (API keys, or an identity the gateway verified) and the role
 //!   gate, in front of every route but `/healthz`.
 //! - `extract`: the caller and its tenant, `If-Match`, `Idempotency-Key`, path ids, query
@@ -24,6 +26,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod metrics;
 pub mod openapi;
 pub mod routes;
 
@@ -49,12 +52,17 @@ pub struct ApiConfig {
     /// Largest request body accepted; larger ones answer 413. Default
     /// [`DEFAULT_MAX_BODY_BYTES`].
     pub max_body_bytes: usize,
+    /// The series `GET /metrics` answers with; the HTTP requests are counted into it. Give the
+    /// same recorder to the services' ports ([`sked_core::service::Ports::with_observer`]) so
+    /// it also counts runs. Default: a new one (HTTP requests and queue depth only).
+    pub metrics: std::sync::Arc<metrics::Recorder>,
 }
 
 impl Default for ApiConfig {
     fn default() -> Self {
         ApiConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            metrics: std::sync::Arc::new(metrics::Recorder::new()),
         }
     }
 }

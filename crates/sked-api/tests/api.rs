@@ -1199,6 +1199,7 @@ async fn health_openapi_and_unknown_paths() {
         "/v1/jobs/{id}",
         "/v1/runs/{run_id}/logs",
         "/healthz",
+        "/metrics",
     ] {
         assert!(
             r.json["paths"][path].is_object(),

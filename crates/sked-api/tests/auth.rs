@@ -36,6 +36,7 @@ fn routes() -> Vec<Route> {
     let patch = Some(json!({"priority": 3}));
     vec![
         r(Method::GET, "/v1/openapi.json", Role::Read, None, false),
+        r(Method::GET, "/metrics", Role::Read, None, false),
         r(Method::GET, "/v1/jobs", Role::Read, None, false),
         r(Method::POST, "/v1/jobs", Role::Write, Some(job("fresh")), false),
         r(

@@ -47,6 +47,7 @@ pub fn ports_and_quotas(
         work: Arc::new(work),
         logs,
         clock,
+        observer: Arc::new(sked_core::ports::NoObserver),
     };
     (ports, store)
 }

@@ -170,6 +170,7 @@ impl Engine {
             work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
             logs: Arc::new(FileLogStore::new(dir.join("logs"))),
             clock,
+            observer: Arc::new(sked_core::ports::NoObserver),
         };
         let signal = SweepSignal::default();
         let sked = Sked::new(ports.clone(), SkedConfig::default(), signal.clone());

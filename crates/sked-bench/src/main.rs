@@ -31,11 +31,11 @@ struct Args {
     #[arg(long)]
     quick: bool,
     /// Scenarios to run, comma-separated: burst, stream, backlog, fairness, schedules,
-    /// scale-out, api, and (only when named) spawn.
+    /// scale-out, api, scrape, and (only when named) spawn.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "burst,stream,backlog,fairness,schedules,scale-out,api"
+        default_value = "burst,stream,backlog,fairness,schedules,scale-out,api,scrape"
     )]
     only: Vec<String>,
     /// Executors for the in-process scenarios: noop, true.
@@ -114,6 +114,7 @@ async fn main() -> anyhow::Result<()> {
                 "schedules" => scenario::schedules::run(&settings).await?,
                 "scale-out" => scenario::scaleout::run(&settings).await?,
                 "api" => scenario::api::run(&settings).await?,
+                "scrape" => scenario::scrape::run(&settings).await?,
                 "spawn" => scenario::spawn::run(&settings).await?,
                 other => anyhow::bail!("unknown scenario {other:?}"),
             };

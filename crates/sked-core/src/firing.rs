@@ -48,6 +48,16 @@ pub enum SkipReason {
     Overlap,
 }
 
+impl SkipReason {
+    /// The wire and label name: `misfire`, `overlap`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SkipReason::Misfire => "misfire",
+            SkipReason::Overlap => "overlap",
+        }
+    }
+}
+
 /// A sweep's plan for one job.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {

@@ -115,6 +115,7 @@ async fn a_busy_worker_on_one_sqlite_file_runs_everything_and_queue_one_runs_one
         work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
         logs: Arc::new(MemLogs::new()),
         clock,
+        observer: Arc::new(sked_core::ports::NoObserver),
     };
     let mut config = WorkerConfig::new(WorkerId::from("w1"));
     config.concurrency = 8;

@@ -95,9 +95,35 @@ pub struct RuntimeArgs {
     /// the run over meanwhile. One host (the local deployment) has no skew.
     #[arg(long, default_value_t = 100)]
     pub max_clock_skew_ms: u64,
-    /// Structured logs as JSON lines (on stderr); the filter comes from `SKED_LOG`.
+    /// How log lines are written on stderr: `text` for people, or `json`, one object a line
+    /// (every line of a run's life carries `job_id`, `run_id` and `attempt`, as fields or in
+    /// its `span`). The filter comes from `SKED_LOG`.
+    #[arg(long, value_enum, env = "SKED_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// The same as `--log-format json`.
     #[arg(long)]
     pub log_json: bool,
+}
+
+impl RuntimeArgs {
+    /// The log format asked for, `--log-json` included.
+    pub fn log_format(&self) -> LogFormat {
+        if self.log_json {
+            LogFormat::Json
+        } else {
+            self.log_format
+        }
+    }
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (colours on a terminal).
+    #[default]
+    Text,
+    /// One JSON object a line.
+    Json,
 }
 
 /// `sked server`.

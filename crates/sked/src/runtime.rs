@@ -3,8 +3,9 @@
 //!
 //! This is wiring only. Scheduling behaviour lives in sked-core; storage in sked-embedded.
 
-use crate::cli::RuntimeArgs;
+use crate::cli::{LogFormat, RuntimeArgs};
 use anyhow::Context as _;
+use sked_api::metrics::Recorder;
 use sked_core::WorkerId;
 use sked_core::duration::Dur;
 use sked_core::ports::{Clock, Executor, KeyStore, QuotaStore, SystemClock};
@@ -20,21 +21,28 @@ use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
 /// Installs the tracing subscriber: to stderr (colours only on a terminal), filtered by
-/// `SKED_LOG` (default `info`), as JSON lines with `--log-json`.
+/// `SKED_LOG` (default `info`), as text or as JSON lines (`--log-format json`,
+/// `SKED_LOG_FORMAT=json`): an event's fields at the top level of its object, the fields of
+/// the span it happened in (an attempt's `job_id`, `run_id`, `attempt`) under `span`.
 ///
 /// A log line that cannot be written (stderr on a full disk, a closed pipe) is dropped.
 /// tracing-subscriber's default would report it with `eprintln!`, which panics when stderr
 /// is what failed: the task that logged dies — the signal handler, so SIGTERM was lost;
 /// the main task, so the server exited 101 at its first log line.
-pub fn init_tracing(json: bool) {
+pub fn init_tracing(format: LogFormat) {
     let filter = EnvFilter::try_from_env("SKED_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .log_internal_errors(false);
     // A second init (never expected in this binary) is harmless, so its error is ignored.
-    let _ = if json {
-        builder.json().try_init()
+    let _ = if format == LogFormat::Json {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init()
     } else {
         builder.try_init()
     };
@@ -68,6 +76,8 @@ pub struct Local {
     pub quotas: Arc<dyn QuotaStore>,
     /// Runs command and HTTP tasks.
     pub executor: Arc<dyn Executor>,
+    /// This process's metrics: the ports report to it; `GET /metrics` reads it.
+    pub metrics: Arc<Recorder>,
 }
 
 /// Opens (creating if needed) `DIR/sked.db` and `DIR/logs`.
@@ -81,15 +91,18 @@ pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
     let store = Arc::new(SqliteStore::new(db.clone()));
     // The queue is a table of the store's file: the work port makes each hand-over of a run
     // one transaction over both, and the process's workers share its one receive turn.
+    let metrics = Arc::new(Recorder::new());
     let ports = Ports {
         store: store.clone(),
         queue: Arc::new(SqliteQueue::new(db.clone(), clock.clone())),
         work: Arc::new(SqliteWork::new(db, clock.clone())),
         logs: Arc::new(FileLogStore::new(dir.join("logs"))),
         clock: clock.clone(),
+        observer: metrics.clone(),
     };
     Ok(Local {
         ports,
+        metrics,
         keys,
         quotas: store,
         executor: Arc::new(payload_executor(clock)?),

@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 
 /// Runs the server until a shutdown signal.
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    runtime::init_tracing(args.runtime.log_json);
+    runtime::init_tracing(args.runtime.log_format());
     let shutdown = runtime::shutdown_on_signals()?;
     let local = runtime::open(&args.runtime)?;
 
@@ -45,7 +45,11 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let addr = listener.local_addr().context("reading the listener's address")?;
     let keys = Keys::new(local.keys.clone(), local.ports.clock.clone());
     first_operator_key(&keys, &args.runtime.data_dir).await?;
-    let router = sked_api::router(sked, sked_api::ApiConfig::default(), sked_api::Auth::Keys(keys));
+    let api_config = sked_api::ApiConfig {
+        metrics: local.metrics.clone(),
+        ..sked_api::ApiConfig::default()
+    };
+    let router = sked_api::router(sked, api_config, sked_api::Auth::Keys(keys));
     tracing::info!(%addr, data_dir = %args.runtime.data_dir.display(), workers = args.runtime.workers, "sked server started");
     runtime::announce(&format!("sked listening on http://{addr}"));
 

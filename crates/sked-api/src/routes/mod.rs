@@ -1,6 +1,7 @@
 //! The route table: which path and method reach which handler. Handlers live in one file per
-//! resource ([`jobs`], [`runs`], [`logs`], [`keys`], [`tenants`], [`ops`]); this file only wires them, with
-//! [`crate::auth`] in front of all of them.
+//! resource ([`jobs`], [`runs`], [`logs`], [`keys`], [`tenants`], [`metrics`], [`ops`]); this file only wires them, with
+//! [`crate::auth`] in front of all of them, and the request counter
+//! ([`crate::metrics`]) in front of that.
 //!
 //! The table is also the OpenAPI document's list of operations ([`crate::openapi`]): each
 //! handler carries `#[utoipa::path(method, path = "...", ...)]` — its path, parameters
@@ -18,6 +19,7 @@
 pub mod jobs;
 pub mod keys;
 pub mod logs;
+pub mod metrics;
 pub mod ops;
 pub mod runs;
 pub mod tenants;
@@ -37,6 +39,7 @@ pub fn table() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(ops::healthz))
         .routes(routes!(ops::openapi))
+        .routes(routes!(metrics::metrics))
         .routes(routes!(jobs::create, jobs::list))
         .routes(routes!(jobs::create_batch))
         .routes(routes!(jobs::get, jobs::replace, jobs::patch, jobs::delete))
@@ -64,6 +67,10 @@ pub fn build(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth::authenticate))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::http::record,
+        ))
         .layer(DefaultBodyLimit::max(body_limit))
         .with_state(state)
 }

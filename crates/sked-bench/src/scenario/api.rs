@@ -20,40 +20,12 @@ const CLIENTS: usize = 16;
 
 /// Creates, then reads, for a few seconds each.
 pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
-    let sked = sked_binary().context("the api scenario needs target/release/sked beside sked-bench")?;
     let seconds = if settings.quick { 2 } else { 10 };
     let dir = super::data_dir(settings)?;
-    let mut server = Command::new(&sked)
-        .args(["server", "--listen", "127.0.0.1:0", "--workers", "1", "--data-dir"])
-        .arg(dir.path())
-        .env("SKED_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting sked server")?;
-    let stdout = server.stdout.take().context("server stdout")?;
-    let line = tokio::time::timeout(Duration::from_secs(30), BufReader::new(stdout).lines().next_line())
-        .await
-        .context("server did not start")??
-        .context("server exited")?;
-    let base = line
-        .strip_prefix("sked listening on ")
-        .context("unexpected server output")?
-        .to_string();
-    // Every request authenticates with the operator key the server wrote on its first start.
-    let key = std::fs::read_to_string(dir.path().join("admin.key")).context("reading the server's admin.key")?;
-    let mut headers = reqwest::header::HeaderMap::new();
-    let mut bearer = reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.trim()))?;
-    bearer.set_sensitive(true);
-    headers.insert(reqwest::header::AUTHORIZATION, bearer);
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(CLIENTS)
-        .default_headers(headers)
-        .build()?;
+    let (mut server, base, client) = start_server(dir.path()).await?;
 
     let created = Arc::new(AtomicUsize::new(0));
+
     let create = {
         let (client, base, created) = (client.clone(), base.clone(), created.clone());
         load(seconds, move |_| {
@@ -104,6 +76,45 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
         out.push(r);
     }
     Ok(out)
+}
+
+/// Starts the release `sked server` on `dir` (one worker, warnings only) on a free
+/// 127.0.0.1 port; answers the process, its base URL, and a client that sends the operator
+/// key it wrote on its first start with every request.
+pub(crate) async fn start_server(
+    dir: &std::path::Path,
+) -> anyhow::Result<(tokio::process::Child, String, reqwest::Client)> {
+    let sked = sked_binary().context("this scenario needs target/release/sked beside sked-bench")?;
+    let mut server = Command::new(&sked)
+        .args(["server", "--listen", "127.0.0.1:0", "--workers", "1", "--data-dir"])
+        .arg(dir)
+        .env("SKED_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting sked server")?;
+    let stdout = server.stdout.take().context("server stdout")?;
+    let line = tokio::time::timeout(Duration::from_secs(30), BufReader::new(stdout).lines().next_line())
+        .await
+        .context("server did not start")??
+        .context("server exited")?;
+    let base = line
+        .strip_prefix("sked listening on ")
+        .context("unexpected server output")?
+        .to_string();
+    // Every request authenticates with the operator key the server wrote on its first start.
+    let key = std::fs::read_to_string(dir.join("admin.key")).context("reading the server's admin.key")?;
+    let mut headers = reqwest::header::HeaderMap::new();
+    let mut bearer = reqwest::header::HeaderValue::from_str(&format!("Bearer {}", key.trim()))?;
+    bearer.set_sensitive(true);
+    headers.insert(reqwest::header::AUTHORIZATION, bearer);
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(CLIENTS)
+        .default_headers(headers)
+        .build()?;
+    Ok((server, base, client))
 }
 
 /// Runs `request(k)` from [`CLIENTS`] tasks for `seconds`; returns requests/s, latencies in

@@ -7,6 +7,7 @@
 //! - [`schedules`]: many stored cron jobs; sweep cost and memory.
 //! - [`scaleout`]: `sked worker` processes on one database.
 //! - [`api`]: HTTP requests against `sked server`.
+//! - [`scrape`]: `GET /metrics` against `sked server` with 20k and 1M jobs stored.
 //! - [`spawn`] (opt-in): the process executor alone, spawner against direct start.
 
 pub mod api;
@@ -15,6 +16,7 @@ pub mod burst;
 pub mod fairness;
 pub mod scaleout;
 pub mod schedules;
+pub mod scrape;
 pub mod spawn;
 pub mod stream;
 

@@ -1,5 +1,5 @@
 //! Ports: the traits the adapters implement (clock, store, queue, work, logs, executor,
-//! keys, quotas). Services in [`crate::service`] are written
+//! keys, quotas, observer). Services in [`crate::service`] are written
 //! against these only. Each adapter (in-memory in sked-testkit, SQLite in sked-embedded,
 //! AWS in sked-aws) must pass the contract suites in sked-testkit.
 
@@ -7,6 +7,7 @@ pub mod clock;
 pub mod executor;
 pub mod keys;
 pub mod logs;
+pub mod observer;
 pub mod queue;
 pub mod quotas;
 pub mod store;
@@ -16,7 +17,8 @@ pub use clock::{Clock, SystemClock};
 pub use executor::{ExecRequest, ExecResult, Executor, StopReason};
 pub use keys::KeyStore;
 pub use logs::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogStream, LogSummary, LogWriter};
-pub use queue::{Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
+pub use observer::{Event, NoObserver, Observer, Outcome};
+pub use queue::{Delivery, Dispatch, DispatchQueue, QueueDepth, QueueError, Receipt};
 pub use quotas::QuotaStore;
 pub use store::{
     AttemptResult, ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, JobStoreExt, Page,

@@ -54,6 +54,18 @@ impl From<&crate::run::Run> for Dispatch {
     }
 }
 
+/// How many messages one tenant has in the queue at one priority: waiting, delayed (fired
+/// ahead) and in flight (delivered, not yet acked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Owner.
+    pub tenant: TenantId,
+    /// 0..=9.
+    pub priority: u8,
+    /// Messages.
+    pub messages: u64,
+}
+
 /// Identifies one delivery of a message; needed to extend or ack it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Receipt(pub String);
@@ -118,4 +130,12 @@ pub trait DispatchQueue: Send + Sync + 'static {
 
     /// Removes a delivered message for good.
     async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError>;
+
+    /// The messages in the queue per tenant and priority, for the `sked_queue_depth` gauge,
+    /// at a cost that grows with the queue, never with the jobs or runs stored (a scrape
+    /// calls it). `None` (the default): this queue cannot count itself that cheaply (SQS,
+    /// whose depth CloudWatch reports).
+    async fn depth(&self) -> Result<Option<Vec<QueueDepth>>, QueueError> {
+        Ok(None)
+    }
 }

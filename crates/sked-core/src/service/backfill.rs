@@ -16,7 +16,7 @@ use crate::error::CoreError;
 use crate::ids::{JobId, RunId, TenantId};
 use crate::job::{Job, Overlap};
 use crate::lifecycle::another_run_leased_until;
-use crate::ports::Dispatch;
+use crate::ports::{Dispatch, Event};
 use crate::run::{Run, RunState, Trigger};
 use crate::schedule::next::{first_fire, next_fire_after};
 use crate::timestamp::{Timestamp, trunc_ms};
@@ -134,6 +134,10 @@ impl Sked {
         if !created.is_empty() {
             let dispatches: Vec<Dispatch> = created.iter().map(Dispatch::from).collect();
             self.ports.queue.enqueue(&dispatches).await?;
+            self.ports.observe(Event::Fired {
+                tenant,
+                runs: created.len(),
+            });
         }
         tracing::info!(%tenant, job_id = %id, runs = created.len(), "backfill");
         Ok(created.into_iter().map(|r| r.run_id).collect())

@@ -22,7 +22,7 @@
 use super::Ports;
 use crate::error::CoreError;
 use crate::ids::{RunId, TenantId, WorkerId};
-use crate::ports::{AttemptResult, ClaimOutcome, Completion, JobStoreExt, RunTransition, StoreError};
+use crate::ports::{AttemptResult, ClaimOutcome, Completion, Event, JobStoreExt, Outcome, RunTransition, StoreError};
 use crate::run::{AttemptOutcome, Run, RunState};
 use crate::timestamp::{Timestamp, trunc_ms};
 
@@ -99,6 +99,9 @@ pub async fn dead_letter(
             only_if_expired_by: None,
         })
         .await?;
-    tracing::warn!(%tenant, %run_id, reason, "run failed: its message was dead-lettered");
+    tracing::warn!(%tenant, job_id = %failed.job_id, %run_id, attempt = failed.attempt_count(), reason, "run failed: its message was dead-lettered");
+    if let Some(outcome) = Outcome::of(failed.state) {
+        ports.observe(Event::Finished { tenant, outcome });
+    }
     Ok(DeadLetterOutcome::Failed(failed))
 }

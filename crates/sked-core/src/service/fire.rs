@@ -15,6 +15,7 @@ use crate::error::CoreError;
 use crate::firing::{Plan, SkipReason, plan};
 use crate::ids::{JobId, TenantId};
 use crate::job::{Job, JobState, Overlap};
+use crate::ports::Event;
 
 use crate::run::Run;
 use crate::timestamp::Timestamp;
@@ -67,7 +68,7 @@ pub async fn fire_job(
     let created = answers
         .pop()
         .unwrap_or_else(|| Err(crate::ports::StoreError::Other("fire answered no firing".into())))?;
-    Ok(written(job, &plan, &created, skips))
+    Ok(written(ports, job, &plan, &created, skips))
 }
 
 /// The plans for `jobs` at `now` (`None` for a job with nothing due), reading in one store
@@ -104,15 +105,25 @@ pub async fn plan_jobs(
         .collect())
 }
 
-/// What the written `plan` of `job` amounts to, given the runs the store `created`; logs its
-/// skipped occurrences and reports them to `skips`.
-pub fn written(job: &Job, plan: &Plan, created: &[Run], skips: Option<&SkipSink>) -> Fired {
+/// What the written `plan` of `job` amounts to, given the runs the store `created`; logs the
+/// runs fired and the skipped occurrences, tells the ports' observer, and reports the skips
+/// to `skips`.
+pub fn written(ports: &Ports, job: &Job, plan: &Plan, created: &[Run], skips: Option<&SkipSink>) -> Fired {
+    for run in created {
+        tracing::info!(tenant = %job.tenant, job_id = %job.id, run_id = %run.run_id, attempt = 1, scheduled_for = %crate::timestamp::format(&run.scheduled_for), "run fired");
+    }
+    if !created.is_empty() {
+        ports.observe(Event::Fired {
+            tenant: &job.tenant,
+            runs: created.len(),
+        });
+    }
     for (at, reason) in &plan.skipped {
-        let reason = match reason {
-            SkipReason::Misfire => "misfire",
-            SkipReason::Overlap => "overlap",
-        };
-        tracing::info!(tenant = %job.tenant, job_id = %job.id, scheduled_for = %crate::timestamp::format(at), reason, "occurrence skipped");
+        tracing::info!(tenant = %job.tenant, job_id = %job.id, scheduled_for = %crate::timestamp::format(at), reason = reason.as_str(), "occurrence skipped");
+        ports.observe(Event::Skipped {
+            tenant: &job.tenant,
+            reason: *reason,
+        });
     }
     if let Some(sink) = skips {
         for (at, reason) in &plan.skipped {

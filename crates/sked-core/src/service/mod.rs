@@ -24,7 +24,7 @@ pub mod worker;
 
 use crate::error::CoreError;
 use crate::job::Job;
-use crate::ports::{Clock, Dispatch, DispatchQueue, JobStore, LogStore, WorkPort};
+use crate::ports::{Clock, Dispatch, DispatchQueue, Event, JobStore, LogStore, NoObserver, Observer, WorkPort};
 use crate::run::{Run, Trigger};
 use crate::validate::Capabilities;
 use std::sync::Arc;
@@ -45,6 +45,9 @@ pub struct Ports {
     pub logs: Arc<dyn LogStore>,
     /// Time.
     pub clock: Arc<dyn Clock>,
+    /// Told of every run fired, started, retried and finished, every skip and sweep (metrics);
+    /// [`NoObserver`] unless a deployment watches ([`Ports::with_observer`]).
+    pub observer: Arc<dyn Observer>,
 }
 
 impl Ports {
@@ -66,7 +69,19 @@ impl Ports {
             work,
             logs,
             clock,
+            observer: Arc::new(NoObserver),
         }
+    }
+
+    /// The same ports, reporting to `observer`.
+    pub fn with_observer(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = observer;
+        self
+    }
+
+    /// Reports `event` to the observer.
+    pub fn observe(&self, event: Event<'_>) {
+        self.observer.observe(&event);
     }
 }
 
@@ -171,5 +186,10 @@ pub(crate) async fn start_extra_run(ports: &Ports, job: &Job, trigger: Trigger) 
         return Err(CoreError::Conflict(format!("run {} already exists", run.run_id)));
     }
     ports.queue.enqueue(&[Dispatch::from(&run)]).await?;
+    ports.observe(Event::Fired {
+        tenant: &run.tenant,
+        runs: 1,
+    });
+    tracing::info!(tenant = %run.tenant, job_id = %run.job_id, run_id = %run.run_id, attempt = 1, trigger = %run.trigger, "run fired");
     Ok(run)
 }

@@ -12,7 +12,7 @@
 use super::Ports;
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::ports::{AttemptResult, Completion, Dispatch, JobStoreExt, RunTransition, StoreError};
+use crate::ports::{AttemptResult, Completion, Dispatch, Event, JobStoreExt, Outcome, RunTransition, StoreError};
 use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run};
 use tokio_util::sync::CancellationToken;
@@ -157,7 +157,12 @@ impl Reaper {
                 only_if_expired_by: Some(now),
             })
             .await?;
-        tracing::warn!(tenant = %run.tenant, run_id = %run.run_id, worker = %lease.owner, "attempt abandoned: worker lost");
+        tracing::warn!(tenant = %run.tenant, job_id = %run.job_id, run_id = %run.run_id, attempt = run.attempt_count(), worker = %lease.owner, "attempt abandoned: worker lost");
+        let tenant = &run.tenant;
+        match Outcome::of(updated.state) {
+            Some(outcome) => self.ports.observe(Event::Finished { tenant, outcome }),
+            None => self.ports.observe(Event::Retried { tenant }),
+        }
         Ok(matches!(next, RunTransition::Retry { .. }).then(|| Dispatch::from(&updated)))
     }
 }

@@ -4,7 +4,9 @@ use super::Sked;
 use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::ids::{RunId, TenantId};
-use crate::ports::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStream, Page, PageRequest, RunFilter};
+use crate::ports::{
+    Event, LogError, LogKey, LogLine, LogPage, LogQuery, LogStream, Outcome, Page, PageRequest, RunFilter,
+};
 use crate::run::Run;
 use futures::stream::{self, BoxStream, StreamExt};
 
@@ -49,11 +51,17 @@ impl Sked {
         if run.state.is_terminal() {
             return Err(CoreError::Conflict(format!("run {run_id} already ended {}", run.state)));
         }
-        Ok(self
+        let cancelled = self
             .ports
             .store
             .cancel_run(tenant, run_id, self.now(), "cancelled by user")
-            .await?)
+            .await?;
+        // A waiting run ends here; a running one when its worker has stopped it.
+        if let Some(outcome) = Outcome::of(cancelled.state) {
+            tracing::info!(%tenant, job_id = %cancelled.job_id, %run_id, attempt = cancelled.attempt_count(), "run cancelled");
+            self.ports.observe(Event::Finished { tenant, outcome });
+        }
+        Ok(cancelled)
     }
 
     /// Reads an attempt's log (the latest attempt if none is named). A run that has not

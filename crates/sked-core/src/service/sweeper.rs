@@ -134,6 +134,15 @@ impl Sweeper {
 
     /// Fires one batch of what is due now. `more` in the report says another batch waits.
     pub async fn sweep_once(&self) -> Result<SweepReport, CoreError> {
+        let began = self.ports.clock.now();
+        let swept = self.sweep_batch().await;
+        let duration = (self.ports.clock.now() - began).to_std().unwrap_or_default();
+        self.ports.observe(crate::ports::Event::Swept { duration });
+        swept
+    }
+
+    /// [`Sweeper::sweep_once`] without its timing.
+    async fn sweep_batch(&self) -> Result<SweepReport, CoreError> {
         let now = crate::timestamp::trunc_ms(self.ports.clock.now());
         let horizon = now + self.config.lookahead.to_chrono();
         let due = self.ports.store.due_jobs(horizon, self.config.batch).await?;
@@ -178,7 +187,7 @@ impl Sweeper {
                 match result {
                     Ok(created) => {
                         report.more |= plan.still_due(now);
-                        let fired = written(job, plan, &created, self.skips.as_ref());
+                        let fired = written(&self.ports, job, plan, &created, self.skips.as_ref());
                         report.fired += fired.created;
                         report.skipped += fired.skipped;
                     }

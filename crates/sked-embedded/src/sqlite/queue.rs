@@ -34,7 +34,7 @@ use sked_core::duration::Dur;
 use sked_core::fairness::{Ready, Turns, take_in_turns};
 use sked_core::ids::{RunId, TenantId};
 use sked_core::ports::Clock;
-use sked_core::ports::queue::{AGING_STEP, Delivery, Dispatch, DispatchQueue, QueueError, Receipt};
+use sked_core::ports::queue::{AGING_STEP, Delivery, Dispatch, DispatchQueue, QueueDepth, QueueError, Receipt};
 use sked_core::timestamp::Timestamp;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -386,6 +386,29 @@ impl DispatchQueue for SqliteQueue {
                 } else {
                     Err(TxError::Queue(QueueError::StaleReceipt))
                 }
+            })
+            .await
+            .map_err(TxError::into_queue)
+    }
+
+    /// One pass over the `dispatch` table (the queue's messages only; never `jobs` or `runs`),
+    /// on a reader connection.
+    async fn depth(&self) -> Result<Option<Vec<QueueDepth>>, QueueError> {
+        self.db
+            .read(|conn| {
+                let mut stmt = conn.prepare_cached(
+                    "SELECT tenant, priority, count(*) FROM dispatch GROUP BY tenant, priority ORDER BY tenant, priority",
+                )?;
+                let rows = stmt
+                    .query_map([], |r| {
+                        Ok(QueueDepth {
+                            tenant: TenantId(r.get(0)?),
+                            priority: u8::try_from(r.get::<_, i64>(1)?.clamp(0, 9)).unwrap_or(0),
+                            messages: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+                        })
+                    })?
+                    .collect::<Result<Vec<_>, _>>()?;
+                Ok(Some(rows))
             })
             .await
             .map_err(TxError::into_queue)

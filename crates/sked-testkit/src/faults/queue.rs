@@ -97,4 +97,9 @@ impl<P: DispatchQueue + ?Sized> DispatchQueue for Faulty<P> {
         self.before_queue("ack").await?;
         self.inner.ack(receipt).await
     }
+
+    /// Not a fault point: the depth is read for metrics only.
+    async fn depth(&self) -> Result<Option<Vec<sked_core::ports::QueueDepth>>, QueueError> {
+        self.inner.depth().await
+    }
 }

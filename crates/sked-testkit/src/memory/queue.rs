@@ -12,7 +12,7 @@ use sked_core::duration::Dur;
 use sked_core::fairness::{Ready, Turns, take_in_turns};
 use sked_core::ids::{RunId, TenantId};
 use sked_core::ports::Clock;
-use sked_core::ports::queue::{Delivery, Dispatch, DispatchQueue, QueueError, Receipt, dispatch_rank};
+use sked_core::ports::queue::{Delivery, Dispatch, DispatchQueue, QueueDepth, QueueError, Receipt, dispatch_rank};
 use sked_core::timestamp::Timestamp;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -286,5 +286,23 @@ impl DispatchQueue for MemQueue {
             true => Ok(()),
             false => Err(QueueError::StaleReceipt),
         }
+    }
+
+    async fn depth(&self) -> Result<Option<Vec<QueueDepth>>, QueueError> {
+        let mut counts: BTreeMap<(TenantId, u8), u64> = BTreeMap::new();
+        for message in self.lock().messages.values() {
+            let d = &message.dispatch;
+            *counts.entry((d.tenant.clone(), d.priority)).or_default() += 1;
+        }
+        Ok(Some(
+            counts
+                .into_iter()
+                .map(|((tenant, priority), messages)| QueueDepth {
+                    tenant,
+                    priority,
+                    messages,
+                })
+                .collect(),
+        ))
     }
 }

@@ -11,6 +11,7 @@ use super::completion::Ended;
 use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::job::Job;
+use crate::ports::Event;
 use crate::ports::{
     Delivery, ExecRequest, ExecResult, LogKey, LogLine, LogSummary, LogWriter, StopReason, StoreError, WorkError,
 };
@@ -18,6 +19,7 @@ use crate::run::Run;
 use crate::timestamp::{self, Timestamp};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 /// Buffered output lines between an executor and the log writer.
 const OUTPUT_BUFFER: usize = 1024;
@@ -42,9 +44,22 @@ impl Worker {
             run,
             token,
         } = attempt;
-        if let Err(e) = self.run_attempt(&delivery, &job, run, token, shutdown).await {
-            self.unhandled(&delivery, &e);
+        let tenant = run.tenant.clone();
+        let now = self.ports.clock.now();
+        let lag = (now - run.not_before).to_std().unwrap_or_default();
+        self.ports.observe(Event::Started { tenant: &tenant, lag });
+        // Every line logged while the attempt runs (heartbeats, lease, completion, follow-ups)
+        // carries the run's ids, in text and JSON logs alike.
+        let span =
+            tracing::info_span!("attempt", job_id = %run.job_id, run_id = %run.run_id, attempt = run.attempt_count());
+        let ran = self
+            .run_attempt(&delivery, &job, run, token, shutdown)
+            .instrument(span.clone())
+            .await;
+        if let Err(e) = ran {
+            span.in_scope(|| self.unhandled(&delivery, &e));
         }
+        self.ports.observe(Event::Stopped { tenant: &tenant });
     }
 
     /// Runs the claimed attempt to its end and records it (unless the lease was lost).

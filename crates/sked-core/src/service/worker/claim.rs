@@ -10,14 +10,14 @@
 use super::Worker;
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::firing::replaced_by_newer;
+use crate::firing::{SkipReason, replaced_by_newer};
 use crate::ids::RunId;
 use crate::job::{Job, Overlap};
 use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
 use crate::ports::queue::EARLY_DELIVERY;
 use crate::ports::{
-    AttemptResult, ClaimBatch, ClaimOutcome, Completion, Delivery, JobClaim, JobStoreExt, ReceiveRequest, Received,
-    RunTransition, Settlement, StoreError,
+    AttemptResult, ClaimBatch, ClaimOutcome, Completion, Delivery, Event, JobClaim, JobStoreExt, Outcome,
+    ReceiveRequest, Received, RunTransition, Settlement, StoreError,
 };
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
 use crate::service::backfill::{backfill_turn, runs_in_turn};
@@ -391,10 +391,17 @@ impl Worker {
         if run.trigger != Trigger::Schedule || run.state != RunState::Pending {
             return Ok(false);
         }
-        store
+        let ended = store
             .cancel_run(tenant, run_id, timestamp::trunc_ms(now), reason)
             .await?;
-        tracing::info!(worker = %self.config.id, %tenant, %run_id, reason, "occurrence skipped at claim");
+        tracing::info!(worker = %self.config.id, %tenant, job_id = %run.job_id, %run_id, attempt = run.attempt_count() + 1, reason, "occurrence skipped at claim");
+        self.ports.observe(Event::Skipped {
+            tenant,
+            reason: SkipReason::Overlap,
+        });
+        if let Some(outcome) = Outcome::of(ended.state) {
+            self.ports.observe(Event::Finished { tenant, outcome });
+        }
         self.ack(delivery).await?;
         Ok(true)
     }
@@ -452,7 +459,11 @@ impl Worker {
                         },
                         receipt: delivery.receipt.clone(),
                     };
-                    self.ports.work.complete(&settlement).await?;
+                    let failed = self.ports.work.complete(&settlement).await?;
+                    tracing::warn!(worker = %self.config.id, %tenant, job_id = %run.job_id, %run_id, attempt = run.attempt_count(), "run failed: its job no longer exists");
+                    if let Some(outcome) = Outcome::of(failed.state) {
+                        self.ports.observe(Event::Finished { tenant, outcome });
+                    }
                     return Ok(None);
                 }
             },
@@ -476,10 +487,17 @@ impl Worker {
             .iter()
             .filter(|r| r.scheduled_for < this.scheduled_for && replaced_by_newer(r))
         {
-            self.ports
+            let ended = self
+                .ports
                 .store
                 .cancel_run(&earlier.tenant, &earlier.run_id, at, REPLACED)
                 .await?;
+            if let Some(outcome) = Outcome::of(ended.state) {
+                self.ports.observe(Event::Finished {
+                    tenant: &ended.tenant,
+                    outcome,
+                });
+            }
         }
         Ok(())
     }

@@ -8,8 +8,8 @@ use super::Worker;
 use crate::error::CoreError;
 use crate::job::{Job, OnTimeout, Overlap};
 use crate::ports::{
-    AttemptResult, Completion, Delivery, Dispatch, ExecResult, JobStoreExt, LogSummary, RunTransition, Settlement,
-    StopReason, StoreError, WorkError,
+    AttemptResult, Completion, Delivery, Dispatch, Event, ExecResult, JobStoreExt, LogSummary, Outcome, RunTransition,
+    Settlement, StopReason, StoreError, WorkError,
 };
 use crate::retry::after_attempt_for;
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
@@ -97,7 +97,15 @@ impl Worker {
             }
             Err(e) => return Err(e.into()),
         };
-        tracing::info!(worker = %self.config.id, run_id = %run.run_id, attempt, outcome = %outcome, state = %finished.state, "attempt ended");
+        tracing::info!(worker = %self.config.id, job_id = %run.job_id, run_id = %run.run_id, attempt, outcome = %outcome, state = %finished.state, "attempt ended");
+        let tenant = &run.tenant;
+        match Outcome::of(finished.state) {
+            Some(outcome) => self.ports.observe(Event::Finished { tenant, outcome }),
+            None => {
+                tracing::info!(worker = %self.config.id, job_id = %run.job_id, run_id = %run.run_id, attempt, not_before = %timestamp::format(&finished.not_before), "run will be retried");
+                self.ports.observe(Event::Retried { tenant });
+            }
+        }
         if finished.state.is_terminal() {
             self.after_run(job, &finished).await?;
         }

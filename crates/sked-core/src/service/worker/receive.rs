@@ -23,6 +23,7 @@ impl Worker {
     /// (their runs are retried elsewhere) and returns once they have ended.
     pub async fn run(self, shutdown: CancellationToken) {
         let this = Arc::new(self);
+        this.ports.observe(crate::ports::Event::WorkerUp);
         let slots = Arc::new(Semaphore::new(this.config.concurrency.max(1)));
         let mut attempts = JoinSet::new();
         loop {
@@ -57,6 +58,7 @@ impl Worker {
             while attempts.try_join_next().is_some() {}
         }
         while attempts.join_next().await.is_some() {}
+        this.ports.observe(crate::ports::Event::WorkerDown);
     }
 
     /// The attempts a receive claimed, each in its own task, and the deliveries that came
