@@ -202,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn a_backfill_run_waits_for_a_leased_run_then_for_earlier_backfill_runs() {
+    fn a_backfill_run_waits_behind_an_earlier_backfill_run_first_then_behind_a_leased_run() {
         let now = ts("2026-12-01T00:00:00Z");
         let backfill = |minute: i64| {
             Run::new_pending(
