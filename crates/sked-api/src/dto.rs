@@ -179,6 +179,10 @@ pub struct RunView<'a> {
     pub reason: Option<&'a str>,
     /// A cancel was asked for while running.
     pub cancel_requested: bool,
+    /// The concurrency key the run counts against and its limit, copied from its job when
+    /// the run was created; `null` for none.
+    #[schema(required = true, value_type = Option<sked_core::concurrency::Concurrency>)]
+    pub concurrency: Option<&'a sked_core::concurrency::Concurrency>,
     /// Attempts, oldest first.
     pub attempts: Vec<AttemptView<'a>>,
 }
@@ -198,6 +202,7 @@ impl<'a> From<&'a Run> for RunView<'a> {
             not_before: ts(&r.not_before),
             reason: r.reason.as_deref(),
             cancel_requested: r.cancel_requested,
+            concurrency: r.concurrency.as_ref(),
             attempts: r.attempts.iter().map(AttemptView::from).collect(),
         }
     }

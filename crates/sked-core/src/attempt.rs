@@ -26,6 +26,12 @@ pub enum ClaimOutcome {
     /// The run's tenant has as many runs RUNNING as its quota's `max_concurrent_runs`
     /// allows; nothing changed. Try again when a slot may have freed.
     AtCapacity,
+    /// The run's concurrency key has as many runs RUNNING as the run's limit allows
+    /// ([`crate::concurrency`]); nothing changed. Try again when one of them ends.
+    KeyAtLimit {
+        /// The key.
+        key: String,
+    },
 }
 
 /// How a finished attempt ended, as written by [`crate::ports::JobStore::complete`].

@@ -173,16 +173,7 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
     let runs = fire
         .into_iter()
         .map(|t| {
-            let mut run = Run::new_pending(
-                job.tenant.clone(),
-                job.id.clone(),
-                t,
-                Trigger::Schedule,
-                spec.priority,
-                t,
-                spec.max_attempts(),
-                now,
-            );
+            let mut run = Run::of_job(job, t, Trigger::Schedule, t, now);
             run.not_before = t + start_jitter(spec.jitter, run.run_id.as_str()).to_chrono();
             run
         })

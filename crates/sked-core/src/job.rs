@@ -1,5 +1,6 @@
 //! Jobs: the definition a user submits ([`JobSpec`]) and what sked stores about it ([`Job`]).
 
+use crate::concurrency::Concurrency;
 use crate::duration::Dur;
 use crate::ids::{JobId, TenantId};
 use crate::schedule::{DstPolicy, FireWindow, Schedule};
@@ -74,6 +75,10 @@ pub struct JobSpec {
     /// Resource tier (Fargate CPU/memory on AWS; informational locally).
     #[serde(default)]
     pub resources: Resources,
+    /// At most `limit` runs RUNNING at once across the tenant's jobs naming `key`
+    /// ([`crate::concurrency`]); none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub concurrency: Option<Concurrency>,
 }
 
 fn default_priority() -> u8 {

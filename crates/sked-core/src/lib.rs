@@ -25,6 +25,7 @@
 
 pub mod attempt;
 pub mod auth;
+pub mod concurrency;
 pub mod duration;
 pub mod error;
 pub mod fairness;

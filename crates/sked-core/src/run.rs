@@ -7,8 +7,9 @@
 //! PENDING ──cancel──▶ CANCELLED
 //! ```
 
+use crate::concurrency::Concurrency;
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
-use crate::job::wire_enum;
+use crate::job::{Job, wire_enum};
 use crate::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -140,6 +141,9 @@ pub struct Run {
     pub cancel_requested: bool,
     /// Why it ended, when not obvious from the last attempt (cancelled, DLQ, …).
     pub reason: Option<String>,
+    /// The concurrency key it counts against and its limit, copied from the job at creation
+    /// ([`crate::concurrency`]).
+    pub concurrency: Option<Concurrency>,
 }
 
 impl Run {
@@ -172,7 +176,32 @@ impl Run {
             lease: None,
             cancel_requested: false,
             reason: None,
+            concurrency: None,
         }
+    }
+
+    /// A fresh PENDING run of `job` at nominal time `scheduled_for`, claimable from
+    /// `not_before`, with the job's priority, attempts and concurrency key.
+    pub fn of_job(
+        job: &Job,
+        scheduled_for: Timestamp,
+        trigger: Trigger,
+        not_before: Timestamp,
+        now: Timestamp,
+    ) -> Self {
+        let spec = &job.spec;
+        let mut run = Run::new_pending(
+            job.tenant.clone(),
+            job.id.clone(),
+            scheduled_for,
+            trigger,
+            spec.priority,
+            not_before,
+            spec.max_attempts(),
+            now,
+        );
+        run.concurrency = spec.concurrency.clone();
+        run
     }
 
     /// Number of the latest attempt (0 before the first claim).

@@ -75,6 +75,9 @@ pub fn validate_spec(spec: &JobSpec, now: Timestamp) -> Vec<FieldError> {
         );
     }
     check_backoff(&mut out, &spec.backoff);
+    if let Some(concurrency) = &spec.concurrency {
+        out.0.extend(concurrency.problems());
+    }
     if spec.timeout < MIN_INTERVAL || spec.timeout > MAX_TIMEOUT {
         out.add("timeout", format!("timeout is {}; use 1s to 7d", spec.timeout));
     }

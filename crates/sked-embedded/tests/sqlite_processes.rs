@@ -66,6 +66,7 @@ async fn work(store: &SqliteStore, run_id: &RunId, me: &WorkerId) -> bool {
         ClaimOutcome::Leased(_) | ClaimOutcome::Terminal(_) => false,
         ClaimOutcome::NotYet(t) => panic!("not yet until {t}"),
         ClaimOutcome::AtCapacity => panic!("no quota was set, yet the claim was refused for capacity"),
+        ClaimOutcome::KeyAtLimit { key } => panic!("no run has a concurrency key, yet the claim was refused for {key}"),
     }
 }
 

@@ -363,6 +363,13 @@ pub struct CreateArgs {
     /// `fire_once`, `fire_all` or `skip`.
     #[arg(long)]
     pub misfire: Option<String>,
+    /// A concurrency key: at most `--concurrency-limit` runs of the tenant's jobs naming it
+    /// run at once (`[A-Za-z0-9_.:-]{1,64}`).
+    #[arg(long)]
+    pub concurrency_key: Option<String>,
+    /// Most runs holding `--concurrency-key` at once (default 1).
+    #[arg(long, requires = "concurrency_key")]
+    pub concurrency_limit: Option<u32>,
     /// A label (`key=value`; repeatable).
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,

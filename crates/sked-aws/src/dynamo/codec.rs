@@ -8,6 +8,7 @@
 
 use super::keys::*;
 use aws_sdk_dynamodb::types::AttributeValue;
+use sked_core::concurrency::Concurrency;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
 use sked_core::ports::StoreError;
@@ -300,6 +301,10 @@ pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<
     if let Some(v) = &run.reason {
         item.insert("reason".into(), s(v.clone()));
     }
+    if let Some(c) = &run.concurrency {
+        item.insert("concurrency_key".into(), s(c.key.clone()));
+        item.insert("concurrency_limit".into(), n(c.limit));
+    }
     if let Some(l) = &run.lease {
         item.insert("lease_owner".into(), s(l.owner.as_str()));
         item.insert("lease_token".into(), n(l.token));
@@ -354,6 +359,13 @@ pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
         lease,
         cancel_requested: r.flag("cancel_requested")?,
         reason: r.opt_s("reason")?,
+        concurrency: match r.opt_s("concurrency_key")? {
+            Some(key) => Some(Concurrency {
+                key,
+                limit: r.n("concurrency_limit")?,
+            }),
+            None => None,
+        },
     };
     Ok(StoredRun {
         run,

@@ -70,7 +70,12 @@ pub fn tenant_pk(tenant: &str) -> String {
 /// Sort key of a tenant's quota (and active-jobs count).
 pub const QUOTA_SK: &str = "QUOTA";
 
-/// Prefix shared by the sort keys of a tenant's concurrency slots.
+/// Partition of the slots of a tenant's concurrency key (`[A-Za-z0-9_.:-]`, so no `#`).
+pub fn concurrency_pk(tenant: &str, key: &str) -> String {
+    format!("T#{tenant}#CKEY#{key}")
+}
+
+/// Prefix shared by the sort keys of a slot pool's slots (a tenant's, a concurrency key's).
 pub const SLOT_SK_PREFIX: &str = "SLOT#";
 
 /// Sort key of concurrency slot `index`.

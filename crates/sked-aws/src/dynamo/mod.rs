@@ -84,6 +84,7 @@
 pub mod codec;
 pub mod keys;
 pub mod quotas;
+pub mod slots;
 pub mod store;
 pub mod sweep_lease;
 

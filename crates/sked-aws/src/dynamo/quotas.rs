@@ -8,13 +8,8 @@
 //!   an update that pauses, resumes, deletes or revives, a firing that completes a job) adds
 //!   `ADD active_jobs :delta` to its own transaction, on condition that the count stays within
 //!   the limit — so two creates at once cannot pass it together.
-//! - `SLOT#<i>` for `i` < `max_concurrent_runs`: the run and fencing token that last took slot
-//!   `i`. A slot is free when that attempt no longer occupies one
-//!   ([`occupies_slot`](sked_core::quota::occupies_slot) with the same token): heartbeats and
-//!   completions never touch slots. A claim of a capped tenant reads the slots and their runs
-//!   (consistent), and with one free takes it in the claim's own transaction on condition that
-//!   the slot is as read; racing claims cannot take one slot twice, and a claim with none free
-//!   answers `AtCapacity`. Slots at or past a lowered limit are checked, not taken.
+//! - `SLOT#<i>` for `i` < `max_concurrent_runs`: the tenant's slot pool ([`super::slots`]); a
+//!   claim with none free answers `AtCapacity`.
 //!
 //! A tenant without a quota costs its writes one read of `QUOTA` per [`QUOTA_CACHE_MS`] per
 //! process and nothing else: no item shared by all of a tenant's writes unless it has a limit
@@ -28,17 +23,16 @@
 //!   has not yet seen the quota can be missing from the count. The count is exact from then on
 //!   (it is kept even if the limit is removed later, so it never needs counting again).
 
-use super::codec::{Item, Reader, key, n, run_from_item, run_key, s};
-use super::keys::{GSI2_PK, LIST_INDEX, PK, QUOTA_SK, SK, SLOT_SK_PREFIX, jobs_list_pk, slot_sk, tenant_pk};
+use super::codec::{Item, Reader, key, n, s};
+use super::keys::{GSI2_PK, LIST_INDEX, QUOTA_SK, jobs_list_pk, tenant_pk};
 use super::store::{DynamoStore, QuerySpec};
 use crate::error::{Failure, build_error, classify};
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
-use sked_core::ids::{RunId, TenantId};
+use aws_sdk_dynamodb::types::{TransactWriteItem, Update};
+use sked_core::ids::TenantId;
 use sked_core::job::JobState;
 use sked_core::ports::{QuotaStore, StoreError};
-use sked_core::quota::{Quota, active_jobs_refusal, at_capacity, occupies_slot};
-use sked_core::run::Run;
+use sked_core::quota::{Quota, active_jobs_refusal};
 use sked_core::timestamp::Timestamp;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -76,35 +70,6 @@ impl QuotaCache {
 
     fn forget(&self, tenant: &TenantId) {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(tenant);
-    }
-}
-
-/// One slot item as read.
-struct Slot {
-    index: u64,
-    run_id: RunId,
-    token: u64,
-}
-
-impl Slot {
-    fn from_item(item: &Item) -> Result<Slot, StoreError> {
-        let r = Reader::new(item);
-        let sk = r.s(SK)?;
-        let index = sk
-            .strip_prefix(SLOT_SK_PREFIX)
-            .and_then(|i| i.parse().ok())
-            .ok_or_else(|| StoreError::Other(format!("malformed slot key {sk}").into()))?;
-        Ok(Slot {
-            index,
-            run_id: RunId(r.s("slot_run")?),
-            token: r.n("slot_token")?,
-        })
-    }
-
-    /// Whether the attempt that took this slot still occupies one at `now`.
-    fn held(&self, runs: &HashMap<RunId, Run>, now: Timestamp) -> bool {
-        runs.get(&self.run_id)
-            .is_some_and(|run| occupies_slot(run, now) && run.lease.as_ref().is_some_and(|l| l.token == self.token))
     }
 }
 
@@ -184,77 +149,6 @@ impl DynamoStore {
             active_jobs_refusal(&limits.quota, tenant, before, after)
                 .unwrap_or_else(|| format!("tenant {tenant} is at its max_active_jobs")),
         )
-    }
-
-    /// What a claim that would start attempt `token` of `run_id` at `now` must add to its
-    /// transaction to respect the tenant's `max_concurrent_runs`: the writes that take a free
-    /// slot (and check the slots past a lowered limit); none without that limit; `None` when
-    /// every slot is occupied (start nothing).
-    pub(super) async fn take_slot(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        token: u64,
-        now: Timestamp,
-        limits: &TenantLimits,
-    ) -> Result<Option<Vec<TransactWriteItem>>, StoreError> {
-        let Some(max) = limits.quota.max_concurrent_runs else {
-            return Ok(Some(Vec::new()));
-        };
-        let mut q = QuerySpec::new(None, "#pk = :pk AND begins_with(#sk, :slot)")
-            .name("#pk", PK)
-            .name("#sk", SK)
-            .value(":pk", s(tenant_pk(tenant.as_str())))
-            .value(":slot", s(SLOT_SK_PREFIX));
-        q.consistent = true;
-        let slots: Vec<Slot> = self
-            .query(&q, usize::MAX)
-            .await?
-            .iter()
-            .map(Slot::from_item)
-            .collect::<Result<_, _>>()?;
-        let holders = slots.iter().filter_map(|slot| run_key(tenant, &slot.run_id)).collect();
-        let runs: HashMap<RunId, Run> = self
-            .batch_get(holders)
-            .await?
-            .iter()
-            .map(|item| run_from_item(item).map(|stored| (stored.run.run_id.clone(), stored.run)))
-            .collect::<Result<_, _>>()?;
-        let occupied: Vec<&Slot> = slots.iter().filter(|slot| slot.held(&runs, now)).collect();
-        if at_capacity(&limits.quota, occupied.len() as u64) {
-            return Ok(None);
-        }
-        // Fewer occupied than `max`: one of the first `max` is free.
-        let Some(free) = (0..max).find(|i| occupied.iter().all(|slot| slot.index != *i)) else {
-            return Ok(None);
-        };
-        let unchanged = |slot: &Slot| vec![(":run", s(slot.run_id.as_str())), (":token", n(slot.token))];
-        const AS_READ: &str = "slot_run = :run AND slot_token = :token";
-        let mut item = key(tenant_pk(tenant.as_str()), slot_sk(free));
-        item.extend([
-            ("kind".to_string(), s("slot")),
-            ("slot_run".into(), s(run_id.as_str())),
-            ("slot_token".into(), n(token)),
-        ]);
-        let mut writes = vec![match slots.iter().find(|slot| slot.index == free) {
-            Some(seen) => self.put(item, AS_READ, unchanged(seen))?,
-            None => self.put(item, "attribute_not_exists(pk)", vec![])?,
-        }];
-        for slot in occupied.iter().filter(|slot| slot.index >= max) {
-            let mut check = ConditionCheck::builder()
-                .table_name(&self.table)
-                .set_key(Some(key(tenant_pk(tenant.as_str()), slot_sk(slot.index))))
-                .condition_expression(AS_READ);
-            for (name, value) in unchanged(slot) {
-                check = check.expression_attribute_values(name, value);
-            }
-            writes.push(
-                TransactWriteItem::builder()
-                    .condition_check(check.build().map_err(build_error)?)
-                    .build(),
-            );
-        }
-        Ok(Some(writes))
     }
 
     /// The tenant's jobs ACTIVE or PAUSED, counted from the `list` index.

@@ -495,9 +495,9 @@ impl DynamoStore {
             let token = next_token(&stored);
             let slot = match stored.run.decide_claim(now) {
                 ClaimStep::Answer { .. } => return self.claim_run(tenant, run_id, worker, now, lease_until).await,
-                ClaimStep::Start => match self.take_slot(tenant, run_id, token, now, &limits).await? {
-                    Some(writes) => writes,
-                    None => return Ok(ClaimOutcome::AtCapacity),
+                ClaimStep::Start => match self.take_slots(&stored.run, token, now, &limits).await? {
+                    Ok(writes) => writes,
+                    Err(full) => return Ok(full),
                 },
             };
             let outcome = start(&mut stored, token, worker, now, lease_until);
@@ -536,10 +536,11 @@ impl DynamoStore {
         ))
     }
 
-    /// [`JobStore::claim`] of a run whose tenant has a `max_concurrent_runs`: the attempt
-    /// starts in one transaction with the slot it takes ([`super::quotas`]); a lost race reads
-    /// and decides again.
-    async fn claim_capped(
+    /// [`JobStore::claim`] of a run that counts against a slot pool (its tenant has a
+    /// `max_concurrent_runs`, or it has a concurrency key): the attempt starts in one
+    /// transaction with the slots it takes ([`super::slots`]); a lost race reads and decides
+    /// again.
+    async fn claim_gated(
         &self,
         tenant: &TenantId,
         run_id: &RunId,
@@ -558,12 +559,13 @@ impl DynamoStore {
                     }
                 }
                 ClaimStep::Start => {
-                    let Some(slot) = self.take_slot(tenant, run_id, token, now, limits).await? else {
-                        return Ok(ClaimOutcome::AtCapacity);
+                    let slots = match self.take_slots(&stored.run, token, now, limits).await? {
+                        Ok(writes) => writes,
+                        Err(full) => return Ok(full),
                     };
                     let outcome = start(&mut stored, token, worker, now, lease_until);
                     let mut items = vec![self.versioned_put(&stored)?];
-                    items.extend(slot);
+                    items.extend(slots);
                     match self.transact(items).await {
                         Ok(()) => return Ok(outcome),
                         Err(Failure::Condition { .. }) => {}
@@ -573,7 +575,7 @@ impl DynamoStore {
             }
         }
         Err(StoreError::Transient(
-            format!("run {run_id} or its tenant's slots kept changing under {MAX_RMW_ATTEMPTS} claims").into(),
+            format!("run {run_id} or its slots kept changing under {MAX_RMW_ATTEMPTS} claims").into(),
         ))
     }
 
@@ -831,17 +833,27 @@ impl DynamoStore {
         let limits = self.tenant_limits(tenant).await?;
         if limits.quota.max_concurrent_runs.is_some() {
             return self
-                .claim_capped(tenant, run_id, worker, now, lease_until, &limits)
+                .claim_gated(tenant, run_id, worker, now, lease_until, &limits)
                 .await;
         }
-        self.modify_run(tenant, run_id, |stored| match stored.run.decide_claim(now) {
-            ClaimStep::Answer { outcome, changed } => Ok((changed, outcome)),
-            ClaimStep::Start => {
-                let token = next_token(stored);
-                Ok((true, start(stored, token, worker, now, lease_until)))
+        // `None`: the run has a concurrency key, so its start needs a slot (a second read).
+        let claimed = self
+            .modify_run(tenant, run_id, |stored| match stored.run.decide_claim(now) {
+                ClaimStep::Answer { outcome, changed } => Ok((changed, Some(outcome))),
+                ClaimStep::Start if stored.run.concurrency.is_some() => Ok((false, None)),
+                ClaimStep::Start => {
+                    let token = next_token(stored);
+                    Ok((true, Some(start(stored, token, worker, now, lease_until))))
+                }
+            })
+            .await?;
+        match claimed {
+            Some(outcome) => Ok(outcome),
+            None => {
+                self.claim_gated(tenant, run_id, worker, now, lease_until, &limits)
+                    .await
             }
-        })
-        .await
+        }
     }
 
     async fn job_exists(&self, tenant: &TenantId, id: &JobId) -> Result<bool, StoreError> {

@@ -110,23 +110,13 @@ impl Sked {
             return Ok(Vec::new());
         }
         self.admit(tenant, times.len()).await?;
-        let spec = &job.spec;
         let mut created = Vec::new();
         let count = times.len() as i64;
         for (i, t) in times.into_iter().enumerate() {
             // Due now, a millisecond apart (the last one at now), so queues that order by due
             // time hand them out in nominal-time order.
             let not_before = now - chrono::Duration::milliseconds(count - 1 - i as i64);
-            let run = Run::new_pending(
-                tenant.clone(),
-                job.id.clone(),
-                t,
-                Trigger::Backfill,
-                spec.priority,
-                not_before,
-                spec.max_attempts(),
-                now,
-            );
+            let run = Run::of_job(&job, t, Trigger::Backfill, not_before, now);
             if self.ports.store.insert_run(&run).await? {
                 created.push(run);
             }

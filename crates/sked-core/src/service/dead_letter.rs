@@ -73,9 +73,9 @@ pub async fn dead_letter(
         Ok(ClaimOutcome::Terminal(run)) => return Ok(DeadLetterOutcome::AlreadyEnded(run)),
         Ok(ClaimOutcome::Leased(until)) => return Ok(DeadLetterOutcome::StillRunning(until)),
         Ok(ClaimOutcome::NotYet(at)) => return Ok(DeadLetterOutcome::Waiting(at)),
-        // Due, but its tenant is at its concurrency cap: not abandoned. The reaper's repair
+        // Due, but its tenant is at its concurrency cap or its key at its limit: not abandoned. The reaper's repair
         // pass enqueues it again (it is PENDING and due).
-        Ok(ClaimOutcome::AtCapacity) => return Ok(DeadLetterOutcome::Waiting(now)),
+        Ok(ClaimOutcome::AtCapacity | ClaimOutcome::KeyAtLimit { .. }) => return Ok(DeadLetterOutcome::Waiting(now)),
         Err(StoreError::NotFound) => return Ok(DeadLetterOutcome::Gone),
         Err(e) => return Err(e.into()),
     };

@@ -171,17 +171,7 @@ impl Sked {
 /// handler), nominally at now.
 pub(crate) async fn start_extra_run(ports: &Ports, job: &Job, trigger: Trigger) -> Result<Run, CoreError> {
     let now = crate::timestamp::trunc_ms(ports.clock.now());
-    let spec = &job.spec;
-    let run = Run::new_pending(
-        job.tenant.clone(),
-        job.id.clone(),
-        now,
-        trigger,
-        spec.priority,
-        now,
-        spec.max_attempts(),
-        now,
-    );
+    let run = Run::of_job(job, now, trigger, now, now);
     if !ports.store.insert_run(&run).await? {
         return Err(CoreError::Conflict(format!("run {} already exists", run.run_id)));
     }

@@ -5,11 +5,13 @@
 //! transaction that rolls back on error — or a memory one that has written nothing yet —
 //! changes nothing.
 
-use crate::attempt::RunTransition;
+use crate::attempt::{ClaimOutcome, RunTransition};
 use crate::duration::Dur;
 use crate::ids::{RunId, TenantId};
 use crate::lifecycle::{ClaimTx, claim_batch};
-use crate::ports::{Completion, Delivery, Dispatch, Firing, Receipt, ReceiveRequest, Received, Settlement, StoreError};
+use crate::ports::{
+    Completion, Delivery, Dispatch, Firing, JobClaim, Receipt, ReceiveRequest, Received, Settlement, StoreError,
+};
 use crate::run::Run;
 use crate::timestamp::Timestamp;
 
@@ -44,7 +46,27 @@ where
     ) -> Result<Run, Self::Error>;
     /// [`crate::ports::JobStore::complete`]; a refusal is an error.
     fn complete(&mut self, done: &Completion) -> Result<Run, Self::Error>;
+    /// Sets the delivered message aside on `tenant`'s concurrency `key` if `receipt` is still
+    /// its current delivery (whether it was): no longer leased, not receivable before
+    /// `fallback` unless [`WorkTx::wake`] wakes it first, its place in the serving order
+    /// kept. A later enqueue of its run un-parks it as it re-arms any message.
+    fn park(
+        &mut self,
+        receipt: &Receipt,
+        tenant: &TenantId,
+        key: &str,
+        fallback: Timestamp,
+    ) -> Result<bool, Self::Error>;
+    /// Makes the first `n` messages parked on `tenant`'s `key` (in serving order) receivable
+    /// at `now`; how many it woke.
+    fn wake(&mut self, tenant: &TenantId, key: &str, n: usize, now: Timestamp) -> Result<usize, Self::Error>;
 }
+
+/// How long a message parked on a full concurrency key waits at most before its run's claim
+/// is tried again, though no wake came: the bound on a slot left unused by a wake that never
+/// came (the attempt holding it was abandoned rather than ended, or it ended between the
+/// claim that was refused and the park).
+pub const PARK_FALLBACK: Dur = Dur::secs(5);
 
 /// A sweep's firings and their runs' messages.
 pub fn fire<T>(tx: &mut T, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, T::Error>
@@ -72,11 +94,18 @@ where
         return Ok(Vec::new());
     }
     let claims = claim_batch(tx, &request.claim_of(&deliveries, now))?;
-    Ok(deliveries
-        .into_iter()
-        .zip(claims)
-        .map(|(delivery, claim)| Received { delivery, claim })
-        .collect())
+    let mut out = Vec::with_capacity(deliveries.len());
+    for (delivery, claim) in deliveries.into_iter().zip(claims) {
+        // Refused for its concurrency key: parked on the key in this same transaction, so the
+        // end of an attempt holding the key (a later transaction) finds it and wakes it.
+        if let Ok(JobClaim::Claimed(ClaimOutcome::KeyAtLimit { key }, _)) = &claim {
+            let fallback = now + PARK_FALLBACK.to_chrono();
+            tx.park(&delivery.receipt, &delivery.dispatch.tenant, key, fallback)?;
+            continue;
+        }
+        out.push(Received { delivery, claim });
+    }
+    Ok(out)
 }
 
 /// The attempt's lease renewed until `until`, and its message kept invisible as long.
@@ -109,5 +138,14 @@ where
         tx.enqueue(&[Dispatch::from(&run)])?;
     }
     tx.ack(&settlement.receipt)?;
+    // The attempt held a slot of its key: the first run parked on the key takes its turn.
+    if let Some(concurrency) = &run.concurrency {
+        tx.wake(
+            &run.tenant,
+            &concurrency.key,
+            1,
+            settlement.completion.result.finished_at,
+        )?;
+    }
     Ok(run)
 }

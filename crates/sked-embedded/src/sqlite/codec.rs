@@ -8,6 +8,7 @@ use super::error::TxError;
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
+use sked_core::concurrency::Concurrency;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
 use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
@@ -105,7 +106,7 @@ pub(crate) fn job_state(conn: &Connection, tenant: &str, id: &str) -> Result<Opt
 /// The `runs` columns, in the order [`run_from_row`] reads and [`RunRow::params`] binds.
 pub(crate) const RUN_COLS: &str = "tenant, run_id, job_id, scheduled_for, trigger_kind, state, priority, not_before, \
      max_attempts, created_at, started_at, finished_at, lease_owner, lease_token, lease_expires, \
-     cancel_requested, reason, attempts, last_token";
+     cancel_requested, reason, attempts, last_token, concurrency_key, concurrency_limit";
 
 /// One attempt as kept in the `attempts` JSON array (instants in ms).
 #[derive(Debug, Serialize, Deserialize)]
@@ -189,6 +190,14 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<StoredRun, TxError> {
         (None, None, None) => None,
         _ => return Err(TxError::bad("run with a partial lease")),
     };
+    let concurrency = match (row.get::<_, Option<String>>(19)?, row.get::<_, Option<i64>>(20)?) {
+        (Some(key), Some(limit)) => Some(Concurrency {
+            key,
+            limit: u32::try_from(limit).map_err(|e| TxError::bad(e.to_string()))?,
+        }),
+        (None, None) => None,
+        _ => return Err(TxError::bad("run with a partial concurrency key")),
+    };
     Ok(StoredRun {
         run: Run {
             tenant: TenantId(row.get(0)?),
@@ -210,12 +219,13 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<StoredRun, TxError> {
                 .into_iter()
                 .map(AttemptJson::into_attempt)
                 .collect::<Result<_, _>>()?,
+            concurrency,
         },
         last_token: row.get::<_, i64>(18)? as u64,
     })
 }
 
-/// A run's column values, owned, ready to bind as `?1..?19` in [`RUN_COLS`] order.
+/// A run's column values, owned, ready to bind as `?1..?21` in [`RUN_COLS`] order.
 pub(crate) struct RunRow {
     tenant: String,
     run_id: String,
@@ -236,6 +246,8 @@ pub(crate) struct RunRow {
     reason: Option<String>,
     attempts: String,
     last_token: i64,
+    concurrency_key: Option<String>,
+    concurrency_limit: Option<i64>,
 }
 
 impl RunRow {
@@ -266,11 +278,13 @@ impl RunRow {
             reason: run.reason.clone(),
             attempts: serde_json::to_string(&attempts)?,
             last_token: last_token as i64,
+            concurrency_key: run.concurrency.as_ref().map(|c| c.key.clone()),
+            concurrency_limit: run.concurrency.as_ref().map(|c| i64::from(c.limit)),
         })
     }
 
     /// The values in [`RUN_COLS`] order.
-    fn params(&self) -> [&dyn ToSql; 19] {
+    fn params(&self) -> [&dyn ToSql; 21] {
         [
             &self.tenant,
             &self.run_id,
@@ -291,6 +305,8 @@ impl RunRow {
             &self.reason,
             &self.attempts,
             &self.last_token,
+            &self.concurrency_key,
+            &self.concurrency_limit,
         ]
     }
 
@@ -298,7 +314,7 @@ impl RunRow {
     pub(crate) fn insert(&self, conn: &Connection) -> Result<bool, TxError> {
         let n = conn
             .prepare_cached(&format!(
-                "INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19)
+                "INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
                  ON CONFLICT (tenant, run_id) DO NOTHING"
             ))?
             .execute(&self.params()[..])?;
@@ -316,7 +332,8 @@ impl RunRow {
                reason = ?17, attempts = ?18, last_token = ?19
              WHERE tenant = ?1 AND run_id = ?2",
         )?
-        .execute(&self.params()[..])?;
+        // The concurrency key's columns (the last two) are fixed at creation too.
+        .execute(&self.params()[..19])?;
         Ok(())
     }
 }

@@ -428,7 +428,8 @@ pub(crate) fn insert_dispatches(conn: &Connection, items: &[Dispatch]) -> Result
            rank       = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before)
                         - min(max(priority, excluded.priority), 9) * ?5,
            visible_at = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before),
-           receipt    = NULL",
+           receipt    = NULL,
+           parked_on  = NULL",
     )?;
     let step = AGING_STEP.as_millis();
     for d in items {
@@ -441,6 +442,42 @@ pub(crate) fn insert_dispatches(conn: &Connection, items: &[Dispatch]) -> Result
         ])?;
     }
     Ok(())
+}
+
+/// Sets delivered message `seq` aside on `tenant`'s concurrency `key` if `receipt` is still
+/// its current delivery (whether it was): unleased, invisible until `fallback` unless
+/// [`wake_parked`] wakes it, its rank kept.
+pub(crate) fn park_delivered(
+    conn: &Connection,
+    seq: i64,
+    receipt: &str,
+    key: &str,
+    fallback: Timestamp,
+) -> Result<bool, TxError> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE dispatch SET receipt = NULL, visible_at = ?3, parked_on = ?4 WHERE seq = ?1 AND receipt = ?2",
+        )?
+        .execute(params![seq, receipt, ms(fallback), key])?;
+    Ok(n > 0)
+}
+
+/// Makes the first `n` messages parked on `tenant`'s `key` (by rank, then enqueue order)
+/// visible at `now`; how many.
+pub(crate) fn wake_parked(
+    conn: &Connection,
+    tenant: &str,
+    key: &str,
+    n: usize,
+    now: Timestamp,
+) -> Result<usize, TxError> {
+    Ok(conn
+        .prepare_cached(
+            "UPDATE dispatch SET visible_at = ?4, parked_on = NULL WHERE seq IN (
+               SELECT seq FROM dispatch INDEXED BY dispatch_parked
+               WHERE tenant = ?1 AND parked_on = ?2 ORDER BY rank, seq LIMIT ?3)",
+        )?
+        .execute(params![tenant, key, n as i64, ms(now)])?)
 }
 
 /// Removes message `seq` if `receipt` is still its current delivery; whether it did. Also

@@ -69,7 +69,7 @@ pub(crate) fn check_active_jobs(conn: &Connection, tenant: &str, before: Option<
 }
 
 /// Whether the tenant's `max_concurrent_runs` runs already hold a slot at `now`
-/// ([`quota::occupies_slot`]: RUNNING with `lease_expires >= now`).
+/// ([`quota::occupies_slot`]: RUNNING with a live lease).
 pub(crate) fn at_capacity(conn: &Connection, tenant: &str, now: Timestamp) -> Result<bool, TxError> {
     let max: Option<Option<i64>> = conn
         .prepare_cached("SELECT max_concurrent_runs FROM tenant_quotas WHERE tenant = ?1")?
@@ -78,8 +78,7 @@ pub(crate) fn at_capacity(conn: &Connection, tenant: &str, now: Timestamp) -> Re
     let Some(max) = max.flatten() else {
         return Ok(false);
     };
-    // Leases are stored in whole milliseconds: `expires >= now` is `expires >= ceil(now)`.
-    let now_ms = ms(now) + i64::from(trunc_ms(now) != now);
+    let now_ms = lease_floor(now);
     let occupied: i64 = conn
         .prepare_cached(
             "SELECT count(*) FROM runs INDEXED BY runs_leases
@@ -93,6 +92,25 @@ pub(crate) fn at_capacity(conn: &Connection, tenant: &str, now: Timestamp) -> Re
         },
         occupied as u64,
     ))
+}
+
+/// How many of the tenant's runs hold concurrency `key` at `now`
+/// ([`quota::occupies_slot`], as for the tenant's cap).
+pub(crate) fn key_holders(conn: &Connection, tenant: &str, key: &str, now: Timestamp) -> Result<u64, TxError> {
+    let held: i64 = conn
+        .prepare_cached(
+            "SELECT count(*) FROM runs INDEXED BY runs_by_key
+             WHERE state = 'RUNNING' AND concurrency_key IS NOT NULL
+               AND tenant = ?1 AND concurrency_key = ?2 AND lease_expires >= ?3",
+        )?
+        .query_row(params![tenant, key, lease_floor(now)], |r| r.get(0))?;
+    Ok(held as u64)
+}
+
+/// The smallest stored `lease_expires` (whole milliseconds) of a lease live at `now`:
+/// `expires >= now` is `expires >= ceil(now)`.
+fn lease_floor(now: Timestamp) -> i64 {
+    ms(now) + i64::from(trunc_ms(now) != now)
 }
 
 #[async_trait]

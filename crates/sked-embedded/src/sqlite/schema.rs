@@ -141,6 +141,16 @@ const MIGRATIONS: &[&str] = &[
         turn    INTEGER NOT NULL
     ) STRICT;
     "#,
+    // 5: concurrency keys: each run's key and limit (copied from its job at creation), the
+    // runs holding a key counted by `runs_by_key`, and messages parked on a full key.
+    r#"
+    ALTER TABLE runs ADD COLUMN concurrency_key TEXT;
+    ALTER TABLE runs ADD COLUMN concurrency_limit INTEGER;
+    CREATE INDEX runs_by_key ON runs (tenant, concurrency_key, lease_expires)
+        WHERE state = 'RUNNING' AND concurrency_key IS NOT NULL;
+    ALTER TABLE dispatch ADD COLUMN parked_on TEXT;
+    CREATE INDEX dispatch_parked ON dispatch (tenant, parked_on, rank, seq) WHERE parked_on IS NOT NULL;
+    "#,
 ];
 
 /// The schema version this build writes.

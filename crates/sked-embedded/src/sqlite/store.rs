@@ -20,7 +20,7 @@ use super::codec::{
 };
 use super::db::SqliteDb;
 use super::error::TxError;
-use super::quotas::{active_jobs_before, at_capacity, check_active_jobs};
+use super::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_holders};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
@@ -180,6 +180,13 @@ fn claim_run(conn: &Connection, tenant: &str, run_id: &str, batch: &ClaimBatch) 
     }
     if at_capacity(conn, tenant, now)? {
         return Ok(ClaimOutcome::AtCapacity);
+    }
+    if let Some(concurrency) = &stored.run.concurrency
+        && concurrency.full(key_holders(conn, tenant, &concurrency.key, now)?)
+    {
+        return Ok(ClaimOutcome::KeyAtLimit {
+            key: concurrency.key.clone(),
+        });
     }
     let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
     stored.run.start_attempt(&batch.worker, now, lease_until, token);

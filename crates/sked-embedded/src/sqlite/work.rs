@@ -19,7 +19,9 @@
 use super::codec::ms;
 use super::db::SqliteDb;
 use super::error::TxError;
-use super::queue::{Poller, delete_delivered, insert_dispatches, receipt_seq, take_visible};
+use super::queue::{
+    Poller, delete_delivered, insert_dispatches, park_delivered, receipt_seq, take_visible, wake_parked,
+};
 use super::store::{SqliteTx, apply_firings, finish_attempt, renew_lease};
 use async_trait::async_trait;
 use rusqlite::params;
@@ -118,6 +120,17 @@ impl WorkTx for SqliteTx<'_> {
     fn complete(&mut self, done: &Completion) -> Result<Run, TxError> {
         finish_attempt(self.0, done)
     }
+
+    fn park(&mut self, receipt: &Receipt, _tenant: &TenantId, key: &str, fallback: Timestamp) -> Result<bool, TxError> {
+        match receipt_seq(receipt) {
+            Some(seq) => park_delivered(self.0, seq, &receipt.0, key, fallback),
+            None => Ok(false),
+        }
+    }
+
+    fn wake(&mut self, tenant: &TenantId, key: &str, n: usize, now: Timestamp) -> Result<usize, TxError> {
+        wake_parked(self.0, tenant.as_str(), key, n, now)
+    }
 }
 
 #[async_trait]
@@ -169,7 +182,8 @@ impl WorkPort for SqliteWork {
             sked_core::ports::RunTransition::Retry { .. }
         );
         let run = self.step(move |tx| one_transaction::complete(tx, &settlement)).await?;
-        if retry {
+        // A retry's message, or a message woken on the run's concurrency key.
+        if retry || run.concurrency.is_some() {
             self.db.notify_enqueued();
         }
         Ok(run)

@@ -9,6 +9,9 @@
 //! - [`quotas`]: what a store that keeps quotas enforces in its own transactions, against the
 //!   same store as `(Arc<dyn JobStore>, Arc<dyn QuotaStore>)`; run them with
 //!   [`quota_contract!`](crate::quota_contract).
+//! - [`concurrency`]: what a store decides in its claims for runs with a concurrency key,
+//!   against `Arc<dyn JobStore>` on several threads; run them with
+//!   [`concurrency_contract!`](crate::concurrency_contract).
 //! - [`work`]: the same for a [`WorkPort`] over its store and queue on a [`ManualClock`],
 //!   checked through the store and the queue; run them with
 //!   [`work_contract!`](crate::work_contract).
@@ -35,6 +38,7 @@
 //! [`ManualClock`]: crate::clock::ManualClock
 //! [`WorkPort`]: sked_core::ports::WorkPort
 
+pub mod concurrency;
 pub mod fixtures;
 pub mod keys;
 pub mod queue;
@@ -221,6 +225,21 @@ macro_rules! quota_contract {
     };
 }
 
+/// Expands to one `#[tokio::test]` per concurrency-key contract case, in a module
+/// `concurrency_contract`, each on a runtime of four threads.
+///
+/// `$make` is called with no argument in each test and returns a future of a fresh, empty
+/// store coercing to `Arc<dyn JobStore>`.
+#[macro_export]
+macro_rules! concurrency_contract {
+    ($make:expr $(,)?) => {
+        $crate::__contract_cases!(concurrency_contract, concurrency, $make;
+            claims_past_a_concurrency_key_limit_answer_key_at_limit,
+            racing_claims_never_pass_a_concurrency_key_limit,
+        );
+    };
+}
+
 /// Shared body of the contract macros. Not public API.
 #[doc(hidden)]
 #[macro_export]
@@ -248,6 +267,20 @@ macro_rules! __contract_cases {
                 async fn $case() {
                     let stores: $crate::contract::quotas::Stores = ($make)().await;
                     $crate::contract::quotas::$case(stores).await;
+                }
+            )+
+        }
+    };
+    (concurrency_contract, concurrency, $make:expr; $($case:ident),+ $(,)?) => {
+        #[allow(unused_imports)]
+        mod concurrency_contract {
+            use super::*;
+            $(
+                // Several threads, so that racing claims really run at once.
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let store: ::std::sync::Arc<dyn $crate::contract::concurrency::JobStore> = ($make)().await;
+                    $crate::contract::concurrency::$case(store).await;
                 }
             )+
         }

@@ -66,6 +66,8 @@ struct Message {
     receipt: Option<String>,
     /// Deliveries so far.
     receive_count: u32,
+    /// The concurrency key it is parked on ([`State::park`]), if any.
+    parked_on: Option<String>,
 }
 
 impl Message {
@@ -192,17 +194,15 @@ impl State {
                 receive_count: m.receive_count,
             });
         }
-        let next = st.next_ready(now);
+        let next = st.next_ready();
         (out, next)
     }
 
-    /// When the next message not ready at `now` becomes ready.
-    pub(crate) fn next_ready(&self, now: Timestamp) -> Option<Timestamp> {
-        self.messages
-            .values()
-            .filter(|m| !m.ready(now))
-            .map(Message::ready_at)
-            .min()
+    /// When the next message becomes ready: at or before `now` while one is ready (after a
+    /// take that parked every message it took, with more left to take), else the earliest
+    /// of the others.
+    pub(crate) fn next_ready(&self) -> Option<Timestamp> {
+        self.messages.values().map(Message::ready_at).min()
     }
 
     /// Adds messages (one per run: see the module doc).
@@ -223,6 +223,7 @@ impl State {
                 // the message is receivable again.
                 m.leased_until = None;
                 m.receipt = None;
+                m.parked_on = None;
             } else {
                 let seq = st.next_seq;
                 st.next_seq += 1;
@@ -234,6 +235,7 @@ impl State {
                         leased_until: None,
                         receipt: None,
                         receive_count: 0,
+                        parked_on: None,
                     },
                 );
             }
@@ -250,6 +252,35 @@ impl State {
     /// Keeps the delivered message invisible until `until`; whether `receipt` was current.
     pub(crate) fn extend(&mut self, receipt: &Receipt, until: Timestamp) -> bool {
         self.delivered(receipt).map(|m| m.leased_until = Some(until)).is_some()
+    }
+
+    /// Sets the delivered message aside on `key` until `fallback` or a [`State::wake`];
+    /// whether `receipt` was current.
+    pub(crate) fn park(&mut self, receipt: &Receipt, key: &str, fallback: Timestamp) -> bool {
+        self.delivered(receipt)
+            .map(|m| {
+                m.receipt = None;
+                m.leased_until = Some(fallback);
+                m.parked_on = Some(key.to_string());
+            })
+            .is_some()
+    }
+
+    /// Makes the first `n` messages of `tenant` parked on `key` (by rank, then enqueue order)
+    /// ready at `now`; how many.
+    pub(crate) fn wake(&mut self, tenant: &TenantId, key: &str, n: usize, now: Timestamp) -> usize {
+        let mut parked: Vec<&mut Message> = self
+            .messages
+            .values_mut()
+            .filter(|m| &m.dispatch.tenant == tenant && m.parked_on.as_deref() == Some(key))
+            .collect();
+        parked.sort_by_key(|m| (dispatch_rank(m.dispatch.priority, m.dispatch.not_before), m.seq));
+        let woken = parked.len().min(n);
+        for m in parked.into_iter().take(n) {
+            m.parked_on = None;
+            m.leased_until = Some(now);
+        }
+        woken
     }
 
     /// Removes the delivered message; whether `receipt` was current.

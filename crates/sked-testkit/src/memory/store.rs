@@ -60,6 +60,15 @@ impl State {
             .count() as u64
     }
 
+    /// The tenant's runs holding concurrency `key` at `now`.
+    fn key_holders(&self, tenant: &TenantId, key: &str, now: Timestamp) -> u64 {
+        self.runs
+            .values()
+            .filter(|r| &r.tenant == tenant && r.concurrency.as_ref().is_some_and(|c| c.key == key))
+            .filter(|r| quota::occupies_slot(r, now))
+            .count() as u64
+    }
+
     /// The refusal of a write that takes `tenant`'s active jobs from `before` to `after`.
     fn check_active_jobs(&self, tenant: &TenantId, before: u64, after: u64) -> Result<(), StoreError> {
         match self.quotas.get(tenant) {
@@ -525,6 +534,13 @@ fn claim_locked(
         && quota::at_capacity(q, st.occupied_slots(tenant, now))
     {
         return Ok(ClaimOutcome::AtCapacity);
+    }
+    if let Some(concurrency) = &run.concurrency
+        && concurrency.full(st.key_holders(tenant, &concurrency.key, now))
+    {
+        return Ok(ClaimOutcome::KeyAtLimit {
+            key: concurrency.key.clone(),
+        });
     }
     run.start_attempt(&batch.worker, now, lease_until, next_token);
     st.runs.insert(key, run.clone());

@@ -117,6 +117,20 @@ impl WorkTx for MemTx<'_> {
         run.finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
         Ok(run.clone())
     }
+
+    fn park(
+        &mut self,
+        receipt: &Receipt,
+        _tenant: &TenantId,
+        key: &str,
+        fallback: Timestamp,
+    ) -> Result<bool, StoreError> {
+        Ok(self.queue.park(receipt, key, fallback))
+    }
+
+    fn wake(&mut self, tenant: &TenantId, key: &str, n: usize, now: Timestamp) -> Result<usize, StoreError> {
+        Ok(self.queue.wake(tenant, key, n, now))
+    }
 }
 
 impl MemTx<'_> {
@@ -142,7 +156,7 @@ impl WorkPort for MemWork {
             let now = trunc_ms(self.clock.now());
             let took = self.step(|tx| {
                 let received = one_transaction::receive(tx, request, now)?;
-                Ok((received, tx.queue.next_ready(now)))
+                Ok((received, tx.queue.next_ready()))
             });
             took.unwrap_or_else(|e| {
                 failed = Some(e);

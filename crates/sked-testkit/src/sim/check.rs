@@ -18,6 +18,8 @@
 //!   `next_fire_at` only moves by a firing or by a user change of the schedule.
 //! - **Lag** (guarantee 6): an ACTIVE job is never more than [`LAG_BOUND`] behind.
 //! - **The end** (guarantee 5): once jobs stop and faults cease, every run ends.
+//! - **Concurrency keys**: the runs of a tenant holding a key under a lease every process
+//!   counts as live never outnumber the key's limit.
 //! - **Turns** (guarantee 7): while a tenant has a ready message in the queue, no other tenant
 //!   is served twice before it (the queue records each take: who was ready, who was served).
 
@@ -88,6 +90,7 @@ impl Checker {
             self.check_run(now, run, jobs);
         }
         self.check_executions(now, execs);
+        self.check_concurrency_keys(now, runs);
         for job in jobs {
             // Measured from the job's last change too: a job just resumed is due at once.
             if job.state == JobState::Active
@@ -139,6 +142,35 @@ impl Checker {
             }
             for finding in findings {
                 self.report(now, finding);
+            }
+        }
+    }
+
+    /// Per tenant and concurrency key, the runs RUNNING under a lease that every process,
+    /// whatever its clock's offset, still counts as live (past `now` by more than the skew)
+    /// are at most the key's limit.
+    fn check_concurrency_keys(&mut self, now: Timestamp, runs: &[Run]) {
+        let live_for_all = now + self.skew();
+        let mut holders: BTreeMap<(&TenantId, &str), (u32, Vec<&str>)> = BTreeMap::new();
+        for run in runs.iter().filter(|r| r.state == RunState::Running) {
+            let (Some(key), Some(lease)) = (&run.concurrency, &run.lease) else {
+                continue;
+            };
+            if lease.expires_at > live_for_all {
+                let entry = holders
+                    .entry((&run.tenant, key.key.as_str()))
+                    .or_insert((key.limit, Vec::new()));
+                entry.1.push(run.run_id.as_str());
+            }
+        }
+        for ((tenant, key), (limit, runs)) in holders {
+            if runs.len() as u32 > limit {
+                let what = format!(
+                    "concurrency key {key} of tenant {tenant} is held by {} runs, past its limit {limit}: {}",
+                    runs.len(),
+                    runs.join(", ")
+                );
+                self.report(now, what);
             }
         }
     }

@@ -514,9 +514,16 @@ impl World {
     }
 
     fn create_job(&mut self) {
-        let id = JobId(format!("j{}", self.jobs));
+        let n = self.jobs;
+        let id = JobId(format!("j{n}"));
         self.jobs += 1;
-        let spec = self.random_spec();
+        let mut spec = self.random_spec();
+        // Every third job names one of two concurrency keys (no draw from the seeded stream):
+        // `k0` with limit 1, `k1` with limit 2 (one limit per key, as the check assumes).
+        if n.is_multiple_of(3) {
+            let k = (n / 3) % 2;
+            spec["concurrency"] = json!({"key": format!("k{k}"), "limit": k + 1});
+        }
         let new = NewJob {
             id: Some(id.clone()),
             spec: serde_json::from_value(spec).expect("the simulation writes valid specs"),

@@ -228,6 +228,12 @@ fn job_from_flags(a: &CreateArgs, now: chrono::DateTime<chrono::Utc>) -> anyhow:
     );
     set("overlap", a.overlap.clone().map(Value::String));
     set("misfire", a.misfire.clone().map(Value::String));
+    set(
+        "concurrency",
+        a.concurrency_key
+            .clone()
+            .map(|key| json!({"key": key, "limit": a.concurrency_limit.unwrap_or(1)})),
+    );
     let labels = parse_pairs("label", &a.labels)?;
     if !labels.is_empty() {
         set(
@@ -286,6 +292,32 @@ mod tests {
                    "labels": {"team": "ops"},
                    "task": {"command": {"argv": ["/usr/bin/backup", "--fast"], "env": {"A": "1"}}}})
         );
+    }
+
+    #[test]
+    fn a_concurrency_key_takes_its_limit_or_one() {
+        let argv = |extra: &[&'static str]| {
+            let mut argv = vec!["sked", "jobs", "create", "--every", "1m", "--concurrency-key", "db"];
+            argv.extend_from_slice(extra);
+            argv.extend_from_slice(&["--", "true"]);
+            argv
+        };
+        let job = job_from_flags(&create_args(&argv(&[])), chrono::Utc::now()).unwrap();
+        assert_eq!(job["concurrency"], json!({"key": "db", "limit": 1}));
+        let job = job_from_flags(&create_args(&argv(&["--concurrency-limit", "3"])), chrono::Utc::now()).unwrap();
+        assert_eq!(job["concurrency"], json!({"key": "db", "limit": 3}));
+        let no_key = [
+            "sked",
+            "jobs",
+            "create",
+            "--every",
+            "1m",
+            "--concurrency-limit",
+            "3",
+            "--",
+            "true",
+        ];
+        assert!(Cli::try_parse_from(no_key).is_err(), "a limit without a key is refused");
     }
 
     #[test]

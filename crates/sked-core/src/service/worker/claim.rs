@@ -435,8 +435,10 @@ impl Worker {
                 self.defer(delivery, until).await?;
                 return Ok(None);
             }
-            // The tenant is at its concurrency cap: look again once a slot may have freed.
-            Ok(ClaimOutcome::AtCapacity) => {
+            // The tenant is at its concurrency cap, or the run's concurrency key at its limit
+            // (and this queue cannot park the message on the key): look again once a slot
+            // may have freed.
+            Ok(ClaimOutcome::AtCapacity | ClaimOutcome::KeyAtLimit { .. }) => {
                 self.requeue(delivery, now + self.config.capacity_retry.to_chrono())
                     .await?;
                 return Ok(None);
