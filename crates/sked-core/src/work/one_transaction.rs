@@ -127,25 +127,29 @@ where
 
 /// The attempt closed, then its delivery settled: a retry's message enqueued (for a queue
 /// that keeps one message per run, the delivered one re-armed), and the delivered message
-/// acknowledged (a no-op once re-armed).
-pub fn complete<T>(tx: &mut T, settlement: &Settlement) -> Result<Run, T::Error>
+/// acknowledged (a no-op once re-armed); then, if the attempt held a concurrency key, the
+/// first message parked on the key woken. Answers the run and whether a message became
+/// receivable (a retry's, or one woken), so the caller can wake its receivers.
+pub fn complete<T>(tx: &mut T, settlement: &Settlement) -> Result<(Run, bool), T::Error>
 where
     T: WorkTx,
     T::Error: From<StoreError>,
 {
     let run = tx.complete(&settlement.completion)?;
-    if matches!(settlement.completion.next, RunTransition::Retry { .. }) {
+    let retry = matches!(settlement.completion.next, RunTransition::Retry { .. });
+    if retry {
         tx.enqueue(&[Dispatch::from(&run)])?;
     }
     tx.ack(&settlement.receipt)?;
     // The attempt held a slot of its key: the first run parked on the key takes its turn.
-    if let Some(concurrency) = &run.concurrency {
-        tx.wake(
+    let woken = match &run.concurrency {
+        Some(concurrency) => tx.wake(
             &run.tenant,
             &concurrency.key,
             1,
             settlement.completion.result.finished_at,
-        )?;
-    }
-    Ok(run)
+        )?,
+        None => 0,
+    };
+    Ok((run, retry || woken > 0))
 }

@@ -177,13 +177,9 @@ impl WorkPort for SqliteWork {
 
     async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
         let settlement = settlement.clone();
-        let retry = matches!(
-            settlement.completion.next,
-            sked_core::ports::RunTransition::Retry { .. }
-        );
-        let run = self.step(move |tx| one_transaction::complete(tx, &settlement)).await?;
+        let (run, receivable) = self.step(move |tx| one_transaction::complete(tx, &settlement)).await?;
         // A retry's message, or a message woken on the run's concurrency key.
-        if retry || run.concurrency.is_some() {
+        if receivable {
             self.db.notify_enqueued();
         }
         Ok(run)

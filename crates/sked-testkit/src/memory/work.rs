@@ -189,7 +189,7 @@ impl WorkPort for MemWork {
     }
 
     async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
-        let run = self.step(|tx| one_transaction::complete(tx, settlement))?;
+        let (run, _) = self.step(|tx| one_transaction::complete(tx, settlement))?;
         self.queue.notify_enqueued();
         Ok(run)
     }
