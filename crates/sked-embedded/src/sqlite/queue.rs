@@ -463,7 +463,10 @@ pub(crate) fn park_delivered(
 }
 
 /// Makes the first `n` messages parked on `tenant`'s `key` (by rank, then enqueue order)
-/// visible at `now`; how many.
+/// visible at `now`; how many. Looked up first and written by primary key: a completion of
+/// a keyed run calls this whether or not anything is parked, and an UPDATE with a subquery
+/// costs its transaction a statement journal even when it matches nothing (a burst of keyed
+/// runs drained 25% slower with it).
 pub(crate) fn wake_parked(
     conn: &Connection,
     tenant: &str,
@@ -471,13 +474,18 @@ pub(crate) fn wake_parked(
     n: usize,
     now: Timestamp,
 ) -> Result<usize, TxError> {
-    Ok(conn
+    let parked: Vec<i64> = conn
         .prepare_cached(
-            "UPDATE dispatch SET visible_at = ?4, parked_on = NULL WHERE seq IN (
-               SELECT seq FROM dispatch INDEXED BY dispatch_parked
-               WHERE tenant = ?1 AND parked_on = ?2 ORDER BY rank, seq LIMIT ?3)",
+            "SELECT seq FROM dispatch INDEXED BY dispatch_parked
+             WHERE tenant = ?1 AND parked_on = ?2 ORDER BY rank, seq LIMIT ?3",
         )?
-        .execute(params![tenant, key, n as i64, ms(now)])?)
+        .query_map(params![tenant, key, n as i64], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut wake = conn.prepare_cached("UPDATE dispatch SET visible_at = ?2, parked_on = NULL WHERE seq = ?1")?;
+    for seq in &parked {
+        wake.execute(params![seq, ms(now)])?;
+    }
+    Ok(parked.len())
 }
 
 /// Removes message `seq` if `receipt` is still its current delivery; whether it did. Also
