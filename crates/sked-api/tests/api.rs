@@ -1462,3 +1462,67 @@ async fn backfill_creates_a_run_per_missing_occurrence_once_and_names_bad_fields
         r.text
     );
 }
+
+#[tokio::test]
+async fn a_concurrency_key_reads_back_reaches_its_runs_and_bad_ones_are_named() {
+    let api = api();
+    let keyed = with(
+        every_job("k"),
+        "concurrency",
+        json!({"key": "db-migrations", "limit": 2}),
+    );
+    let created = api.create(keyed).await;
+    assert_eq!(created["concurrency"], json!({"key": "db-migrations", "limit": 2}));
+    let run_id = api.trigger("k").await;
+    let run = api.get(&format!("/v1/runs/{run_id}")).await;
+    assert_eq!(
+        run.json["concurrency"],
+        json!({"key": "db-migrations", "limit": 2}),
+        "{}",
+        run.text
+    );
+    // A job without a key: absent on the job, null on its runs.
+    assert!(api.create(every_job("plain")).await.get("concurrency").is_none());
+    let plain_run = api.trigger("plain").await;
+    assert!(api.get(&format!("/v1/runs/{plain_run}")).await.json["concurrency"].is_null());
+
+    for (body, status, field) in [
+        (
+            json!({"key": "a b", "limit": 1}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "concurrency.key",
+        ),
+        (
+            json!({"key": "", "limit": 1}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "concurrency.key",
+        ),
+        (
+            json!({"key": "db", "limit": 0}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "concurrency.limit",
+        ),
+        (
+            json!({"key": "db", "limit": 10_001}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "concurrency.limit",
+        ),
+        (json!({"key": "db"}), StatusCode::BAD_REQUEST, "concurrency"),
+        (
+            json!({"key": "db", "limit": 1, "x": 1}),
+            StatusCode::BAD_REQUEST,
+            "concurrency",
+        ),
+    ] {
+        let r = api
+            .post("/v1/jobs", with(every_job("bad"), "concurrency", body.clone()))
+            .await;
+        assert_eq!(r.status, status, "{body}: {}", r.text);
+        assert!(r.text.contains(field), "{body}: {field} not named in {}", r.text);
+        assert_eq!(
+            api.get("/v1/jobs/bad").await.status,
+            StatusCode::NOT_FOUND,
+            "nothing stored"
+        );
+    }
+}
