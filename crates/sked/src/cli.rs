@@ -156,6 +156,11 @@ pub struct WorkerArgs {
     /// Where the work comes from.
     #[arg(long, value_enum, env = "SKED_BACKEND", default_value_t = Backend::Local)]
     pub backend: Backend,
+    /// Serve this process's `GET /metrics` (and `/healthz`) on this address, behind an API key
+    /// as on `sked server` (local backend; port 0 picks one, printed as
+    /// `sked worker metrics on http://<addr>`).
+    #[arg(long, env = "SKED_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     /// Storage, workers and logging.
     #[command(flatten)]
     pub runtime: RuntimeArgs,

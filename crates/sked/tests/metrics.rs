@@ -2,7 +2,8 @@
 //! histogram move as runs fire, start, finish, retry and are skipped — read with a real
 //! exposition parser (`prometheus-parse`); the route needs a key, and a tenant's key sees its
 //! tenant's series only; with `SKED_LOG_FORMAT=json` every log line of a run's life carries
-//! `job_id`, `run_id` and `attempt`.
+//! `job_id`, `run_id` and `attempt`. A `sked worker` with `--metrics-listen` serves its own
+//! workers' figures, behind the same keys.
 
 mod common;
 
@@ -254,4 +255,52 @@ async fn metrics_need_a_key_and_a_tenant_key_sees_only_its_tenant() {
     let (status, none) = scrape(&url, Some(&zeta)).await;
     assert_eq!(status, 200);
     assert!(none.unwrap().samples.is_empty());
+}
+
+#[tokio::test]
+async fn a_worker_process_serves_its_own_metrics_behind_the_keys() {
+    let sandbox = Sandbox::new();
+    let server = sandbox.server(&["--workers", "0"]);
+    let (url, operator) = (server.url.clone().unwrap(), server.key.clone().unwrap());
+    let worker = sandbox.worker(&["--workers", "1", "--metrics-listen", "127.0.0.1:0"]);
+    let worker_url = worker.url.clone().unwrap();
+
+    assert_eq!(scrape(&worker_url, None).await.0, 401, "no key, no metrics");
+    let health = reqwest::get(format!("{worker_url}/healthz")).await.unwrap();
+    assert_eq!(health.status().as_u16(), 200);
+    let api_path = reqwest::Client::new()
+        .get(format!("{worker_url}/v1/jobs"))
+        .bearer_auth(&operator)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(api_path.status().as_u16(), 404, "the worker's listener serves no API");
+
+    let api = server.api();
+    api.create_job(
+        json!({"id": "once", "schedule": {"at": iso(in_secs(0.0))}, "task": {"command": {"argv": ["true"]}}}),
+    )
+    .await;
+    let t = [("tenant", "default")];
+    let succeeded = [("tenant", "default"), ("outcome", "succeeded")];
+    let from_worker = wait_until(
+        "the worker's run in its /metrics",
+        Duration::from_secs(20),
+        async || {
+            let s = scrape(&worker_url, Some(&operator)).await.1.unwrap();
+            (value(&s, "sked_runs_finished_total", &succeeded) >= 1.0).then_some(s)
+        },
+    )
+    .await;
+    assert_eq!(value(&from_worker, "sked_runs_started_total", &t), 1.0);
+    assert_eq!(
+        value(&from_worker, "sked_workers", &[]),
+        1.0,
+        "the worker process's one worker"
+    );
+    // The server fired the run; the worker started and finished it: each process its own part.
+    let from_server = scrape(&url, Some(&operator)).await.1.unwrap();
+    assert_eq!(value(&from_server, "sked_runs_fired_total", &t), 1.0);
+    assert_eq!(value(&from_server, "sked_runs_started_total", &t), 0.0);
+    assert_eq!(value(&from_server, "sked_workers", &[]), 0.0);
 }

@@ -60,9 +60,24 @@ pub fn table() -> OpenApiRouter<AppState> {
 
 /// Builds the router over `sked` with `config`, authenticating by `auth`.
 pub fn build(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
-    let body_limit = config.max_body_bytes;
-    let state = AppState { sked, config, auth };
     let (router, _) = table().split_for_parts();
+    serve(router, AppState { sked, config, auth })
+}
+
+/// Builds a router of `/healthz` and `/metrics` only (a process that serves no API, such as
+/// `sked worker`), with the same authentication and request counting.
+pub fn build_ops(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
+    let ops_only = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(ops::healthz))
+        .routes(routes!(metrics::metrics));
+    let (router, _) = ops_only.split_for_parts();
+    serve(router, AppState { sked, config, auth })
+}
+
+/// `router` behind authentication, the request counter and the body limit, answering JSON
+/// errors for unknown paths and methods.
+fn serve(router: axum::Router<AppState>, state: AppState) -> Router {
+    let body_limit = state.config.max_body_bytes;
     router
         .fallback(ops::not_found)
         .method_not_allowed_fallback(ops::method_not_allowed)

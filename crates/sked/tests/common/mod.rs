@@ -122,6 +122,10 @@ impl Sandbox {
         ];
         args.extend_from_slice(extra);
         let mut proc = Proc::spawn("worker", &args, &self.path().join("worker.log"));
+        if extra.contains(&"--metrics-listen") {
+            let line = proc.wait_for_line("sked worker metrics on ", Duration::from_secs(30));
+            proc.url = Some(line.trim_start_matches("sked worker metrics on ").trim().to_string());
+        }
         proc.wait_for_line("sked worker ready", Duration::from_secs(30));
         proc
     }
@@ -133,7 +137,8 @@ pub struct Proc {
     child: Child,
     lines: mpsc::Receiver<String>,
     log: PathBuf,
-    /// The API's base URL (servers only).
+    /// The API's base URL (servers), or the metrics listener's (workers started with
+    /// `--metrics-listen`).
     pub url: Option<String>,
     /// The operator key of the server's data dir (servers only).
     pub key: Option<String>,
