@@ -29,7 +29,7 @@ use tokio::task::JoinSet;
 
 /// Runs AWS workers until a shutdown signal.
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
-    runtime::init_tracing(args.runtime.log_format());
+    let _telemetry = runtime::init_tracing(args.runtime.log_format(), "sked-worker")?;
     let shutdown = runtime::shutdown_on_signals()?;
     let settings = sked_aws::Settings::from_env().context("reading the AWS settings from the environment")?;
     let clients = sked_aws::connect(&settings.aws).await;

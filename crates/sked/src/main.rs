@@ -18,6 +18,7 @@ mod client;
 mod output;
 mod runtime;
 mod server;
+mod telemetry;
 mod worker;
 
 use clap::Parser;

@@ -1,9 +1,10 @@
-//! What `sked server` and `sked worker` share: structured logging, the shutdown signal,
+//! What `sked server` and `sked worker` share: structured logging (and span export), the shutdown signal,
 //! opening the data directory into sked-core's ports, and spawning workers and a reaper.
 //!
 //! This is wiring only. Scheduling behaviour lives in sked-core; storage in sked-embedded.
 
 use crate::cli::{LogFormat, RuntimeArgs};
+use crate::telemetry::Telemetry;
 use anyhow::Context as _;
 use sked_api::metrics::Recorder;
 use sked_core::WorkerId;
@@ -23,29 +24,40 @@ use tracing_subscriber::EnvFilter;
 /// Installs the tracing subscriber: to stderr (colours only on a terminal), filtered by
 /// `SKED_LOG` (default `info`), as text or as JSON lines (`--log-format json`,
 /// `SKED_LOG_FORMAT=json`): an event's fields at the top level of its object, the fields of
-/// the span it happened in (an attempt's `job_id`, `run_id`, `attempt`) under `span`.
+/// the span it happened in (an attempt's `job_id`, `run_id`, `attempt`) under `span`. When an
+/// OTLP endpoint is configured, spans are exported there too ([`crate::telemetry`], `service`
+/// names the process); keep the answer until the process ends, so the last spans are flushed.
 ///
 /// A log line that cannot be written (stderr on a full disk, a closed pipe) is dropped.
 /// tracing-subscriber's default would report it with `eprintln!`, which panics when stderr
 /// is what failed: the task that logged dies — the signal handler, so SIGTERM was lost;
 /// the main task, so the server exited 101 at its first log line.
-pub fn init_tracing(format: LogFormat) {
+pub fn init_tracing(format: LogFormat, service: &str) -> anyhow::Result<Telemetry> {
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = EnvFilter::try_from_env("SKED_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let lines = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .log_internal_errors(false);
-    // A second init (never expected in this binary) is harmless, so its error is ignored.
-    let _ = if format == LogFormat::Json {
-        builder
+    let lines = if format == LogFormat::Json {
+        lines
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .try_init()
+            .boxed()
     } else {
-        builder.try_init()
+        lines.boxed()
     };
+    let (spans, telemetry) = crate::telemetry::otlp_layer(service)?;
+    // A second init (never expected in this binary) is harmless, so its error is ignored.
+    let _ = tracing_subscriber::registry()
+        .with(filter)
+        .with(lines)
+        .with(spans)
+        .try_init();
+    Ok(telemetry)
 }
 
 /// A token cancelled on the first SIGINT or SIGTERM.

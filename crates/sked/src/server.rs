@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 
 /// Runs the server until a shutdown signal.
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
-    runtime::init_tracing(args.runtime.log_format());
+    let _telemetry = runtime::init_tracing(args.runtime.log_format(), "sked-server")?;
     let shutdown = runtime::shutdown_on_signals()?;
     let local = runtime::open(&args.runtime)?;
 

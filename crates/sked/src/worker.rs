@@ -26,7 +26,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     if args.backend == Backend::Aws {
         return run_aws(args).await;
     }
-    runtime::init_tracing(args.runtime.log_format());
+    let _telemetry = runtime::init_tracing(args.runtime.log_format(), "sked-worker")?;
     let shutdown = runtime::shutdown_on_signals()?;
     let local = runtime::open(&args.runtime)?;
 
