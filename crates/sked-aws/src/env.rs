@@ -88,6 +88,12 @@ pub const DEFAULT_ECS_CONTAINER: &str = "payload";
 pub const ECS_SUBNETS: &str = "SKED_ECS_SUBNETS";
 /// `SKED_ECS_SECURITY_GROUPS`.
 pub const ECS_SECURITY_GROUPS: &str = "SKED_ECS_SECURITY_GROUPS";
+/// Namespace of the embedded-metric-format lines ([`crate::emf`]); `sked` by default.
+pub const METRICS_NAMESPACE: &str = "SKED_METRICS_NAMESPACE";
+/// The `Deployment` dimension of those lines (the template sets the stack's name).
+pub const DEPLOYMENT: &str = "SKED_DEPLOYMENT";
+/// Seconds between two EMF flushes of a worker process (default 60).
+pub const METRICS_INTERVAL: &str = "SKED_METRICS_INTERVAL";
 
 /// The default look-ahead: 10 minutes, well inside SQS's 15-minute `DelaySeconds` limit and
 /// long enough that a sweeper ticking every minute finds every job several ticks early.

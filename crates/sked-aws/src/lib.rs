@@ -27,6 +27,7 @@ pub mod bootstrap;
 pub mod config;
 pub mod dynamo;
 pub mod ecs;
+pub mod emf;
 pub mod env;
 pub mod error;
 pub mod fault;
@@ -42,6 +43,7 @@ pub use config::{AwsClients, AwsConfig, EcsConfig, LogsConfig, QueueUrls, Static
 pub use dynamo::DynamoStore;
 pub use dynamo::sweep_lease::SweepLease;
 pub use ecs::EcsExecutor;
+pub use emf::EmfRecorder;
 pub use env::Settings;
 pub use fault::{Faults, FaultyHttpClient};
 pub use logs::CloudWatchLogStore;

@@ -15,6 +15,9 @@
 //! - Without `SKED_LOG_BUCKET`/`SKED_LOG_GROUP`, logs are written to files under the
 //!   temporary directory (with a warning): the runs work, but the API cannot read their logs.
 //! - No reaper runs here: the sweeper function reaps on every tick.
+//! - Metrics: the workers' runs started and finished, retries, start lags and gauges, written
+//!   on stdout every `SKED_METRICS_INTERVAL` seconds (60) as CloudWatch embedded-metric-format
+//!   lines (`sked_aws::emf`), and once more at shutdown.
 
 use crate::cli::WorkerArgs;
 use crate::runtime;
@@ -34,7 +37,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let settings = sked_aws::Settings::from_env().context("reading the AWS settings from the environment")?;
     let clients = sked_aws::connect(&settings.aws).await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let mut ports = sked_aws::ports(&clients, &settings.aws, clock.clone());
+    let metrics = Arc::new(sked_aws::EmfRecorder::from_env("sked-worker"));
+    let mut ports = sked_aws::ports(&clients, &settings.aws, clock.clone()).with_observer(metrics.clone());
     if settings.aws.logs.is_none() {
         let dir = std::env::temp_dir().join("sked-logs");
         tracing::warn!(dir = %dir.display(), "SKED_LOG_BUCKET/SKED_LOG_GROUP not set: attempt logs go to local files the API cannot read");
@@ -59,11 +63,51 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(worker = %config.id, concurrency = config.concurrency, "starting worker");
         tasks.spawn(Worker::new(ports.clone(), executor.clone(), config).run(shutdown.clone()));
     }
+    tasks.spawn(print_metrics(
+        metrics.clone(),
+        clock.clone(),
+        metrics_interval()?,
+        shutdown.clone(),
+    ));
     tracing::info!(table = %settings.aws.table, workers = args.runtime.workers, "sked worker (aws) started");
     runtime::announce("sked worker ready");
 
     shutdown.cancelled().await;
     runtime::drain(tasks, Duration::from_secs(args.runtime.grace + 5)).await;
+    metrics.print(clock.now().timestamp_millis());
     tracing::info!("sked worker stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Seconds between two metric lines: `SKED_METRICS_INTERVAL` (default 60).
+fn metrics_interval() -> anyhow::Result<Duration> {
+    match std::env::var(sked_aws::env::METRICS_INTERVAL) {
+        Err(_) => Ok(Duration::from_secs(60)),
+        Ok(text) => {
+            let secs: u64 = text
+                .parse()
+                .ok()
+                .filter(|s| (1..=3600).contains(s))
+                .with_context(|| format!("{}={text:?}: use 1 to 3600 seconds", sked_aws::env::METRICS_INTERVAL))?;
+            Ok(Duration::from_secs(secs))
+        }
+    }
+}
+
+/// Writes the workers' metrics as embedded-metric-format lines on stdout every `interval`
+/// (CloudWatch Logs makes metrics of them), until `shutdown`.
+async fn print_metrics(
+    metrics: Arc<sked_aws::EmfRecorder>,
+    clock: Arc<dyn Clock>,
+    interval: Duration,
+    shutdown: tokio_util::sync::CancellationToken,
+) {
+    let mut ticks = tokio::time::interval(interval);
+    ticks.tick().await;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticks.tick() => metrics.print(clock.now().timestamp_millis()),
+        }
+    }
 }

@@ -298,3 +298,54 @@ async fn a_container_task_runs_on_ecs_and_is_stopped_by_stop_task_at_its_timeout
         "{task:?}"
     );
 }
+
+/// The workers' metrics leave as CloudWatch embedded-metric-format lines on stdout (what the
+/// `awslogs` driver ships to CloudWatch Logs): the run started and ended, with the local
+/// families' names under the deployment and service dimensions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_writes_its_metrics_as_embedded_metric_format_lines() {
+    let aws = Deployment::start(fresh_config(), Dur::ZERO, LOOKAHEAD).await;
+    let api = &aws.api;
+    api.create_job(json!({"id": "once", "schedule": {"at": iso(in_secs(1.0))}, "task": sh("true")}))
+        .await;
+    assert_eq!(aws.sweep().await.fired, 1);
+    let mut worker = aws.worker_with(
+        &["--workers", "1"],
+        &[("SKED_METRICS_INTERVAL", "1"), ("SKED_DEPLOYMENT", "e2e")],
+    );
+    let run = &ended_runs(api, "once", 1, Duration::from_secs(60)).await[0];
+    assert_eq!(run["state"], "SUCCEEDED", "{run}");
+
+    let emf = |line: &str| {
+        serde_json::from_str::<Value>(line)
+            .ok()
+            .filter(|doc| doc.get("_aws").is_some())
+    };
+    let started = worker.wait_for_stdout("EMF line with the run started", Duration::from_secs(30), |line| {
+        emf(line).is_some_and(|doc| doc["sked_runs_started_total"] == 1)
+    });
+    let doc = emf(&started).unwrap();
+    assert_eq!(
+        (&doc["Deployment"], &doc["Service"]),
+        (&json!("e2e"), &json!("sked-worker"))
+    );
+    let directive = &doc["_aws"]["CloudWatchMetrics"][0];
+    assert_eq!(directive["Namespace"], "sked");
+    let declared: Vec<&str> = directive["Metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["Name"].as_str().unwrap())
+        .collect();
+    assert!(declared.contains(&"sked_run_start_lag_seconds"), "{declared:?}");
+    assert_eq!(doc["sked_workers"], 1);
+    let lags = doc["sked_run_start_lag_seconds"].as_array().unwrap();
+    assert_eq!(lags.len(), 1, "one run, one lag: {doc}");
+    let finished = worker.wait_for_stdout("EMF line with the run succeeded", Duration::from_secs(30), |line| {
+        emf(line).is_some_and(|doc| doc["outcome"] == "succeeded" && doc["sked_runs_finished_total"] == 1)
+    });
+    assert_eq!(
+        emf(&finished).unwrap()["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
+        json!([["Deployment", "Service", "outcome"]])
+    );
+}

@@ -1,6 +1,7 @@
 //! `sked-fn-sweeper`: the sweeper function's entry point. Reads the settings from the
 //! environment once (names in `sked_aws::env`), builds the AWS ports and the sweep lease, and
-//! hands every tick to [`sked_fn_sweeper::SweeperFn`].
+//! hands every tick to [`sked_fn_sweeper::SweeperFn`]; after each tick, what it did as
+//! CloudWatch embedded-metric-format lines (`sked_aws::emf`, service `sked-sweeper`).
 
 use anyhow::Context as _;
 use lambda_runtime::{LambdaEvent, service_fn};
@@ -13,12 +14,18 @@ async fn main() -> anyhow::Result<()> {
     let settings = sked_aws::Settings::from_env().context("reading the function's environment")?;
     let clients = sked_aws::connect(&settings.aws).await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let ports = sked_aws::ports(&clients, &settings.aws, clock.clone());
-    let lease = sked_aws::SweepLease::new(clients.dynamodb.clone(), &settings.aws, clock);
+    let metrics = Arc::new(sked_aws::EmfRecorder::from_env("sked-sweeper"));
+    let ports = sked_aws::ports(&clients, &settings.aws, clock.clone()).with_observer(metrics.clone());
+    let lease = sked_aws::SweepLease::new(clients.dynamodb.clone(), &settings.aws, clock.clone());
     let handler = Arc::new(sked_fn_sweeper::SweeperFn::new(ports, lease, settings.lookahead));
     let service = service_fn(move |event: LambdaEvent<serde_json::Value>| {
-        let handler = handler.clone();
-        async move { handler.handle(event).await }
+        let (handler, metrics, clock) = (handler.clone(), metrics.clone(), clock.clone());
+        async move {
+            let answer = handler.handle(event).await;
+            // This tick's firings, skips, sweep durations and reaped runs, as EMF lines.
+            metrics.print(clock.now().timestamp_millis());
+            answer
+        }
     });
     lambda_runtime::run(service).await.map_err(|e| anyhow::anyhow!(e))
 }

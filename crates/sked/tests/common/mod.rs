@@ -186,6 +186,21 @@ impl Proc {
         }
     }
 
+    /// Waits for a stdout line that `wanted` accepts, skipping the others; panics (with the
+    /// log) at the deadline, naming `what`.
+    #[allow(dead_code)] // not every test binary reads a child's stdout
+    pub fn wait_for_stdout(&mut self, what: &str, timeout: Duration, wanted: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) if wanted(&line) => return line,
+                Ok(_) => continue,
+                Err(_) => panic!("{} printed no {what} on stdout\n{}", self.name, self.log_tail(40)),
+            }
+        }
+    }
+
     /// Waits for a stdout line starting with `prefix`; panics (with the log) at the deadline.
     fn wait_for_line(&mut self, prefix: &str, timeout: Duration) -> String {
         let deadline = Instant::now() + timeout;
