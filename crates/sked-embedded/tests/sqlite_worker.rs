@@ -30,6 +30,26 @@ struct Recording {
     ran: Mutex<Vec<(String, Instant, Instant)>>,
 }
 
+impl Recording {
+    /// An executor whose every payload takes `each`.
+    fn each(each: Duration) -> Arc<Self> {
+        Arc::new(Recording {
+            each,
+            ran: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// Stores `runs` and enqueues their messages; their ids, in order.
+async fn queued(store: &SqliteStore, queue: &SqliteQueue, runs: Vec<Run>) -> Vec<RunId> {
+    for run in &runs {
+        store.insert_run(run).await.unwrap();
+    }
+    let dispatches: Vec<Dispatch> = runs.iter().map(Dispatch::from).collect();
+    queue.enqueue(&dispatches).await.unwrap();
+    runs.into_iter().map(|r| r.run_id).collect()
+}
+
 #[async_trait]
 impl Executor for Recording {
     async fn execute(
@@ -73,6 +93,42 @@ fn job(id: &str, overlap: Overlap, now: Timestamp) -> Job {
     }
 }
 
+/// Runs a worker with `config` over the store and queue of `db` until every run of `runs` has
+/// ended (or 30 s have passed), then stops it: each run's state, in order.
+async fn drain(
+    db: &Arc<SqliteDb>,
+    clock: Arc<dyn Clock>,
+    executor: Arc<Recording>,
+    config: WorkerConfig,
+    runs: &[RunId],
+) -> Vec<RunState> {
+    let store = Arc::new(SqliteStore::new(db.clone()));
+    let ports = Ports {
+        store: store.clone(),
+        queue: Arc::new(SqliteQueue::new(db.clone(), clock.clone())),
+        work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
+        logs: Arc::new(MemLogs::new()),
+        clock,
+        observer: Arc::new(sked_core::ports::NoObserver),
+    };
+    let shutdown = CancellationToken::new();
+    let worker = tokio::spawn(Worker::new(ports, executor, config).run(shutdown.clone()));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let states = loop {
+        let mut states = Vec::new();
+        for id in runs {
+            states.push(store.get_run(&tenant(), id).await.unwrap().unwrap().state);
+        }
+        if states.iter().all(|s| s.is_terminal()) || Instant::now() > deadline {
+            break states;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    shutdown.cancel();
+    worker.await.unwrap();
+    states
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_worker_on_one_sqlite_file_runs_everything_and_queue_one_runs_one_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
@@ -92,51 +148,28 @@ async fn a_busy_worker_on_one_sqlite_file_runs_everything_and_queue_one_runs_one
         .await
         .unwrap();
     // 4 runs of the queue_one job and 60 of the other, all due now.
-    let mut runs: Vec<RunId> = Vec::new();
-    let mut dispatches = Vec::new();
+    let mut pending = Vec::new();
     for (job_id, n) in [("serial", 4), ("parallel", 60)] {
         for i in 0..n {
             let at = now - chrono::Duration::milliseconds(i64::from(n - i));
-            let run = Run::new_pending(tenant(), JobId::from(job_id), at, Trigger::Manual, 5, at, 1, now);
-            store.insert_run(&run).await.unwrap();
-            dispatches.push(Dispatch::from(&run));
-            runs.push(run.run_id);
+            pending.push(Run::new_pending(
+                tenant(),
+                JobId::from(job_id),
+                at,
+                Trigger::Manual,
+                5,
+                at,
+                1,
+                now,
+            ));
         }
     }
-    queue.enqueue(&dispatches).await.unwrap();
-
-    let executor = Arc::new(Recording {
-        each: Duration::from_millis(20),
-        ran: Mutex::new(Vec::new()),
-    });
-    let ports = Ports {
-        store: store.clone(),
-        queue: queue.clone(),
-        work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
-        logs: Arc::new(MemLogs::new()),
-        clock,
-        observer: Arc::new(sked_core::ports::NoObserver),
-    };
+    let runs = queued(&store, &queue, pending).await;
+    let executor = Recording::each(Duration::from_millis(20));
     let mut config = WorkerConfig::new(WorkerId::from("w1"));
     config.concurrency = 8;
     config.lease = Dur::secs(2);
-    let shutdown = CancellationToken::new();
-    let worker = tokio::spawn(Worker::new(ports, executor.clone(), config).run(shutdown.clone()));
-
-    // Until every run has ended (or 30 s have passed).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let states = loop {
-        let mut states = Vec::new();
-        for id in &runs {
-            states.push(store.get_run(&tenant(), id).await.unwrap().unwrap().state);
-        }
-        if states.iter().all(|s| s.is_terminal()) || Instant::now() > deadline {
-            break states;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    shutdown.cancel();
-    worker.await.unwrap();
+    let states = drain(&db, clock, executor.clone(), config, &runs).await;
 
     assert!(states.iter().all(|s| *s == RunState::Succeeded), "{states:?}");
     let ran = executor.ran.lock().unwrap().clone();
@@ -188,53 +221,22 @@ async fn runs_naming_a_concurrency_key_run_at_most_its_limit_at_once_and_start_a
         })
         .collect();
     store.create_jobs(&jobs, None).await.unwrap();
-    let mut runs: Vec<RunId> = Vec::new();
-    let mut dispatches = Vec::new();
+    let mut pending = Vec::new();
     for (job, priority) in jobs.iter().zip([1, 9, 5]) {
         for i in 0..10 {
             let at = now - chrono::Duration::milliseconds(10 - i);
             let mut run = Run::of_job(job, at, Trigger::Manual, at, now);
             run.priority = priority;
-            store.insert_run(&run).await.unwrap();
-            dispatches.push(Dispatch::from(&run));
-            runs.push(run.run_id);
+            pending.push(run);
         }
     }
-    queue.enqueue(&dispatches).await.unwrap();
-
-    let executor = Arc::new(Recording {
-        each: Duration::from_millis(20),
-        ran: Mutex::new(Vec::new()),
-    });
-    let ports = Ports {
-        store: store.clone(),
-        queue: queue.clone(),
-        work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
-        logs: Arc::new(MemLogs::new()),
-        clock,
-        observer: Arc::new(sked_core::ports::NoObserver),
-    };
+    let runs = queued(&store, &queue, pending).await;
+    let executor = Recording::each(Duration::from_millis(20));
     let mut config = WorkerConfig::new(WorkerId::from("w1"));
     config.concurrency = 8;
-    let shutdown = CancellationToken::new();
     let started = Instant::now();
-    let worker = tokio::spawn(Worker::new(ports, executor.clone(), config).run(shutdown.clone()));
-
-    // Until every run has ended (or 30 s have passed).
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let states = loop {
-        let mut states = Vec::new();
-        for id in &runs {
-            states.push(store.get_run(&tenant(), id).await.unwrap().unwrap().state);
-        }
-        if states.iter().all(|s| s.is_terminal()) || Instant::now() > deadline {
-            break states;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let states = drain(&db, clock, executor.clone(), config, &runs).await;
     let drained = started.elapsed();
-    shutdown.cancel();
-    worker.await.unwrap();
 
     assert!(states.iter().all(|s| *s == RunState::Succeeded), "{states:?}");
     let ran = executor.ran.lock().unwrap().clone();

@@ -4,11 +4,12 @@
 //! [`concurrency_contract!`](crate::concurrency_contract). Cases run on several threads, so
 //! racing claims really run at once.
 
-use super::fixtures::{at, claims, completion, result, run, worker};
+use super::claiming::{claim_outcomes, is_claimed, keys_of, race_claims, running};
+use super::fixtures::{at, completion, result, run, worker};
 use sked_core::concurrency::Concurrency;
-use sked_core::ids::{RunId, TenantId};
+use sked_core::ids::RunId;
 pub use sked_core::ports::JobStore;
-use sked_core::ports::store::{ClaimOutcome, JobClaim, JobStoreExt, RunTransition, StoreError};
+use sked_core::ports::store::{ClaimOutcome, JobStoreExt, RunTransition};
 use sked_core::run::{AttemptOutcome, Run, RunState};
 use std::sync::Arc;
 
@@ -26,33 +27,8 @@ async fn inserted(store: &Arc<dyn JobStore>, runs: Vec<Run>) -> Vec<Run> {
     runs
 }
 
-fn ids(runs: &[Run]) -> Vec<(TenantId, RunId)> {
-    runs.iter().map(|r| (r.tenant.clone(), r.run_id.clone())).collect()
-}
-
-fn is_claimed(answer: &Result<ClaimOutcome, StoreError>) -> bool {
-    matches!(answer, Ok(ClaimOutcome::Claimed { .. }))
-}
-
 fn at_limit(key: &str) -> ClaimOutcome {
     ClaimOutcome::KeyAtLimit { key: key.into() }
-}
-
-/// Claims `runs` in one batch for `w` at `at(1)` (lease to `at(31)`): each answer's outcome.
-async fn claim_all(
-    store: &Arc<dyn JobStore>,
-    runs: Vec<(TenantId, RunId)>,
-    w: &str,
-) -> Vec<Result<ClaimOutcome, StoreError>> {
-    let answers = store.claim(&claims(runs, w, at(1), at(31))).await.unwrap();
-    answers
-        .into_iter()
-        .map(|answer| match answer {
-            Ok(JobClaim::Claimed(outcome, None)) => Ok(outcome),
-            Ok(other) => panic!("a batch reading no job answered {other:?}"),
-            Err(e) => Err(e),
-        })
-        .collect()
 }
 
 /// Past its key's limit, a claim answers `KeyAtLimit` naming the key and changes nothing,
@@ -72,7 +48,7 @@ pub async fn claims_past_a_concurrency_key_limit_answer_key_at_limit(store: Arc<
         ],
     )
     .await;
-    let answers = claim_all(&store, ids(&runs), "w1").await;
+    let answers = claim_outcomes(&store, keys_of(&runs), "w1").await;
     let claimed: Vec<bool> = answers.iter().map(is_claimed).collect();
     assert_eq!(claimed, [true, true, false, false, true, true, true], "{answers:?}");
     assert_eq!(answers[2].as_ref().ok(), Some(&at_limit("db")));
@@ -122,37 +98,14 @@ pub async fn racing_claims_never_pass_a_concurrency_key_limit(store: Arc<dyn Job
         })
         .collect();
     let runs = inserted(&store, runs).await;
-    let mut racers = tokio::task::JoinSet::new();
-    for (i, chunk) in runs.chunks(2).enumerate() {
-        let (store, chunk) = (store.clone(), ids(chunk));
-        racers.spawn(async move {
-            let w = format!("w{i}");
-            if i % 2 == 0 {
-                claim_all(&store, chunk, &w).await
-            } else {
-                let mut out = Vec::new();
-                for (t, r) in &chunk {
-                    out.push(store.claim_one(t, r, &worker(&w), at(1), at(31)).await);
-                }
-                out
-            }
-        });
-    }
     let mut started = 0;
-    while let Some(answers) = racers.join_next().await {
-        for answer in answers.unwrap() {
-            match answer {
-                Ok(ClaimOutcome::Claimed { .. }) => started += 1,
-                Ok(ClaimOutcome::KeyAtLimit { key }) => assert_eq!(key, "db"),
-                other => panic!("a claim of a due run answered {other:?}"),
-            }
+    for answer in race_claims(&store, &runs).await {
+        match answer {
+            Ok(ClaimOutcome::Claimed { .. }) => started += 1,
+            Ok(ClaimOutcome::KeyAtLimit { key }) => assert_eq!(key, "db"),
+            other => panic!("a claim of a due run answered {other:?}"),
         }
     }
     assert_eq!(started, LIMIT, "claims started past the limit, or fewer than it allows");
-    let mut running = 0;
-    for r in &runs {
-        let stored = store.get_run(&r.tenant, &r.run_id).await.unwrap().unwrap();
-        running += usize::from(stored.state == RunState::Running);
-    }
-    assert_eq!(running, LIMIT);
+    assert_eq!(running(&store, &runs).await, LIMIT);
 }

@@ -15,6 +15,7 @@
 //! - [`work`]: the same for a [`WorkPort`] over its store and queue on a [`ManualClock`],
 //!   checked through the store and the queue; run them with
 //!   [`work_contract!`](crate::work_contract).
+//! - [`claiming`]: claims as the cases make them (a batch's outcomes, racing claims).
 //! - [`fixtures`]: the jobs, runs and instants the cases use (millisecond-exact, so every
 //!   store can round-trip them).
 //!
@@ -38,6 +39,7 @@
 //! [`ManualClock`]: crate::clock::ManualClock
 //! [`WorkPort`]: sked_core::ports::WorkPort
 
+pub mod claiming;
 pub mod concurrency;
 pub mod fixtures;
 pub mod keys;

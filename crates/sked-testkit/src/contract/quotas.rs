@@ -2,10 +2,10 @@
 //! own [`JobStore`] transactions, one `pub async fn` per case; run them all with
 //! [`quota_contract!`](crate::quota_contract). Each case gets the same store as both ports.
 
-use super::fixtures::{at, claims, completion, job, result, run, tenant, worker};
-use sked_core::ids::{RunId, TenantId};
+use super::claiming::{claim_outcomes, is_claimed, keys_of, race_claims, running};
+use super::fixtures::{at, completion, job, result, run, tenant, worker};
 use sked_core::job::JobState;
-use sked_core::ports::store::{ClaimOutcome, JobClaim, JobStoreExt, RunTransition, StoreError};
+use sked_core::ports::store::{ClaimOutcome, JobStoreExt, RunTransition, StoreError};
 pub use sked_core::ports::{JobStore, QuotaStore};
 use sked_core::quota::{Quota, SubmitRate};
 use sked_core::run::{AttemptOutcome, Run, RunState};
@@ -22,10 +22,6 @@ fn limits(max_active_jobs: Option<u64>, max_concurrent_runs: Option<u64>) -> Quo
     }
 }
 
-fn ids(runs: &[Run]) -> Vec<(TenantId, RunId)> {
-    runs.iter().map(|r| (r.tenant.clone(), r.run_id.clone())).collect()
-}
-
 async fn insert_runs(store: &Arc<dyn JobStore>, tenant_name: &str, n: i64) -> Vec<Run> {
     let mut out = Vec::new();
     for i in 0..n {
@@ -34,27 +30,6 @@ async fn insert_runs(store: &Arc<dyn JobStore>, tenant_name: &str, n: i64) -> Ve
         out.push(r);
     }
     out
-}
-
-fn is_claimed(answer: &Result<ClaimOutcome, StoreError>) -> bool {
-    matches!(answer, Ok(ClaimOutcome::Claimed { .. }))
-}
-
-/// Claims `runs` in one batch for `w` (no job read, nothing held): each answer's outcome.
-async fn claim_all(
-    store: &Arc<dyn JobStore>,
-    runs: Vec<(TenantId, RunId)>,
-    w: &str,
-) -> Vec<Result<ClaimOutcome, StoreError>> {
-    let answers = store.claim(&claims(runs, w, at(1), at(31))).await.unwrap();
-    answers
-        .into_iter()
-        .map(|answer| match answer {
-            Ok(JobClaim::Claimed(outcome, None)) => Ok(outcome),
-            Ok(other) => panic!("a batch reading no job answered {other:?}"),
-            Err(e) => Err(e),
-        })
-        .collect()
 }
 
 /// A quota reads back as written; a second write replaces it whole; a tenant without one
@@ -142,7 +117,7 @@ pub async fn claims_past_max_concurrent_runs_answer_at_capacity((store, quotas):
     let runs = insert_runs(&store, "t1", 4).await;
     let others = insert_runs(&store, "t2", 3).await;
     let w = worker("w1");
-    let answers = claim_all(&store, ids(&runs), "w1").await;
+    let answers = claim_outcomes(&store, keys_of(&runs), "w1").await;
     let claimed: Vec<bool> = answers.iter().map(is_claimed).collect();
     assert_eq!(claimed, [true, true, false, false], "{answers:?}");
     assert_eq!(answers[2].as_ref().ok(), Some(&ClaimOutcome::AtCapacity));
@@ -152,7 +127,7 @@ pub async fn claims_past_max_concurrent_runs_answer_at_capacity((store, quotas):
         (RunState::Pending, 0),
         "unchanged"
     );
-    let answers_t2 = claim_all(&store, ids(&others), "w1").await;
+    let answers_t2 = claim_outcomes(&store, keys_of(&others), "w1").await;
     assert!(answers_t2.iter().all(is_claimed), "t2 has no quota: {answers_t2:?}");
 
     // The first ends: its slot is free, and only one.
@@ -186,31 +161,11 @@ pub async fn racing_claims_never_pass_max_concurrent_runs((store, quotas): Store
         .await
         .unwrap();
     let runs = insert_runs(&store, "t1", 24).await;
-    let mut racers = tokio::task::JoinSet::new();
-    for (i, chunk) in runs.chunks(2).enumerate() {
-        let (store, chunk) = (store.clone(), ids(chunk));
-        racers.spawn(async move {
-            let w = format!("w{i}");
-            if i % 2 == 0 {
-                claim_all(&store, chunk, &w).await
-            } else {
-                let mut out = Vec::new();
-                for (t, r) in &chunk {
-                    out.push(store.claim_one(t, r, &worker(&w), at(1), at(31)).await);
-                }
-                out
-            }
-        });
-    }
-    let mut started = 0;
-    while let Some(answers) = racers.join_next().await {
-        started += answers.unwrap().iter().filter(|a| is_claimed(a)).count();
-    }
+    let started = race_claims(&store, &runs)
+        .await
+        .iter()
+        .filter(|a| is_claimed(a))
+        .count();
     assert_eq!(started, CAP, "claims started past the cap, or fewer than it allows");
-    let mut running = 0;
-    for r in &runs {
-        let stored = store.get_run(&r.tenant, &r.run_id).await.unwrap().unwrap();
-        running += usize::from(stored.state == RunState::Running);
-    }
-    assert_eq!(running, CAP);
+    assert_eq!(running(&store, &runs).await, CAP);
 }

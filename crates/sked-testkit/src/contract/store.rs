@@ -10,6 +10,7 @@
 
 pub use sked_core::ports::store::JobStore;
 
+use super::claiming::without_jobs;
 use super::fixtures::{
     at, claims, completion, firing, job, job_with_labels, result, run, run_keys, spec, t0, tenant, worker,
 };
@@ -58,19 +59,6 @@ async fn claim(store: &Store, r: &Run, w: &str, now: Timestamp, until: Timestamp
         ClaimOutcome::Claimed { run, token } => (run, token),
         other => panic!("expected Claimed, got {other:?}"),
     }
-}
-
-/// The outcomes of a batch that reads no job; panics unless every answer is
-/// `Claimed(_, None)` or an error.
-fn without_jobs(answers: Vec<Result<JobClaim, StoreError>>) -> Vec<Result<ClaimOutcome, StoreError>> {
-    answers
-        .into_iter()
-        .map(|answer| match answer {
-            Ok(JobClaim::Claimed(outcome, None)) => Ok(outcome),
-            Ok(other) => panic!("a batch reading no job answered {other:?}"),
-            Err(e) => Err(e),
-        })
-        .collect()
 }
 
 fn page(limit: usize, cursor: Option<String>) -> PageRequest {
