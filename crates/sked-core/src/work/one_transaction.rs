@@ -46,17 +46,11 @@ where
     ) -> Result<Run, Self::Error>;
     /// [`crate::ports::JobStore::complete`]; a refusal is an error.
     fn complete(&mut self, done: &Completion) -> Result<Run, Self::Error>;
-    /// Sets the delivered message aside on `tenant`'s concurrency `key` if `receipt` is still
+    /// Sets the delivered message aside on its tenant's concurrency `key` if `receipt` is still
     /// its current delivery (whether it was): no longer leased, not receivable before
     /// `fallback` unless [`WorkTx::wake`] wakes it first, its place in the serving order
     /// kept. A later enqueue of its run un-parks it as it re-arms any message.
-    fn park(
-        &mut self,
-        receipt: &Receipt,
-        tenant: &TenantId,
-        key: &str,
-        fallback: Timestamp,
-    ) -> Result<bool, Self::Error>;
+    fn park(&mut self, receipt: &Receipt, key: &str, fallback: Timestamp) -> Result<bool, Self::Error>;
     /// Makes the first `n` messages parked on `tenant`'s `key` (in serving order) receivable
     /// at `now`; how many it woke.
     fn wake(&mut self, tenant: &TenantId, key: &str, n: usize, now: Timestamp) -> Result<usize, Self::Error>;
@@ -100,7 +94,7 @@ where
         // end of an attempt holding the key (a later transaction) finds it and wakes it.
         if let Ok(JobClaim::Claimed(ClaimOutcome::KeyAtLimit { key }, _)) = &claim {
             let fallback = now + PARK_FALLBACK.to_chrono();
-            tx.park(&delivery.receipt, &delivery.dispatch.tenant, key, fallback)?;
+            tx.park(&delivery.receipt, key, fallback)?;
             continue;
         }
         out.push(Received { delivery, claim });

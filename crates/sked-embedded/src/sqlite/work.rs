@@ -121,7 +121,7 @@ impl WorkTx for SqliteTx<'_> {
         finish_attempt(self.0, done)
     }
 
-    fn park(&mut self, receipt: &Receipt, _tenant: &TenantId, key: &str, fallback: Timestamp) -> Result<bool, TxError> {
+    fn park(&mut self, receipt: &Receipt, key: &str, fallback: Timestamp) -> Result<bool, TxError> {
         match receipt_seq(receipt) {
             Some(seq) => park_delivered(self.0, seq, &receipt.0, key, fallback),
             None => Ok(false),

@@ -118,13 +118,7 @@ impl WorkTx for MemTx<'_> {
         Ok(run.clone())
     }
 
-    fn park(
-        &mut self,
-        receipt: &Receipt,
-        _tenant: &TenantId,
-        key: &str,
-        fallback: Timestamp,
-    ) -> Result<bool, StoreError> {
+    fn park(&mut self, receipt: &Receipt, key: &str, fallback: Timestamp) -> Result<bool, StoreError> {
         Ok(self.queue.park(receipt, key, fallback))
     }
 
