@@ -572,6 +572,9 @@ fn the_template_sets_the_variables_the_code_reads() {
         env::ECS_ASSIGN_PUBLIC_IP,
         env::ECS_SUBNETS,
         env::ECS_SECURITY_GROUPS,
+        env::METRICS_NAMESPACE,
+        env::DEPLOYMENT,
+        env::METRICS_INTERVAL,
     ]
     .into();
     let functions = t.function_env();
