@@ -18,8 +18,8 @@
 //!   `sked_run_start_lag_seconds`, `sked_sweep_duration_seconds`.
 //!
 //! No tenant dimension: each distinct dimension set is a custom metric billed by the month, and
-//! tenants are unbounded. A period with nothing to say writes nothing but the gauges (a line
-//! with no metric at all when the process has no workers).
+//! tenants are unbounded. A period with nothing to say writes only the gauges of a process
+//! with workers, and nothing at all from one without (an idle sweeper tick).
 
 use rand::Rng as _;
 use serde_json::{Map, Value, json};
@@ -106,7 +106,8 @@ impl EmfRecorder {
     }
 
     /// The EMF lines of the period since the last call, stamped `now_ms`: one for the
-    /// undimensioned families and the gauges, one per outcome and per skip reason seen.
+    /// undimensioned families and the gauges (when there is any), one per outcome and per skip
+    /// reason seen.
     pub fn drain(&self, now_ms: i64) -> Vec<String> {
         let period = std::mem::take(&mut *self.period.lock().unwrap_or_else(|e| e.into_inner()));
         let (running, workers) = *self.gauges.lock().unwrap_or_else(|e| e.into_inner());
@@ -134,13 +135,15 @@ impl EmfRecorder {
                 main.push((name, "Seconds", json!(sample.values)));
             }
         }
-        let mut lines = vec![self.line(now_ms, None, &main)];
-        for (label, counts) in [("outcome", &period.finished), ("reason", &period.skipped)] {
-            let name = if label == "outcome" {
-                "sked_runs_finished_total"
-            } else {
-                "sked_occurrences_skipped_total"
-            };
+        // A period with nothing to say (the sweeper's idle tick) writes no line at all.
+        let mut lines: Vec<String> = (!main.is_empty())
+            .then(|| self.line(now_ms, None, &main))
+            .into_iter()
+            .collect();
+        for (label, name, counts) in [
+            ("outcome", "sked_runs_finished_total", &period.finished),
+            ("reason", "sked_occurrences_skipped_total", &period.skipped),
+        ] {
             for (value, count) in counts {
                 lines.push(self.line(now_ms, Some((label, value)), &[(name, "Count", json!(count))]));
             }
