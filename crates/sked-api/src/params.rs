@@ -82,6 +82,9 @@ pub struct JobRuns {
 pub struct DeleteJob {
     /// Also stop the job's running attempts (they finish otherwise).
     cancel_running: Option<bool>,
+    /// Delete it even though other jobs run `after` it (409 otherwise); their occurrences
+    /// then wait for runs that never come, or give up after their `within`.
+    force: Option<bool>,
 }
 
 /// `GET /v1/jobs/{id}/preview`.

@@ -20,6 +20,7 @@ async fn fresh_store() -> Arc<dyn JobStore> {
 
 sked_testkit::store_contract!(fresh_store);
 sked_testkit::concurrency_contract!(fresh_store);
+sked_testkit::dependency_contract!(fresh_store);
 sked_testkit::quota_contract!(async || {
     let store = fresh_dynamo().await;
     (store.clone() as Arc<dyn JobStore>, store as Arc<dyn QuotaStore>)

@@ -46,15 +46,40 @@ pub enum SkipReason {
     Misfire,
     /// An earlier run of the job was still active and the overlap policy dropped it.
     Overlap,
+    /// An `after` job's upstream run ended otherwise than it asks ([`crate::dependency`]).
+    UpstreamFailed,
+    /// An `after` job's upstreams did not all end within its `within`.
+    UpstreamTimeout,
+    /// An `after` job's occurrence came while the job was paused.
+    Paused,
 }
 
 impl SkipReason {
-    /// The wire and label name: `misfire`, `overlap`.
+    /// Every reason, in label order.
+    pub const ALL: [SkipReason; 5] = [
+        SkipReason::Overlap,
+        SkipReason::Misfire,
+        SkipReason::Paused,
+        SkipReason::UpstreamFailed,
+        SkipReason::UpstreamTimeout,
+    ];
+
+    /// The wire and label name: `misfire`, `overlap`, `upstream_failed`, `upstream_timeout`,
+    /// `paused`.
     pub fn as_str(&self) -> &'static str {
         match self {
             SkipReason::Misfire => "misfire",
             SkipReason::Overlap => "overlap",
+            SkipReason::UpstreamFailed => crate::dependency::UPSTREAM_FAILED,
+            SkipReason::UpstreamTimeout => crate::dependency::UPSTREAM_TIMEOUT,
+            SkipReason::Paused => crate::dependency::PAUSED,
         }
+    }
+
+    /// The reason a SKIPPED run carries, if it is one of these.
+    pub fn of_skipped(run: &crate::run::Run) -> Option<SkipReason> {
+        let reason = run.reason.as_deref()?;
+        SkipReason::ALL.into_iter().find(|r| r.as_str() == reason)
     }
 }
 

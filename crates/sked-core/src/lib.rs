@@ -5,6 +5,7 @@
 //! - [`auth`]: API keys, roles, and the principal a request acts as.
 //! - [`job`], [`task`], [`schedule`], [`run`]: the domain (what a user defines, what fires);
 //!   [`secret`]: env values that are secrets (never shown, masked in output).
+//! - [`dependency`]: jobs that run after others, by nominal time (the `after` schedule).
 //! - [`validate`]: every field of a job checked before anything is written.
 //! - [`quota`]: per-tenant limits and the submit-rate rule.
 //! - [`firing`]: a sweep's plan for one due job (runs to fire, occurrences skipped and why,
@@ -26,6 +27,7 @@
 pub mod attempt;
 pub mod auth;
 pub mod concurrency;
+pub mod dependency;
 pub mod duration;
 pub mod error;
 pub mod fairness;

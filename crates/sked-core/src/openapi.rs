@@ -62,14 +62,14 @@ impl PartialSchema for Schedule {
             .chain([Value::Null])
             .collect();
         from_json(json!({
-            "description": "When the job fires: exactly one of `at`, `every` or `cron` (the other keys absent or null).",
+            "description": "When the job fires: exactly one of `at`, `every`, `cron` or `after` (the other keys absent or null).",
             "oneOf": [
                 {
                     "title": "at",
                     "type": "object",
                     "properties": {
                         "at": {"type": "string", "format": "date-time", "description": "Once, at this instant (in the past: at once)."},
-                        "every": absent, "anchor": absent, "cron": absent, "timezone": absent
+                        "every": absent, "anchor": absent, "cron": absent, "timezone": absent, "after": absent
                     },
                     "required": ["at"],
                     "additionalProperties": false
@@ -80,7 +80,7 @@ impl PartialSchema for Schedule {
                     "properties": {
                         "every": duration_json(),
                         "anchor": nullable_instant("The grid `anchor + k·every` starts here; the creation time if absent."),
-                        "at": absent, "cron": absent, "timezone": absent
+                        "at": absent, "cron": absent, "timezone": absent, "after": absent
                     },
                     "required": ["every"],
                     "additionalProperties": false
@@ -91,9 +91,39 @@ impl PartialSchema for Schedule {
                     "properties": {
                         "cron": {"type": "string", "description": "5 fields, 6 (leading seconds) or a macro such as `@daily`."},
                         "timezone": {"type": ["string", "null"], "enum": zones, "description": "IANA time zone; `UTC` if absent or null."},
-                        "at": absent, "every": absent, "anchor": absent
+                        "at": absent, "every": absent, "anchor": absent, "after": absent
                     },
                     "required": ["cron"],
+                    "additionalProperties": false
+                },
+                {
+                    "title": "after",
+                    "type": "object",
+                    "properties": {
+                        "after": {
+                            "type": "object",
+                            "description": "Run at each nominal time the upstream jobs ran at, once each of their runs at that time ended as `on` asks; never by the clock.",
+                            "properties": {
+                                "jobs": {
+                                    "type": "array",
+                                    "items": {"type": "string", "pattern": "^[A-Za-z0-9_.-]{1,128}$"},
+                                    "minItems": 1,
+                                    "maxItems": crate::dependency::MAX_UPSTREAMS,
+                                    "uniqueItems": true,
+                                    "description": "The upstream jobs, of the same tenant: each must exist, and none may run after this job (directly or through others)."
+                                },
+                                "on": {"type": "string", "enum": ["success", "failure", "any"], "description": "How each upstream's run must end: `success` (default), `failure` (FAILED or TIMED_OUT), `any`."},
+                                "within": {
+                                    "anyOf": [duration_json(), {"type": "null"}],
+                                    "description": "Give the occurrence up (a SKIPPED run, reason `upstream_timeout`) if the upstreams have not all ended this long (1s to 7d) after the first did."
+                                }
+                            },
+                            "required": ["jobs"],
+                            "additionalProperties": false
+                        },
+                        "at": absent, "every": absent, "anchor": absent, "cron": absent, "timezone": absent
+                    },
+                    "required": ["after"],
                     "additionalProperties": false
                 }
             ]

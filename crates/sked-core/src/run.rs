@@ -5,6 +5,7 @@
 //!    ▲                  │
 //!    └── retry (not_before = now + backoff) ◀── failed / timed out / worker lost, attempts left
 //! PENDING ──cancel──▶ CANCELLED
+//! (none) ──upstreams ended otherwise, or late──▶ SKIPPED   (`after` jobs only)
 //! ```
 
 use crate::concurrency::Concurrency;
@@ -30,6 +31,9 @@ wire_enum!(
         TimedOut = "TIMED_OUT",
         /// Cancelled by a user or by the `replace` overlap policy.
         Cancelled = "CANCELLED",
+        /// Never ran: an occurrence of an `after` job whose upstreams did not end as it asks,
+        /// or not in time, or that came while the job was paused (`reason` says which).
+        Skipped = "SKIPPED",
     }
 );
 
@@ -51,6 +55,8 @@ wire_enum!(
         Handler = "handler",
         /// `POST /jobs/{id}/backfill`: an occurrence of the job's schedule re-run on request.
         Backfill = "backfill",
+        /// The job's `after` upstreams ended as it asks ([`crate::dependency`]).
+        After = "after",
     }
 );
 

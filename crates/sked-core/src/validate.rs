@@ -210,6 +210,21 @@ fn check_schedule(out: &mut Problems, spec: &JobSpec, now: Timestamp) {
                 );
             }
         }
+        Schedule::After(after) => {
+            out.0.extend(crate::dependency::problems(after, None));
+            for (field, given) in [
+                ("start_at", spec.start_at.is_some()),
+                ("end_at", spec.end_at.is_some()),
+                ("jitter", spec.jitter.is_some()),
+            ] {
+                if given {
+                    out.add(
+                        field,
+                        format!("{field} does not apply to an `after` schedule: its runs come when its upstreams end"),
+                    );
+                }
+            }
+        }
         Schedule::Cron { expr, timezone } => {
             let cron = parse_cron(expr).map_err(|e| out.add("schedule.cron", e)).ok();
             let tz = parse_timezone(timezone)

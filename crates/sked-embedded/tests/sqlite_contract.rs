@@ -18,6 +18,7 @@ fn fresh_db() -> Arc<SqliteDb> {
 sked_testkit::store_contract!(async || Arc::new(SqliteStore::new(fresh_db())) as Arc<dyn JobStore>);
 
 sked_testkit::concurrency_contract!(async || Arc::new(SqliteStore::new(fresh_db())) as Arc<dyn JobStore>);
+sked_testkit::dependency_contract!(async || Arc::new(SqliteStore::new(fresh_db())) as Arc<dyn JobStore>);
 
 sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
     Arc::new(SqliteQueue::new(fresh_db(), clock as Arc<dyn Clock>)) as Arc<dyn DispatchQueue>

@@ -504,7 +504,8 @@ async fn work_complete_removes_the_message_in_the_completing_transaction_only_wh
     let ended = work
         .complete(&finished(&runs[0], tokens[0], now, &delivered[0].receipt))
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     assert_eq!(ended.state, RunState::Succeeded);
     assert_eq!(queue.depth().await.unwrap(), 1);
     assert!(matches!(
@@ -518,7 +519,8 @@ async fn work_complete_removes_the_message_in_the_completing_transaction_only_wh
     let ended = work
         .complete(&finished(&runs[1], tokens[1], now, &stale))
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     assert_eq!(ended.state, RunState::Succeeded);
     assert_eq!(queue.depth().await.unwrap(), 1);
     queue.ack(&delivered[1].receipt).await.unwrap();

@@ -11,6 +11,7 @@ use std::sync::Arc;
 sked_testkit::store_contract!(async || Arc::new(MemStore::new()) as Arc<dyn JobStore>);
 
 sked_testkit::concurrency_contract!(async || Arc::new(MemStore::new()) as Arc<dyn JobStore>);
+sked_testkit::dependency_contract!(async || Arc::new(MemStore::new()) as Arc<dyn JobStore>);
 
 sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
     Arc::new(MemQueue::new(clock)) as Arc<dyn DispatchQueue>

@@ -230,8 +230,9 @@ pub async fn patch(
     Ok(job_ok(&job))
 }
 
-/// `DELETE /v1/jobs/{id}?cancel_running=true`: no new runs; running attempts finish unless
-/// asked to stop. Answers the job, now DELETED.
+/// `DELETE /v1/jobs/{id}?cancel_running=true&force=true`: no new runs; running attempts
+/// finish unless asked to stop; a job others run `after` only with `force`. Answers the job,
+/// now DELETED.
 #[utoipa::path(
     delete,
     path = "/v1/jobs/{id}",
@@ -242,7 +243,8 @@ pub async fn patch(
     responses(
         (status = 200, description = "The job, now DELETED", body = JobView),
         (status = 400, description = "A bad query parameter (`invalid_argument`, naming it)", body = ErrorBody),
-        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody)
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody),
+        (status = 409, description = "Other jobs run `after` this one and `force` was not given (`conflict`, naming them)", body = ErrorBody)
     )
 )]
 pub async fn delete(
@@ -253,7 +255,10 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     q.allow_documented::<DeleteJob>()?;
     let cancel_running = q.bool("cancel_running")?.unwrap_or(false);
-    Ok(job_ok(&st.sked.delete_job(&tenant, &JobId(id), cancel_running).await?))
+    let force = q.bool("force")?.unwrap_or(false);
+    Ok(job_ok(
+        &st.sked.delete_job(&tenant, &JobId(id), cancel_running, force).await?,
+    ))
 }
 
 /// `POST /v1/jobs/{id}/pause`.

@@ -143,6 +143,29 @@ pub fn running_sk(lease_expires_ms: i64, tenant: &str, run_id: &str) -> String {
     format!("{}#{tenant}#{run_id}", pad_ms(lease_expires_ms))
 }
 
+/// Sort key of an edge item in an upstream job's partition: `downstream` runs after it.
+pub fn after_sk(downstream: &str) -> String {
+    format!("{AFTER_SK_PREFIX}{downstream}")
+}
+
+/// Prefix of the edge items of a job's partition.
+pub const AFTER_SK_PREFIX: &str = "AFTER#";
+
+/// Sort key of a wait item in a downstream job's partition: its occurrence at `scheduled_ms`.
+pub fn wait_sk(scheduled_ms: i64) -> String {
+    format!("WAIT#{}", pad_ms(scheduled_ms))
+}
+
+/// `sched` partition of waiting `after` occurrences.
+pub fn waiting_pk(shard: u32) -> String {
+    format!("WAITING#{shard}")
+}
+
+/// `sched` sort key of a waiting occurrence: earliest deadline first.
+pub fn waiting_sk(deadline_ms: i64, tenant: &str, job: &str, scheduled_ms: i64) -> String {
+    format!("{}#{tenant}#{job}#{}", pad_ms(deadline_ms), pad_ms(scheduled_ms))
+}
+
 /// `list` partition of a tenant's jobs.
 pub fn jobs_list_pk(tenant: &str) -> String {
     format!("T#{tenant}#JOBS")

@@ -15,6 +15,8 @@
 //! | sweeper lease | `SWEEP` | `LEASE#<n>` | `owner`, `expires_at`, `ttl` ([`sweep_lease`]) |
 //! | tenant's quota | `T#<tenant>#TENANT` | `QUOTA` | `quota` (JSON), `active_jobs` once counted ([`quotas`]) |
 //! | concurrency slot | `T#<tenant>#TENANT` | `SLOT#<i>` | `slot_run`, `slot_token` ([`quotas`]) |
+//! | dependency edge | `T#<tenant>#J#<upstream>` | `AFTER#<downstream>` | `downstream` ([`dependencies`]) |
+//! | waiting occurrence | `T#<tenant>#J#<downstream>` | `WAIT#<T>` | `deadline`, `ttl` ([`dependencies`]) |
 //!
 //! A job and its runs share a partition: a job's history is one `Query` on `pk` with
 //! `begins_with(sk, "RUN#")`, newest first by reading backwards. A run's key follows from its
@@ -29,6 +31,7 @@
 //! | due jobs | `DUE#<yyyyMMddHHmm>#<shard>` | `<next_fire_at>#<tenant>#<job>` | job ACTIVE with a `next_fire_at` |
 //! | pending runs | `PENDING#<shard>` | `<not_before>#<scheduled_for>#<tenant>#<run>` | run PENDING |
 //! | running runs | `RUNNING#<shard>` | `<lease_expires>#<tenant>#<run>` | run RUNNING |
+//! | waiting `after` occurrences | `WAITING#<shard>` | `<deadline>#<tenant>#<job>#<T>` | until decided |
 //!
 //! The due key is **time-bucketed and sharded**: one minute's due jobs spread over `shards`
 //! partitions (shard = FNV-1a of `tenant#job` mod shards), so a busy minute stays under a
@@ -82,6 +85,7 @@
 //! scheduled time and run id), from which each shard's query resumes.
 
 pub mod codec;
+mod dependencies;
 pub mod keys;
 pub mod quotas;
 pub mod slots;

@@ -31,11 +31,12 @@ use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, KeysAndAttributes, Put, TransactWriteItem, Update};
 use futures::stream::{self, StreamExt, TryStreamExt};
+use sked_core::dependency::Wait;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState, Overlap};
 use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
 use sked_core::ports::store::{
-    ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
+    ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
     StoreError,
 };
 use sked_core::ports::{Clock, JobStoreExt};
@@ -53,7 +54,7 @@ const MAX_BATCH_GET: usize = 100;
 /// How many times [`DynamoStore::batch_get`] asks for keys DynamoDB left unprocessed.
 const BATCH_GET_TRIES: u32 = 8;
 /// Read-modify-write attempts before a run that keeps changing is reported as transient.
-const MAX_RMW_ATTEMPTS: usize = 16;
+pub(super) const MAX_RMW_ATTEMPTS: usize = 16;
 /// Index queries in flight at once.
 const PARALLEL_QUERIES: usize = 16;
 /// The due watermark never passes a minute until this many minutes after it (clock skew
@@ -73,7 +74,7 @@ pub const NEXT_DUE_WINDOW_MINUTES: i64 = 15;
 pub struct DynamoStore {
     pub(super) client: Client,
     pub(super) table: String,
-    shards: u32,
+    pub(super) shards: u32,
     run_retention_secs: i64,
     idempotency_retention_secs: i64,
     clock: Arc<dyn Clock>,
@@ -313,7 +314,7 @@ impl DynamoStore {
     }
 
     /// Runs the same query on many partitions at once.
-    async fn query_many(&self, specs: Vec<QuerySpec>, want: usize) -> Result<Vec<Item>, StoreError> {
+    pub(super) async fn query_many(&self, specs: Vec<QuerySpec>, want: usize) -> Result<Vec<Item>, StoreError> {
         let pages: Vec<Vec<Item>> = stream::iter(specs.into_iter().map(|q| async move { self.query(&q, want).await }))
             .buffered(PARALLEL_QUERIES)
             .try_collect()
@@ -373,11 +374,11 @@ impl DynamoStore {
         self.clock.now()
     }
 
-    fn stored_run_item(&self, stored: &StoredRun) -> Result<Item, StoreError> {
+    pub(super) fn stored_run_item(&self, stored: &StoredRun) -> Result<Item, StoreError> {
         run_item(stored, self.shards, self.run_retention_secs)
     }
 
-    async fn load_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<StoredRun>, StoreError> {
+    pub(super) async fn load_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<StoredRun>, StoreError> {
         let Some(k) = run_key(tenant, run_id) else {
             return Ok(None);
         };
@@ -400,7 +401,30 @@ impl DynamoStore {
     }
 
     /// Puts `stored` with `rv + 1` if its item still has version `rv`. `Ok(false)` if it moved.
+    /// A run that ends here releases its downstream occurrences in the same transaction.
     async fn save_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
+        Ok(self.save_run_releasing(stored).await?.is_some())
+    }
+
+    /// [`DynamoStore::save_run`], answering what the run's end released (`None`: it moved).
+    async fn save_run_releasing(&self, stored: &StoredRun) -> Result<Option<Vec<Run>>, StoreError> {
+        if stored.run.state.is_terminal() {
+            let plan = self.plan_release(&stored.run).await?;
+            if !plan.writes.is_empty() {
+                let mut items = vec![self.versioned_put(stored)?];
+                items.extend(plan.writes);
+                return match self.transact(items).await {
+                    Ok(()) => Ok(Some(plan.released)),
+                    Err(Failure::Condition { .. }) => Ok(None),
+                    Err(f) => Err(f.into_store(String::new)),
+                };
+            }
+        }
+        Ok(self.put_run(stored).await?.then(Vec::new))
+    }
+
+    /// The plain write of [`DynamoStore::save_run`]: one conditional `PutItem`.
+    async fn put_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
         let next = StoredRun {
             rv: stored.rv + 1,
             ..stored.clone()
@@ -430,13 +454,26 @@ impl DynamoStore {
         &self,
         tenant: &TenantId,
         run_id: &RunId,
-        mut decide: impl FnMut(&mut StoredRun) -> Result<(bool, T), StoreError>,
+        decide: impl FnMut(&mut StoredRun) -> Result<(bool, T), StoreError>,
     ) -> Result<T, StoreError> {
+        Ok(self.modify_run_releasing(tenant, run_id, decide).await?.0)
+    }
+
+    /// [`DynamoStore::modify_run`], answering also what the run's end released.
+    async fn modify_run_releasing<T>(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        mut decide: impl FnMut(&mut StoredRun) -> Result<(bool, T), StoreError>,
+    ) -> Result<(T, Vec<Run>), StoreError> {
         for _ in 0..MAX_RMW_ATTEMPTS {
             let mut stored = self.load_run(tenant, run_id).await?.ok_or(StoreError::NotFound)?;
             let (changed, answer) = decide(&mut stored)?;
-            if !changed || self.save_run(&stored).await? {
-                return Ok(answer);
+            if !changed {
+                return Ok((answer, Vec::new()));
+            }
+            if let Some(released) = self.save_run_releasing(&stored).await? {
+                return Ok((answer, released));
             }
         }
         Err(StoreError::Transient(
@@ -742,10 +779,22 @@ impl DynamoStore {
                 if let Some(mut stored) = self.load_run(&firing.tenant, id).await?
                     && stored.run.request_cancel(firing.at, REPLACED)
                 {
+                    // A cancelled run that ended releases its downstream occurrences here too.
+                    let release = match stored.run.state.is_terminal() {
+                        true => Some(self.plan_release(&stored.run).await?),
+                        false => None,
+                    };
                     let rv = stored.rv;
                     stored.rv += 1;
                     ops.push(self.put(self.stored_run_item(&stored)?, "rv = :rv", vec![(":rv", n(rv))])?);
                     op_runs.push(None);
+                    if let Some(release) = release {
+                        // Answered among the firing's runs: the released PENDING ones.
+                        for (write, run) in release.writes.into_iter().zip(release.writes_run) {
+                            ops.push(write);
+                            op_runs.push(run.filter(|r| r.state == RunState::Pending));
+                        }
+                    }
                 }
             }
             for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
@@ -915,6 +964,10 @@ impl JobStore for DynamoStore {
         // Last, so that its index tells a refusal of the quota from a conflict.
         let counter_index = counter.is_some().then_some(writes.len());
         writes.extend(counter);
+        // The jobs' dependency edges, unconditional (after the writes that can be refused).
+        for job in jobs {
+            writes.extend(self.edge_writes(job)?);
+        }
         let describe = |failed: &[usize]| match failed.first() {
             Some(&i) if i < jobs.len() => format!("job {} exists", jobs[i].id),
             Some(_) => format!(
@@ -1032,9 +1085,19 @@ impl JobStore for DynamoStore {
             },
             false => 0,
         };
-        let written = match self.active_jobs_write(&job.tenant, &limits, delta)? {
-            None => self.put_if(item, condition, values).await,
-            Some(counter) => self.transact(vec![self.put(item, condition, values)?, counter]).await,
+        // The counter (if any) right after the job, so that index 1 names a refused quota;
+        // then the job's dependency edges, unconditional.
+        let counter = self.active_jobs_write(&job.tenant, &limits, delta)?;
+        let edges = self.edge_writes(job)?;
+        let written = match (counter, edges.is_empty()) {
+            (None, true) => self.put_if(item, condition, values).await,
+            // Edges have no condition: a refused item 1 is the counter.
+            (counter, _) => {
+                let mut items = vec![self.put(item, condition, values)?];
+                items.extend(counter);
+                items.extend(edges);
+                self.transact(items).await
+            }
         };
         match written {
             Ok(()) => Ok(()),
@@ -1374,14 +1437,16 @@ impl JobStore for DynamoStore {
         .await
     }
 
-    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
-        self.modify_run(&done.tenant, &done.run_id, |stored| {
-            stored
-                .run
-                .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
-            Ok((true, stored.run.clone()))
-        })
-        .await
+    async fn complete(&self, done: &Completion) -> Result<Ended, StoreError> {
+        let (run, released) = self
+            .modify_run_releasing(&done.tenant, &done.run_id, |stored| {
+                stored
+                    .run
+                    .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
+                Ok((true, stored.run.clone()))
+            })
+            .await?;
+        Ok(Ended { run, released })
     }
 
     async fn cancel_run(
@@ -1390,12 +1455,14 @@ impl JobStore for DynamoStore {
         run_id: &RunId,
         now: Timestamp,
         reason: &str,
-    ) -> Result<Run, StoreError> {
-        self.modify_run(tenant, run_id, |stored| {
-            let changed = stored.run.request_cancel(now, reason);
-            Ok((changed, stored.run.clone()))
-        })
-        .await
+    ) -> Result<Ended, StoreError> {
+        let (run, released) = self
+            .modify_run_releasing(tenant, run_id, |stored| {
+                let changed = stored.run.request_cancel(now, reason);
+                Ok((changed, stored.run.clone()))
+            })
+            .await?;
+        Ok(Ended { run, released })
     }
 
     async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
@@ -1435,6 +1502,18 @@ impl JobStore for DynamoStore {
         });
         runs.truncate(limit);
         Ok(runs)
+    }
+
+    async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {
+        self.dependent_ids(tenant, job_id).await
+    }
+
+    async fn expired_waits(&self, now: Timestamp, limit: usize) -> Result<Vec<Wait>, StoreError> {
+        self.waits_expired_by(now, limit).await
+    }
+
+    async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError> {
+        self.expire(wait, now).await
     }
 
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {

@@ -9,6 +9,7 @@
 //! - Job updates are compare-and-set on `version`; sweeps are compare-and-set on
 //!   `next_fire_at` and do not bump `version`.
 
+use crate::dependency::Wait;
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, JobState, Overlap};
 use crate::run::{Run, RunState};
@@ -172,7 +173,31 @@ pub struct Completion {
     pub only_if_expired_by: Option<Timestamp>,
 }
 
+/// A run as a write that may end it left it, and the runs that its end released in the same
+/// transaction ([`crate::dependency::release`]): downstream runs PENDING, for the caller to
+/// enqueue, and occurrences SKIPPED, to report. `released` is empty unless the run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ended {
+    /// The run written.
+    pub run: Run,
+    /// What its end released.
+    pub released: Vec<Run>,
+}
+
+impl Ended {
+    /// The released runs that are PENDING: to enqueue.
+    pub fn to_enqueue(&self) -> impl Iterator<Item = &Run> {
+        self.released.iter().filter(|r| r.state == RunState::Pending)
+    }
+}
+
 /// Jobs and runs.
+///
+/// A write that ends a run (complete, cancel, a claim that finds it over, a firing's
+/// cancellations) also decides, in its transaction, the occurrences of the jobs that run
+/// `after` it ([`crate::dependency::release`]). `complete` and `cancel_run` answer them
+/// ([`Ended`]) and `fire` lists them among its runs, for the caller to enqueue; those a claim
+/// releases are enqueued by the repair pass (a PENDING run without a message).
 ///
 /// One method per operation, batch-shaped where a caller has several at once (jobs read,
 /// firings written, active runs read, claims); single-item conveniences are in
@@ -234,7 +259,8 @@ pub trait JobStore: Send + Sync + 'static {
 
     /// Applies sweep decisions, each atomically and on its own: if the job's version and
     /// `next_fire_at` still match, cancels `firing.cancel`, inserts the runs that do not exist
-    /// yet, and sets `next_fire_at` and state; answers the runs actually inserted. A firing
+    /// yet, and sets `next_fire_at` and state; answers the runs actually inserted (and those
+    /// the cancellations released, after them). A firing
     /// whose job moved on is [`StoreError::Conflict`] (and changes nothing), and does not stop
     /// the others; answers in order. A store that can writes them in one transaction. The
     /// outer error is a failure of the call as a whole (nothing was written). The runs are
@@ -294,7 +320,7 @@ pub trait JobStore: Send + Sync + 'static {
     /// `done.next`, clearing the lease. On `Finish`, `finished_at` is `result.finished_at`.
     /// [`StoreError::Fenced`] (and no change) unless the token is the current lease's token
     /// and the run is RUNNING (and, with `only_if_expired_by`, the lease expired before it).
-    async fn complete(&self, done: &Completion) -> Result<Run, StoreError>;
+    async fn complete(&self, done: &Completion) -> Result<Ended, StoreError>;
 
     /// Asks for a run to stop: a PENDING run ends CANCELLED at once (with `reason`);
     /// a RUNNING one gets `cancel_requested` (its worker stops it). A terminal run is
@@ -305,7 +331,7 @@ pub trait JobStore: Send + Sync + 'static {
         run_id: &RunId,
         now: Timestamp,
         reason: &str,
-    ) -> Result<Run, StoreError>;
+    ) -> Result<Ended, StoreError>;
 
     /// Sets a PENDING run's `not_before` to `until` ([`Run::defer`]); `false` (no change) if
     /// the run is absent or not PENDING.
@@ -317,6 +343,19 @@ pub trait JobStore: Send + Sync + 'static {
     /// Up to `limit` PENDING runs (any tenant) with `not_before <= ready_before`, oldest
     /// first: candidates for re-enqueue by the repair pass.
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError>;
+
+    // ----- dependencies -----
+
+    /// The ids of `tenant`'s jobs (not DELETED) whose `after` names `job_id`, in id order.
+    async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError>;
+
+    /// Up to `limit` waits (any tenant) whose deadline is before `now`, earliest first.
+    async fn expired_waits(&self, now: Timestamp, limit: usize) -> Result<Vec<Wait>, StoreError>;
+
+    /// Gives up the occurrence of an expired `wait` ([`crate::dependency::expire`]) and
+    /// removes the wait, in one transaction; answers what that released (the occurrence
+    /// SKIPPED, and what its end released in turn).
+    async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError>;
 }
 
 /// Single-item forms of [`JobStore`]'s batch methods, for every store.

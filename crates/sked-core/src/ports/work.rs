@@ -13,7 +13,7 @@
 //! [`JobStore`]: super::JobStore
 
 use super::queue::{Delivery, QueueError, Receipt};
-use super::store::{ClaimBatch, Completion, Firing, JobClaim, StoreError};
+use super::store::{ClaimBatch, Completion, Ended, Firing, JobClaim, StoreError};
 use crate::duration::Dur;
 use crate::ids::{RunId, TenantId, WorkerId};
 use crate::job::Overlap;
@@ -119,8 +119,9 @@ pub trait WorkPort: Send + Sync + 'static {
 
     /// Records an attempt's end ([`JobStore::complete`](super::JobStore::complete)), then
     /// settles its delivery: on a retry the run's new message is enqueued (due at its
-    /// `not_before`), and the delivered message is acknowledged. A fenced completion changes
-    /// nothing (not even the message). A crash between the steps leaves the message to be
-    /// redelivered, never a PENDING run without one.
-    async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError>;
+    /// `not_before`), and the delivered message is acknowledged; the downstream runs the end
+    /// released are enqueued. A fenced completion changes nothing (not even the message). A
+    /// crash between the steps leaves the message to be redelivered, never a PENDING run
+    /// without one (for long: the repair pass enqueues a released run whose message was lost).
+    async fn complete(&self, settlement: &Settlement) -> Result<Ended, WorkError>;
 }

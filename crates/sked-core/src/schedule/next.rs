@@ -110,7 +110,8 @@ enum Plan<'a> {
     Every(Dur, Option<Timestamp>, &'a FireWindow),
     /// A valid cron schedule, with the job's DST policy settled for its expression.
     Cron(Box<CronExpr>, Tz, DstRule, &'a FireWindow),
-    /// An invalid cron schedule (validation refuses these): never fires.
+    /// An invalid cron schedule (validation refuses these), or an `after` schedule: never
+    /// fires by the clock.
     Never,
 }
 
@@ -126,6 +127,8 @@ impl<'a> Plan<'a> {
                 }
                 _ => Plan::Never,
             },
+            // Fires when its upstreams end, never by the clock.
+            Schedule::After(_) => Plan::Never,
         }
     }
 

@@ -88,7 +88,7 @@ pub async fn dead_letter(
         log_bytes: 0,
         log_truncated: false,
     };
-    let failed = ports
+    let ended = ports
         .store
         .complete(&Completion {
             tenant: tenant.clone(),
@@ -99,6 +99,8 @@ pub async fn dead_letter(
             only_if_expired_by: None,
         })
         .await?;
+    super::enqueue_released(ports, &ended).await;
+    let failed = ended.run;
     tracing::warn!(%tenant, job_id = %failed.job_id, %run_id, attempt = failed.attempt_count(), reason, "run failed: its message was dead-lettered");
     if let Some(outcome) = Outcome::of(failed.state) {
         ports.observe(Event::Finished { tenant, outcome });

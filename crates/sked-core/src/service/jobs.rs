@@ -12,6 +12,7 @@ use crate::task::Task;
 use crate::timestamp::Timestamp;
 use crate::validate::{validate_job_id, validate_spec};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
 
 /// Most jobs one batch may create.
 pub const MAX_BATCH: usize = 1_000;
@@ -61,6 +62,12 @@ impl Sked {
         let problems = self.check_new_job(&new, now);
         if !problems.is_empty() {
             return Err(self.invalid_or_unsupported(problems));
+        }
+        let problems = self
+            .check_after(tenant, new.id.as_ref(), &new.spec, &BTreeMap::new())
+            .await?;
+        if !problems.is_empty() {
+            return Err(CoreError::Invalid(problems));
         }
         self.admit(tenant, 1).await?;
         let fingerprint = fingerprint(tenant, std::slice::from_ref(&new));
@@ -142,6 +149,21 @@ impl Sked {
                 });
             }
         }
+        if problems.is_empty() {
+            let batch: BTreeMap<JobId, JobSpec> = jobs
+                .iter()
+                .filter_map(|new| new.id.clone().map(|id| (id, new.spec.clone())))
+                .collect();
+            for (index, new) in jobs.iter().enumerate() {
+                for e in self.check_after(tenant, new.id.as_ref(), &new.spec, &batch).await? {
+                    problems.push(BatchFieldError {
+                        index,
+                        field: e.field,
+                        message: e.message,
+                    });
+                }
+            }
+        }
         if !problems.is_empty() {
             return Err(CoreError::InvalidBatch(problems));
         }
@@ -221,6 +243,10 @@ impl Sked {
         if !problems.is_empty() {
             return Err(self.invalid_or_unsupported(problems));
         }
+        let problems = self.check_after(tenant, Some(id), &spec, &BTreeMap::new()).await?;
+        if !problems.is_empty() {
+            return Err(CoreError::Invalid(problems));
+        }
         let spec = spec.normalised(now);
         let job = self
             .modify(tenant, id, if_version, |job, now| {
@@ -233,6 +259,7 @@ impl Sked {
                     updated.state = match (job.state, updated.next_fire_at) {
                         (JobState::Paused, _) => JobState::Paused,
                         (_, Some(_)) => JobState::Active,
+                        (_, None) if spec.schedule.after().is_some() => JobState::Active,
                         (_, None) => JobState::Completed,
                     };
                 }
@@ -244,8 +271,16 @@ impl Sked {
     }
 
     /// Deletes a job: no new runs, and its PENDING runs are cancelled; RUNNING attempts
-    /// finish unless `cancel_running`.
-    pub async fn delete_job(&self, tenant: &TenantId, id: &JobId, cancel_running: bool) -> Result<Job, CoreError> {
+    /// finish unless `cancel_running`. A job that others run `after` is a `Conflict` unless
+    /// `force`.
+    pub async fn delete_job(
+        &self,
+        tenant: &TenantId,
+        id: &JobId,
+        cancel_running: bool,
+        force: bool,
+    ) -> Result<Job, CoreError> {
+        self.check_no_dependents(tenant, id, force).await?;
         let deleted = self
             .modify(tenant, id, None, |job, _| {
                 let mut deleted = job.clone();
@@ -257,10 +292,12 @@ impl Sked {
         let now = self.now();
         for run in self.ports.store.active_runs_of(tenant, id).await? {
             if run.state == RunState::Pending || cancel_running {
-                self.ports
+                let ended = self
+                    .ports
                     .store
                     .cancel_run(tenant, &run.run_id, now, "job deleted")
                     .await?;
+                super::enqueue_released(&self.ports, &ended).await;
             }
         }
         Ok(deleted)
@@ -416,7 +453,8 @@ impl Sked {
         Job {
             tenant: tenant.clone(),
             id: new.id.unwrap_or_else(|| JobId::generate(now)),
-            state: if next_fire_at.is_some() {
+            // An `after` job never has a fire time: it stays ACTIVE, run by its upstreams.
+            state: if next_fire_at.is_some() || spec.schedule.after().is_some() {
                 JobState::Active
             } else {
                 JobState::Completed

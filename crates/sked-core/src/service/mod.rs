@@ -7,12 +7,15 @@
 //!   sweeper and by [`Sked`]'s direct firing ([`SkedConfig::fire_within`]).
 //! - [`keys::Keys`]: API keys — authenticate, create, list, revoke, the first operator key.
 //! - [`quotas::Quotas`]: tenants' quotas — read, set, and the submit-rate check.
+//! - [`dependencies`]: the store-backed checks of an `after` schedule (upstreams exist, no
+//!   cycle, no delete of a job others run after).
 //! - [`dead_letter`]: what the DLQ handler does with a run whose message was dead-lettered.
 //! - [`worker::Worker`]: receives runs, claims, executes, heartbeats, completes.
 //! - [`reaper::Reaper`]: closes attempts whose worker vanished; re-enqueues lost runs.
 
 pub mod backfill;
 pub mod dead_letter;
+pub mod dependencies;
 pub mod fire;
 pub mod jobs;
 pub mod keys;
@@ -25,7 +28,7 @@ pub mod worker;
 use crate::error::CoreError;
 use crate::job::Job;
 use crate::ports::{Clock, Dispatch, DispatchQueue, Event, JobStore, LogStore, NoObserver, Observer, WorkPort};
-use crate::run::{Run, Trigger};
+use crate::run::{Run, RunState, Trigger};
 use crate::validate::Capabilities;
 use std::sync::Arc;
 use tokio::sync::Notify;
@@ -165,6 +168,43 @@ impl Sked {
     pub fn ports(&self) -> &Ports {
         &self.ports
     }
+}
+
+/// Reports what a run's end released ([`crate::ports::Ended::released`]): downstream runs
+/// fired, occurrences skipped. Their messages are the caller's: [`enqueue_released`] for a
+/// write made on the store directly.
+pub(crate) fn report_released(ports: &Ports, released: &[Run]) {
+    for run in released {
+        match crate::firing::SkipReason::of_skipped(run).filter(|_| run.state == RunState::Skipped) {
+            Some(reason) => {
+                ports.observe(Event::Skipped {
+                    tenant: &run.tenant,
+                    reason,
+                });
+                tracing::info!(tenant = %run.tenant, job_id = %run.job_id, run_id = %run.run_id, reason = reason.as_str(), "occurrence skipped");
+            }
+            None => {
+                ports.observe(Event::Fired {
+                    tenant: &run.tenant,
+                    runs: 1,
+                });
+                tracing::info!(tenant = %run.tenant, job_id = %run.job_id, run_id = %run.run_id, attempt = 1, trigger = %run.trigger, "run fired");
+            }
+        }
+    }
+}
+
+/// Enqueues and reports what a run's end released, for a write made on the store directly
+/// (a cancel, the reaper's close). A failure to enqueue is logged: the runs are PENDING and
+/// the repair pass enqueues them.
+pub(crate) async fn enqueue_released(ports: &Ports, ended: &crate::ports::Ended) {
+    let dispatches: Vec<Dispatch> = ended.to_enqueue().map(Dispatch::from).collect();
+    if !dispatches.is_empty()
+        && let Err(e) = ports.queue.enqueue(&dispatches).await
+    {
+        tracing::warn!(error = %e, runs = dispatches.len(), "released runs not enqueued; the repair pass will");
+    }
+    report_released(ports, &ended.released);
 }
 
 /// Writes and enqueues a run of `job` outside its schedule (manual trigger, timeout

@@ -1,5 +1,6 @@
-//! The reaper: closes attempts whose worker stopped heartbeating (lease expired) and
-//! re-enqueues PENDING runs whose queue message was lost (written but never received).
+//! The reaper: closes attempts whose worker stopped heartbeating (lease expired),
+//! re-enqueues PENDING runs whose queue message was lost (written but never received), and
+//! gives up the `after` occurrences whose `within` passed ([`crate::dependency::expire`]).
 //!
 //! A stale run is re-enqueued on every pass by default, which suits a queue that keeps one
 //! message per run (the local one). A queue that keeps every copy (SQS) would gain a
@@ -14,7 +15,7 @@ use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::ports::{AttemptResult, Completion, Dispatch, Event, JobStoreExt, Outcome, RunTransition, StoreError};
 use crate::retry::after_attempt_for;
-use crate::run::{AttemptOutcome, Run};
+use crate::run::{AttemptOutcome, Run, RunState};
 use tokio_util::sync::CancellationToken;
 
 /// Reaper settings.
@@ -45,6 +46,8 @@ pub struct ReapReport {
     pub abandoned: usize,
     /// PENDING runs re-enqueued.
     pub requeued: usize,
+    /// Waiting `after` occurrences given up (`upstream_timeout`).
+    pub waits_expired: usize,
 }
 
 /// The reaper task.
@@ -90,7 +93,8 @@ impl Reaper {
         }
     }
 
-    /// One pass: abandon expired leases, then re-enqueue stale PENDING runs.
+    /// One pass: abandon expired leases, give up expired waits, then re-enqueue stale PENDING
+    /// runs.
     pub async fn reap_once(&self) -> Result<ReapReport, CoreError> {
         let now = crate::timestamp::trunc_ms(self.ports.clock.now());
         let mut report = ReapReport::default();
@@ -105,6 +109,22 @@ impl Reaper {
                 // The worker renewed just in time, or another reaper got there first.
                 Err(CoreError::Store(StoreError::Fenced | StoreError::Conflict(_))) => {}
                 Err(e) => return Err(e),
+            }
+        }
+        for wait in self.ports.store.expired_waits(now, self.config.batch).await? {
+            match self.ports.store.expire_wait(&wait, now).await {
+                Ok(released) => {
+                    report.waits_expired += 1;
+                    dispatches.extend(
+                        released
+                            .iter()
+                            .filter(|r| r.state == RunState::Pending)
+                            .map(Dispatch::from),
+                    );
+                    super::report_released(&self.ports, &released);
+                }
+                Err(StoreError::Conflict(_)) => {}
+                Err(e) => return Err(e.into()),
             }
         }
         let ready_before = now - self.config.stale_after.to_chrono();
@@ -145,7 +165,7 @@ impl Reaper {
             log_bytes: 0,
             log_truncated: false,
         };
-        let updated = self
+        let ended = self
             .ports
             .store
             .complete(&Completion {
@@ -157,6 +177,8 @@ impl Reaper {
                 only_if_expired_by: Some(now),
             })
             .await?;
+        super::enqueue_released(&self.ports, &ended).await;
+        let updated = ended.run;
         tracing::warn!(tenant = %run.tenant, job_id = %run.job_id, run_id = %run.run_id, attempt = run.attempt_count(), worker = %lease.owner, "attempt abandoned: worker lost");
         let tenant = &run.tenant;
         match Outcome::of(updated.state) {

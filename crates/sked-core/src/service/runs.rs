@@ -51,11 +51,13 @@ impl Sked {
         if run.state.is_terminal() {
             return Err(CoreError::Conflict(format!("run {run_id} already ended {}", run.state)));
         }
-        let cancelled = self
+        let ended = self
             .ports
             .store
             .cancel_run(tenant, run_id, self.now(), "cancelled by user")
             .await?;
+        super::enqueue_released(&self.ports, &ended).await;
+        let cancelled = ended.run;
         // A waiting run ends here; a running one when its worker has stopped it.
         if let Some(outcome) = Outcome::of(cancelled.state) {
             tracing::info!(%tenant, job_id = %cancelled.job_id, %run_id, attempt = cancelled.attempt_count(), "run cancelled");

@@ -10,7 +10,7 @@ use crate::duration::Dur;
 use crate::ids::{RunId, TenantId};
 use crate::lifecycle::{ClaimTx, claim_batch};
 use crate::ports::{
-    Completion, Delivery, Dispatch, Firing, JobClaim, Receipt, ReceiveRequest, Received, Settlement, StoreError,
+    Completion, Delivery, Dispatch, Ended, Firing, JobClaim, Receipt, ReceiveRequest, Received, Settlement, StoreError,
 };
 use crate::run::Run;
 use crate::timestamp::Timestamp;
@@ -45,7 +45,7 @@ where
         lease_until: Timestamp,
     ) -> Result<Run, Self::Error>;
     /// [`crate::ports::JobStore::complete`]; a refusal is an error.
-    fn complete(&mut self, done: &Completion) -> Result<Run, Self::Error>;
+    fn complete(&mut self, done: &Completion) -> Result<Ended, Self::Error>;
     /// Sets the delivered message aside on its tenant's concurrency `key` if `receipt` is still
     /// its current delivery (whether it was): no longer leased, not receivable before
     /// `fallback` unless [`WorkTx::wake`] wakes it first, its place in the serving order
@@ -121,18 +121,25 @@ where
 
 /// The attempt closed, then its delivery settled: a retry's message enqueued (for a queue
 /// that keeps one message per run, the delivered one re-armed), and the delivered message
-/// acknowledged (a no-op once re-armed); then, if the attempt held a concurrency key, the
-/// first message parked on the key woken. Answers the run and whether a message became
-/// receivable (a retry's, or one woken), so the caller can wake its receivers.
-pub fn complete<T>(tx: &mut T, settlement: &Settlement) -> Result<(Run, bool), T::Error>
+/// acknowledged (a no-op once re-armed); the downstream runs its end released enqueued; then,
+/// if the attempt held a concurrency key, the first message parked on the key woken. Answers
+/// the run with what it released, and whether a message became receivable (a retry's, a
+/// released run's, or one woken), so the caller can wake its receivers.
+pub fn complete<T>(tx: &mut T, settlement: &Settlement) -> Result<(Ended, bool), T::Error>
 where
     T: WorkTx,
     T::Error: From<StoreError>,
 {
-    let run = tx.complete(&settlement.completion)?;
+    let ended = tx.complete(&settlement.completion)?;
+    let run = &ended.run;
     let retry = matches!(settlement.completion.next, RunTransition::Retry { .. });
+    let mut dispatches: Vec<Dispatch> = ended.to_enqueue().map(Dispatch::from).collect();
+    let released = !dispatches.is_empty();
     if retry {
-        tx.enqueue(&[Dispatch::from(&run)])?;
+        dispatches.push(Dispatch::from(run));
+    }
+    if !dispatches.is_empty() {
+        tx.enqueue(&dispatches)?;
     }
     tx.ack(&settlement.receipt)?;
     // The attempt held a slot of its key: the first run parked on the key takes its turn.
@@ -145,5 +152,6 @@ where
         )?,
         None => 0,
     };
-    Ok((run, retry || woken > 0))
+    let receivable = retry || released || woken > 0;
+    Ok((ended, receivable))
 }

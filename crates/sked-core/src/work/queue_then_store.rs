@@ -14,7 +14,7 @@
 use crate::duration::Dur;
 use crate::ids::{RunId, TenantId};
 use crate::ports::{
-    ClaimOutcome, Clock, Delivery, Dispatch, DispatchQueue, Firing, JobClaim, JobStore, QueueError, Receipt,
+    ClaimOutcome, Clock, Delivery, Dispatch, DispatchQueue, Ended, Firing, JobClaim, JobStore, QueueError, Receipt,
     ReceiveRequest, Received, RunTransition, Settlement, StoreError, WorkError, WorkPort,
 };
 use crate::run::Run;
@@ -133,12 +133,16 @@ impl WorkPort for QueueThenStore {
         Ok((run, until))
     }
 
-    async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
-        let run = self.store.complete(&settlement.completion).await?;
+    async fn complete(&self, settlement: &Settlement) -> Result<Ended, WorkError> {
+        let ended = self.store.complete(&settlement.completion).await?;
+        let mut dispatches: Vec<Dispatch> = ended.to_enqueue().map(Dispatch::from).collect();
         if matches!(settlement.completion.next, RunTransition::Retry { .. }) {
-            self.queue.enqueue(&[Dispatch::from(&run)]).await?;
+            dispatches.push(Dispatch::from(&ended.run));
+        }
+        if !dispatches.is_empty() {
+            self.queue.enqueue(&dispatches).await?;
         }
         ignore_stale(self.queue.ack(&settlement.receipt).await)?;
-        Ok(run)
+        Ok(ended)
     }
 }

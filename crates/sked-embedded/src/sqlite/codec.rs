@@ -79,7 +79,7 @@ pub(crate) fn put_job(conn: &Connection, job: &Job) -> Result<(), TxError> {
         labels,
         spec,
     ])?;
-    Ok(())
+    super::dependencies::write_edges(conn, job)
 }
 
 /// One job by key.

@@ -103,6 +103,7 @@
 
 mod codec;
 mod db;
+mod dependencies;
 pub mod error;
 pub mod keys;
 pub mod queue;

@@ -151,6 +151,25 @@ const MIGRATIONS: &[&str] = &[
     ALTER TABLE dispatch ADD COLUMN parked_on TEXT;
     CREATE INDEX dispatch_parked ON dispatch (tenant, parked_on, rank, seq) WHERE parked_on IS NOT NULL;
     "#,
+    // 6: dependencies: which jobs run after which (kept by every write of a job), and the
+    // `after` occurrences waiting for more upstreams, with the deadline of their `within`.
+    r#"
+    CREATE TABLE job_after (
+        tenant      TEXT NOT NULL,
+        upstream    TEXT NOT NULL,
+        downstream  TEXT NOT NULL,
+        PRIMARY KEY (tenant, upstream, downstream)
+    ) STRICT, WITHOUT ROWID;
+    CREATE INDEX job_after_by_downstream ON job_after (tenant, downstream);
+    CREATE TABLE after_waits (
+        tenant          TEXT    NOT NULL,
+        job_id          TEXT    NOT NULL,
+        scheduled_for   INTEGER NOT NULL,
+        deadline        INTEGER NOT NULL,
+        PRIMARY KEY (tenant, job_id, scheduled_for)
+    ) STRICT, WITHOUT ROWID;
+    CREATE INDEX after_waits_by_deadline ON after_waits (deadline);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -19,19 +19,21 @@ use super::codec::{
     JOB_COLS, RUN_COLS, RunRow, StoredRun, collect_jobs, collect_runs, job_state, load_job, load_run, ms, put_job,
 };
 use super::db::SqliteDb;
+use super::dependencies::{downstream_jobs, ended, expired_waits};
 use super::error::TxError;
 use super::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_holders};
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+use sked_core::dependency::{self, Wait};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
 use sked_core::ports::store::{
-    ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
+    ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
     StoreError,
 };
-use sked_core::run::Run;
+use sked_core::run::{Run, RunState};
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::sync::Arc;
 
@@ -92,12 +94,14 @@ pub(crate) fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run
     if !firing.still_applies_to(&job) {
         return Err(conflict(format!("job {} moved on", firing.job_id)));
     }
+    let mut released = Vec::new();
     for id in &firing.cancel {
         if let Some(mut stored) = load_run(conn, firing.tenant.as_str(), id.as_str())?
             && !stored.run.state.is_terminal()
         {
             stored.run.request_cancel(firing.at, REPLACED);
             SqliteStore::save(conn, &stored)?;
+            released.extend(ended(conn, stored.run)?.released);
         }
     }
     let mut inserted = Vec::new();
@@ -106,6 +110,8 @@ pub(crate) fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run
             inserted.push(super::codec::truncated(run));
         }
     }
+    // The runs the cancellations released, to enqueue with the firing's.
+    inserted.extend(released.into_iter().filter(|r| r.state == RunState::Pending));
     conn.prepare_cached("UPDATE jobs SET next_fire_at = ?3, state = ?4 WHERE tenant = ?1 AND id = ?2")?
         .execute(params![
             firing.tenant.as_str(),
@@ -175,6 +181,8 @@ fn claim_run(conn: &Connection, tenant: &str, run_id: &str, batch: &ClaimBatch) 
     if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
         if changed {
             SqliteStore::save(conn, &stored)?;
+            // Ended here: what it released is written and enqueued in this transaction.
+            ended(conn, stored.run)?;
         }
         return Ok(outcome);
     }
@@ -197,14 +205,14 @@ fn claim_run(conn: &Connection, tenant: &str, run_id: &str, batch: &ClaimBatch) 
 
 /// Closes the attempt holding `done.token` in the current transaction (see
 /// [`JobStore::complete`]).
-pub(crate) fn finish_attempt(conn: &Connection, done: &Completion) -> Result<Run, TxError> {
+pub(crate) fn finish_attempt(conn: &Connection, done: &Completion) -> Result<Ended, TxError> {
     let mut stored = SqliteStore::must_load(conn, done.tenant.as_str(), done.run_id.as_str())?;
     stored
         .run
         .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)
         .map_err(TxError::Store)?;
     SqliteStore::save(conn, &stored)?;
-    Ok(stored.run)
+    ended(conn, stored.run)
 }
 
 /// Renews the lease of the attempt holding `token` in the current transaction (see
@@ -507,7 +515,7 @@ impl JobStore for SqliteStore {
             .await
     }
 
-    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
+    async fn complete(&self, done: &Completion) -> Result<Ended, StoreError> {
         let done = done.clone();
         self.write(move |conn| finish_attempt(conn, &done)).await
     }
@@ -518,14 +526,18 @@ impl JobStore for SqliteStore {
         run_id: &RunId,
         now: Timestamp,
         reason: &str,
-    ) -> Result<Run, StoreError> {
+    ) -> Result<Ended, StoreError> {
         let (tenant, run_id, reason) = (tenant.0.clone(), run_id.0.clone(), reason.to_string());
         self.write(move |conn| {
             let mut stored = Self::must_load(conn, &tenant, &run_id)?;
-            if stored.run.request_cancel(now, &reason) {
-                Self::save(conn, &stored)?;
+            if !stored.run.request_cancel(now, &reason) {
+                return Ok(Ended {
+                    run: stored.run,
+                    released: Vec::new(),
+                });
             }
-            Ok(stored.run)
+            Self::save(conn, &stored)?;
+            ended(conn, stored.run)
         })
         .await
     }
@@ -567,5 +579,26 @@ impl JobStore for SqliteStore {
             collect_runs(stmt.query(params![ms(ready_before), limit])?)
         })
         .await
+    }
+
+    async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {
+        let (tenant, job_id) = (tenant.0.clone(), job_id.0.clone());
+        self.read(move |conn| {
+            Ok(downstream_jobs(conn, &tenant, &job_id)?
+                .into_iter()
+                .map(|j| j.id)
+                .collect())
+        })
+        .await
+    }
+
+    async fn expired_waits(&self, now: Timestamp, limit: usize) -> Result<Vec<Wait>, StoreError> {
+        self.read(move |conn| expired_waits(conn, now, limit)).await
+    }
+
+    async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError> {
+        let wait = wait.clone();
+        self.write(move |conn| dependency::expire(&mut SqliteTx(conn), &wait, now))
+            .await
     }
 }

@@ -28,7 +28,7 @@ use rusqlite::params;
 use sked_core::duration::Dur;
 use sked_core::ids::{RunId, TenantId};
 use sked_core::ports::{
-    Clock, Completion, Delivery, Dispatch, Firing, Receipt, ReceiveRequest, Received, Settlement, StoreError,
+    Clock, Completion, Delivery, Dispatch, Ended, Firing, Receipt, ReceiveRequest, Received, Settlement, StoreError,
     WorkError, WorkPort,
 };
 use sked_core::run::Run;
@@ -117,7 +117,7 @@ impl WorkTx for SqliteTx<'_> {
         renew_lease(self.0, tenant.as_str(), run_id.as_str(), token, now, lease_until)
     }
 
-    fn complete(&mut self, done: &Completion) -> Result<Run, TxError> {
+    fn complete(&mut self, done: &Completion) -> Result<Ended, TxError> {
         finish_attempt(self.0, done)
     }
 
@@ -175,13 +175,13 @@ impl WorkPort for SqliteWork {
         Ok((run, until))
     }
 
-    async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
+    async fn complete(&self, settlement: &Settlement) -> Result<Ended, WorkError> {
         let settlement = settlement.clone();
-        let (run, receivable) = self.step(move |tx| one_transaction::complete(tx, &settlement)).await?;
-        // A retry's message, or a message woken on the run's concurrency key.
+        let (ended, receivable) = self.step(move |tx| one_transaction::complete(tx, &settlement)).await?;
+        // A retry's message, a released run's, or a message woken on the run's concurrency key.
         if receivable {
             self.db.notify_enqueued();
         }
-        Ok(run)
+        Ok(ended)
     }
 }

@@ -12,6 +12,9 @@
 //! - [`concurrency`]: what a store decides in its claims for runs with a concurrency key,
 //!   against `Arc<dyn JobStore>` on several threads; run them with
 //!   [`concurrency_contract!`](crate::concurrency_contract).
+//! - [`dependencies`]: what a store decides for `after` jobs in the transaction that ends an
+//!   upstream run (on several threads); run them with
+//!   [`dependency_contract!`](crate::dependency_contract).
 //! - [`work`]: the same for a [`WorkPort`] over its store and queue on a [`ManualClock`],
 //!   checked through the store and the queue; run them with
 //!   [`work_contract!`](crate::work_contract).
@@ -41,6 +44,7 @@
 
 pub mod claiming;
 pub mod concurrency;
+pub mod dependencies;
 pub mod fixtures;
 pub mod keys;
 pub mod queue;
@@ -242,6 +246,22 @@ macro_rules! concurrency_contract {
     };
 }
 
+/// Expands to one multi-threaded `#[tokio::test]` per dependency contract case, in a module
+/// `dependency_contract`; `$make` as for [`store_contract!`](crate::store_contract).
+#[macro_export]
+macro_rules! dependency_contract {
+    ($make:expr $(,)?) => {
+        $crate::__contract_cases!(dependency_contract, dependencies, $make;
+            an_ended_run_releases_its_downstream_at_its_nominal_time,
+            a_fan_in_runs_once_every_upstream_ended,
+            an_upstream_that_ends_otherwise_skips_and_the_skip_goes_down_the_chain,
+            within_gives_up_an_occurrence_that_waits_too_long,
+            a_paused_changed_or_deleted_downstream_is_not_run,
+            racing_ends_of_a_fan_in_release_exactly_one_run,
+        );
+    };
+}
+
 /// Shared body of the contract macros. Not public API.
 #[doc(hidden)]
 #[macro_export]
@@ -283,6 +303,20 @@ macro_rules! __contract_cases {
                 async fn $case() {
                     let store: ::std::sync::Arc<dyn $crate::contract::concurrency::JobStore> = ($make)().await;
                     $crate::contract::concurrency::$case(store).await;
+                }
+            )+
+        }
+    };
+    (dependency_contract, dependencies, $make:expr; $($case:ident),+ $(,)?) => {
+        #[allow(unused_imports)]
+        mod dependency_contract {
+            use super::*;
+            $(
+                // Several threads, so that racing ends of a fan-in really run at once.
+                #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $case() {
+                    let store: ::std::sync::Arc<dyn $crate::contract::dependencies::JobStore> = ($make)().await;
+                    $crate::contract::dependencies::$case(store).await;
                 }
             )+
         }

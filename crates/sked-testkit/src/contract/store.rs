@@ -1178,7 +1178,8 @@ pub async fn claim_finished_run_is_terminal(store: Store) {
             RunTransition::Finish(RunState::Succeeded),
         ))
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     let res = store
         .claim_one(&r.tenant, &r.run_id, &worker("w2"), at(60), at(90))
         .await
@@ -1188,7 +1189,7 @@ pub async fn claim_finished_run_is_terminal(store: Store) {
 
     let c = run("t1", "a", 1);
     insert(&store, &c).await;
-    let cancelled = store.cancel_run(&c.tenant, &c.run_id, at(1), "no").await.unwrap();
+    let cancelled = store.cancel_run(&c.tenant, &c.run_id, at(1), "no").await.unwrap().run;
     let res = store
         .claim_one(&c.tenant, &c.run_id, &worker("w2"), at(60), at(90))
         .await
@@ -1316,7 +1317,8 @@ pub async fn complete_retry(store: Store) {
             RunTransition::Retry { not_before: at(15) },
         ))
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     assert_eq!(done.state, RunState::Pending);
     assert_eq!(done.not_before, at(15));
     assert_eq!(done.lease, None);
@@ -1353,7 +1355,8 @@ pub async fn complete_finish(store: Store) {
     let done = store
         .complete(&completion(&r, token, &res, RunTransition::Finish(RunState::Succeeded)))
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     assert_eq!(done.state, RunState::Succeeded);
     assert_eq!(done.finished_at, Some(at(6)));
     assert_eq!(done.lease, None);
@@ -1391,7 +1394,8 @@ pub async fn complete_with_stale_token_is_fenced_and_changes_nothing(store: Stor
     let done = store
         .complete(&completion(&r, t2, &result(AttemptOutcome::Succeeded, at(62)), fin))
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     let res = store
         .complete(&completion(
             &r,
@@ -1426,7 +1430,8 @@ pub async fn complete_only_if_expired_by(store: Store) {
             ..completion(&r, token, &lost, retry)
         })
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     assert_eq!(done.state, RunState::Pending);
     assert_eq!(done.attempts[0].outcome, Some(AttemptOutcome::WorkerLost));
     assert_eq!(done.attempts[0].finished_at, Some(at(32)));
@@ -1441,7 +1446,8 @@ pub async fn cancel_pending_run(store: Store) {
     let c = store
         .cancel_run(&r.tenant, &r.run_id, at(3), "user asked")
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     assert_eq!(c.state, RunState::Cancelled);
     assert_eq!(c.reason.as_deref(), Some("user asked"));
     assert_eq!(c.finished_at, Some(at(3)));
@@ -1456,7 +1462,8 @@ pub async fn cancel_running_run_requests_cancel(store: Store) {
     let c = store
         .cancel_run(&r.tenant, &r.run_id, at(3), "user asked")
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     assert_eq!(c.state, RunState::Running);
     assert!(c.cancel_requested);
     assert_eq!(
@@ -1479,9 +1486,14 @@ pub async fn cancel_terminal_run_is_unchanged(store: Store) {
             RunTransition::Finish(RunState::Succeeded),
         ))
         .await
-        .unwrap();
+        .unwrap()
+        .run;
     assert_eq!(
-        store.cancel_run(&r.tenant, &r.run_id, at(6), "too late").await.unwrap(),
+        store
+            .cancel_run(&r.tenant, &r.run_id, at(6), "too late")
+            .await
+            .unwrap()
+            .run,
         done
     );
     assert_eq!(get(&store, &r).await, done);

@@ -380,7 +380,7 @@ pub async fn complete_finish_ends_the_run_and_removes_the_message(p: WorkPorts) 
         completion: completion(&ra, token, &ok, RunTransition::Finish(RunState::Succeeded)),
         receipt: delivery.receipt,
     };
-    let done = p.work.complete(&settlement).await.expect("complete");
+    let done = p.work.complete(&settlement).await.expect("complete").run;
     assert_eq!(
         (done.state, done.finished_at, done.lease.clone()),
         (RunState::Succeeded, Some(at(5)), None)
@@ -409,7 +409,7 @@ pub async fn complete_retry_leaves_one_message_due_at_not_before(p: WorkPorts) {
         completion: completion(&ra, token, &failed, RunTransition::Retry { not_before: at(45) }),
         receipt: delivery.receipt,
     };
-    let pending = p.work.complete(&settlement).await.expect("complete");
+    let pending = p.work.complete(&settlement).await.expect("complete").run;
     assert_eq!(
         (
             pending.state,

@@ -9,10 +9,11 @@
 
 use super::{FaultKind, Faulty};
 use async_trait::async_trait;
+use sked_core::dependency::Wait;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::Job;
 use sked_core::ports::{
-    ClaimBatch, Completion, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, StoreError,
+    ClaimBatch, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, StoreError,
 };
 use sked_core::run::Run;
 use sked_core::timestamp::Timestamp;
@@ -196,7 +197,7 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.after("heartbeat", r)
     }
 
-    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
+    async fn complete(&self, done: &Completion) -> Result<Ended, StoreError> {
         self.before("complete").await?;
         let r = self.inner.complete(done).await;
         self.after("complete", r)
@@ -208,7 +209,7 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         run_id: &RunId,
         now: Timestamp,
         reason: &str,
-    ) -> Result<Run, StoreError> {
+    ) -> Result<Ended, StoreError> {
         self.before("cancel_run").await?;
         let r = self.inner.cancel_run(tenant, run_id, now, reason).await;
         self.after("cancel_run", r)
@@ -228,5 +229,21 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         self.before("stale_pending").await?;
         self.inner.stale_pending(ready_before, limit).await
+    }
+
+    async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {
+        self.before("dependents").await?;
+        self.inner.dependents(tenant, job_id).await
+    }
+
+    async fn expired_waits(&self, now: Timestamp, limit: usize) -> Result<Vec<Wait>, StoreError> {
+        self.before("expired_waits").await?;
+        self.inner.expired_waits(now, limit).await
+    }
+
+    async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError> {
+        self.before("expire_wait").await?;
+        let r = self.inner.expire_wait(wait, now).await;
+        self.after("expire_wait", r)
     }
 }

@@ -8,7 +8,7 @@ use super::Faulty;
 use async_trait::async_trait;
 use sked_core::duration::Dur;
 use sked_core::ids::{RunId, TenantId};
-use sked_core::ports::{Firing, Receipt, ReceiveRequest, Received, Settlement, StoreError, WorkError, WorkPort};
+use sked_core::ports::{Ended, Firing, Receipt, ReceiveRequest, Received, Settlement, StoreError, WorkError, WorkPort};
 use sked_core::run::Run;
 use sked_core::timestamp::Timestamp;
 
@@ -42,7 +42,7 @@ impl<P: WorkPort + ?Sized> WorkPort for Faulty<P> {
         Ok(self.after("work heartbeat", Ok(renewed))?)
     }
 
-    async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
+    async fn complete(&self, settlement: &Settlement) -> Result<Ended, WorkError> {
         self.before("work complete").await?;
         let run = self.inner.complete(settlement).await?;
         Ok(self.after("work complete", Ok(run))?)

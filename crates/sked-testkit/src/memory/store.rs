@@ -7,12 +7,13 @@
 //! is one critical section, which is what makes `create_jobs` and `fire` atomic.
 
 use async_trait::async_trait;
+use sked_core::dependency::{self, DependencyTx, Wait};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
 use sked_core::ports::QuotaStore;
 use sked_core::ports::store::{
-    ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
+    ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
     StoreError,
 };
 use sked_core::quota::{self, Quota};
@@ -41,6 +42,8 @@ pub(crate) struct State {
     last_token: u64,
     /// Quotas by tenant.
     quotas: HashMap<TenantId, Quota>,
+    /// Waiting `after` occurrences: (tenant, job, nominal time) → deadline.
+    waits: BTreeMap<(TenantId, JobId, Timestamp), Timestamp>,
 }
 
 impl State {
@@ -85,6 +88,16 @@ impl State {
     /// A run, to change in place.
     pub(crate) fn run_mut(&mut self, tenant: &TenantId, run_id: &RunId) -> Option<&mut Run> {
         self.runs.get_mut(&(tenant.clone(), run_id.clone()))
+    }
+
+    /// `run` as just written, with what it released if it ended ([`dependency::release`]).
+    pub(crate) fn ended(&mut self, run: Run) -> Result<Ended, StoreError> {
+        let released = if run.state.is_terminal() {
+            dependency::release(&mut Locked(self), &run)?
+        } else {
+            Vec::new()
+        };
+        Ok(Ended { run, released })
     }
 }
 
@@ -389,14 +402,8 @@ impl JobStore for MemStore {
         Ok(run.clone())
     }
 
-    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
-        let mut st = self.lock();
-        let run = st
-            .runs
-            .get_mut(&(done.tenant.clone(), done.run_id.clone()))
-            .ok_or(StoreError::NotFound)?;
-        run.finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
-        Ok(run.clone())
+    async fn complete(&self, done: &Completion) -> Result<Ended, StoreError> {
+        complete_locked(&mut self.lock(), done)
     }
 
     async fn cancel_run(
@@ -405,14 +412,21 @@ impl JobStore for MemStore {
         run_id: &RunId,
         now: Timestamp,
         reason: &str,
-    ) -> Result<Run, StoreError> {
+    ) -> Result<Ended, StoreError> {
         let mut st = self.lock();
         let run = st
             .runs
             .get_mut(&(tenant.clone(), run_id.clone()))
             .ok_or(StoreError::NotFound)?;
-        run.request_cancel(now, reason);
-        Ok(run.clone())
+        if !run.request_cancel(now, reason) {
+            let run = run.clone();
+            return Ok(Ended {
+                run,
+                released: Vec::new(),
+            });
+        }
+        let run = run.clone();
+        st.ended(run)
     }
 
     async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
@@ -446,6 +460,57 @@ impl JobStore for MemStore {
         });
         Ok(runs.into_iter().take(limit).cloned().collect())
     }
+
+    async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {
+        let st = self.lock();
+        Ok(dependents_locked(&st, tenant, job_id)
+            .into_iter()
+            .map(|j| j.id)
+            .collect())
+    }
+
+    async fn expired_waits(&self, now: Timestamp, limit: usize) -> Result<Vec<Wait>, StoreError> {
+        let st = self.lock();
+        let mut waits: Vec<Wait> = st
+            .waits
+            .iter()
+            .filter(|(_, deadline)| **deadline < now)
+            .map(|((tenant, job_id, t), deadline)| Wait {
+                tenant: tenant.clone(),
+                job_id: job_id.clone(),
+                scheduled_for: *t,
+                deadline: *deadline,
+            })
+            .collect();
+        waits.sort_by(|a, b| (a.deadline, &a.job_id).cmp(&(b.deadline, &b.job_id)));
+        waits.truncate(limit);
+        Ok(waits)
+    }
+
+    async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError> {
+        dependency::expire(&mut Locked(&mut self.lock()), wait, now)
+    }
+}
+
+/// [`JobStore::complete`] on the locked state.
+pub(crate) fn complete_locked(st: &mut State, done: &Completion) -> Result<Ended, StoreError> {
+    let run = st
+        .runs
+        .get_mut(&(done.tenant.clone(), done.run_id.clone()))
+        .ok_or(StoreError::NotFound)?;
+    run.finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
+    let run = run.clone();
+    st.ended(run)
+}
+
+/// The tenant's live jobs whose `after` names `upstream`, in id order.
+fn dependents_locked(st: &State, tenant: &TenantId, upstream: &JobId) -> Vec<Job> {
+    st.jobs
+        .values()
+        .filter(|j| &j.tenant == tenant && j.state != JobState::Deleted)
+        .filter(|j| j.spec.schedule.after().is_some_and(|a| a.jobs.contains(upstream)))
+        .cloned()
+        .collect()
 }
 
 /// One firing ([`JobStore::fire`]) on the locked state.
@@ -455,9 +520,13 @@ pub(crate) fn fire_locked(st: &mut State, firing: &Firing) -> Result<Vec<Run>, S
     if !firing.still_applies_to(job) {
         return Err(conflict(format!("job {} moved on", firing.job_id)));
     }
+    let mut released = Vec::new();
     for id in &firing.cancel {
-        if let Some(run) = st.runs.get_mut(&(firing.tenant.clone(), id.clone())) {
-            run.request_cancel(firing.at, REPLACED);
+        if let Some(run) = st.runs.get_mut(&(firing.tenant.clone(), id.clone()))
+            && run.request_cancel(firing.at, REPLACED)
+        {
+            let run = run.clone();
+            released.extend(st.ended(run)?.released);
         }
     }
     let mut inserted = Vec::new();
@@ -467,6 +536,8 @@ pub(crate) fn fire_locked(st: &mut State, firing: &Firing) -> Result<Vec<Run>, S
             inserted.push(slot.insert(trunc_run(run)).clone());
         }
     }
+    // The runs the cancellations released, to enqueue with the firing's.
+    inserted.extend(released.into_iter().filter(|r| r.state == RunState::Pending));
     let job = st.jobs.get_mut(&key).ok_or(StoreError::NotFound)?;
     job.next_fire_at = firing.next_fire_at.map(trunc_ms);
     job.state = firing.state;
@@ -501,6 +572,34 @@ impl ClaimTx for Locked<'_> {
     }
 }
 
+impl DependencyTx for Locked<'_> {
+    fn downstream_jobs(&mut self, tenant: &TenantId, upstream: &JobId) -> Result<Vec<Job>, StoreError> {
+        Ok(dependents_locked(self.0, tenant, upstream))
+    }
+
+    fn insert_run(&mut self, run: &Run) -> Result<bool, StoreError> {
+        let k = (run.tenant.clone(), run.run_id.clone());
+        if self.0.runs.contains_key(&k) {
+            return Ok(false);
+        }
+        self.0.runs.insert(k, trunc_run(run));
+        Ok(true)
+    }
+
+    fn put_wait(&mut self, wait: &Wait) -> Result<(), StoreError> {
+        let k = (wait.tenant.clone(), wait.job_id.clone(), trunc_ms(wait.scheduled_for));
+        self.0.waits.entry(k).or_insert(trunc_ms(wait.deadline));
+        Ok(())
+    }
+
+    fn delete_wait(&mut self, tenant: &TenantId, job_id: &JobId, scheduled_for: Timestamp) -> Result<(), StoreError> {
+        self.0
+            .waits
+            .remove(&(tenant.clone(), job_id.clone(), trunc_ms(scheduled_for)));
+        Ok(())
+    }
+}
+
 /// [`JobStore::active_runs`] of one job on the locked state.
 fn active_locked(st: &State, tenant: &TenantId, job_id: &JobId) -> Vec<Run> {
     let mut runs: Vec<Run> = st
@@ -526,7 +625,9 @@ fn claim_locked(
     let mut run = st.runs.get(&key).cloned().ok_or(StoreError::NotFound)?;
     if let ClaimStep::Answer { outcome, changed } = run.decide_claim(now) {
         if changed {
-            st.runs.insert(key, run);
+            st.runs.insert(key, run.clone());
+            // Ended here: what it releases is enqueued by the repair pass.
+            st.ended(run)?;
         }
         return Ok(outcome);
     }

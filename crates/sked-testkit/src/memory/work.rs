@@ -6,14 +6,14 @@
 //! need: a refusal comes before any write of its step.
 
 use super::queue::{MemQueue, State as QueueState};
-use super::store::{Locked, MemStore, State as StoreState, fire_locked};
+use super::store::{Locked, MemStore, State as StoreState, complete_locked, fire_locked};
 use async_trait::async_trait;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::Job;
 use sked_core::lifecycle::ClaimTx;
 use sked_core::ports::{
-    ClaimBatch, ClaimOutcome, Clock, Completion, Delivery, Dispatch, Firing, Receipt, ReceiveRequest, Received,
+    ClaimBatch, ClaimOutcome, Clock, Completion, Delivery, Dispatch, Ended, Firing, Receipt, ReceiveRequest, Received,
     Settlement, StoreError, WorkError, WorkPort,
 };
 use sked_core::run::Run;
@@ -112,10 +112,8 @@ impl WorkTx for MemTx<'_> {
         Ok(run.clone())
     }
 
-    fn complete(&mut self, done: &Completion) -> Result<Run, StoreError> {
-        let run = self.run_mut(&done.tenant, &done.run_id)?;
-        run.finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
-        Ok(run.clone())
+    fn complete(&mut self, done: &Completion) -> Result<Ended, StoreError> {
+        complete_locked(self.store, done)
     }
 
     fn park(&mut self, receipt: &Receipt, key: &str, fallback: Timestamp) -> Result<bool, StoreError> {
@@ -182,9 +180,9 @@ impl WorkPort for MemWork {
         Ok((run, until))
     }
 
-    async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
-        let (run, _) = self.step(|tx| one_transaction::complete(tx, settlement))?;
+    async fn complete(&self, settlement: &Settlement) -> Result<Ended, WorkError> {
+        let (ended, _) = self.step(|tx| one_transaction::complete(tx, settlement))?;
         self.queue.notify_enqueued();
-        Ok(run)
+        Ok(ended)
     }
 }

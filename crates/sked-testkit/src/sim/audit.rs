@@ -9,11 +9,12 @@
 
 use async_trait::async_trait;
 use futures::FutureExt;
+use sked_core::dependency::Wait;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::Job;
 use sked_core::ports::{
-    ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobFilter, JobStore, JobStoreExt, Page, PageRequest,
+    ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, JobStoreExt, Page, PageRequest,
     Receipt, ReceiveRequest, Received, RunFilter, Settlement, StoreError, WorkError, WorkPort,
 };
 use sked_core::run::Run;
@@ -302,7 +303,7 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         r
     }
 
-    async fn complete(&self, done: &Completion) -> Result<Run, StoreError> {
+    async fn complete(&self, done: &Completion) -> Result<Ended, StoreError> {
         let r = self.inner.complete(done).await;
         self.log().saw_completion(done, &r);
         r
@@ -314,7 +315,7 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         run_id: &RunId,
         now: Timestamp,
         reason: &str,
-    ) -> Result<Run, StoreError> {
+    ) -> Result<Ended, StoreError> {
         self.inner.cancel_run(tenant, run_id, now, reason).await
     }
 
@@ -328,6 +329,18 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
 
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         self.inner.stale_pending(ready_before, limit).await
+    }
+
+    async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {
+        self.inner.dependents(tenant, job_id).await
+    }
+
+    async fn expired_waits(&self, now: Timestamp, limit: usize) -> Result<Vec<Wait>, StoreError> {
+        self.inner.expired_waits(now, limit).await
+    }
+
+    async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError> {
+        self.inner.expire_wait(wait, now).await
     }
 }
 
@@ -421,7 +434,7 @@ impl<W: WorkPort + ?Sized> WorkPort for AuditWork<W> {
         Ok((run, until))
     }
 
-    async fn complete(&self, settlement: &Settlement) -> Result<Run, WorkError> {
+    async fn complete(&self, settlement: &Settlement) -> Result<Ended, WorkError> {
         let answer = self.inner.complete(settlement).await;
         let seen: Result<(), StoreError> = match &answer {
             Ok(_) => Ok(()),

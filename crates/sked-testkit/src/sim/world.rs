@@ -635,7 +635,7 @@ impl World {
                     })
                 }
                 8 => api
-                    .delete_job(&tenant, &id, delete_running)
+                    .delete_job(&tenant, &id, delete_running, false)
                     .await
                     .map(|_| format!("deleted {id} (cancel running: {delete_running})")),
                 _ => api

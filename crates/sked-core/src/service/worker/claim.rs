@@ -394,6 +394,8 @@ impl Worker {
         let ended = store
             .cancel_run(tenant, run_id, timestamp::trunc_ms(now), reason)
             .await?;
+        crate::service::enqueue_released(&self.ports, &ended).await;
+        let ended = ended.run;
         tracing::info!(worker = %self.config.id, %tenant, job_id = %run.job_id, %run_id, attempt = run.attempt_count() + 1, reason, "occurrence skipped at claim");
         self.ports.observe(Event::Skipped {
             tenant,
@@ -462,6 +464,8 @@ impl Worker {
                         receipt: delivery.receipt.clone(),
                     };
                     let failed = self.ports.work.complete(&settlement).await?;
+                    crate::service::report_released(&self.ports, &failed.released);
+                    let failed = failed.run;
                     tracing::warn!(worker = %self.config.id, %tenant, job_id = %run.job_id, %run_id, attempt = run.attempt_count(), "run failed: its job no longer exists");
                     if let Some(outcome) = Outcome::of(failed.state) {
                         self.ports.observe(Event::Finished { tenant, outcome });
@@ -494,6 +498,8 @@ impl Worker {
                 .store
                 .cancel_run(&earlier.tenant, &earlier.run_id, at, REPLACED)
                 .await?;
+            crate::service::enqueue_released(&self.ports, &ended).await;
+            let ended = ended.run;
             if let Some(outcome) = Outcome::of(ended.state) {
                 self.ports.observe(Event::Finished {
                     tenant: &ended.tenant,

@@ -90,7 +90,10 @@ impl Worker {
             receipt: delivery.receipt.clone(),
         };
         let finished = match self.ports.work.complete(&settlement).await {
-            Ok(finished) => finished,
+            Ok(ended) => {
+                crate::service::report_released(&self.ports, &ended.released);
+                ended.run
+            }
             Err(WorkError::Store(StoreError::Fenced)) => {
                 tracing::warn!(worker = %self.config.id, run_id = %run.run_id, attempt, "completion fenced off; nothing recorded");
                 return Ok(());
