@@ -13,6 +13,7 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use sked_api::{ApiConfig, Auth, router};
 use sked_core::auth::{Principal, Role};
+use sked_core::duration::Dur;
 use sked_core::ids::{RunId, TenantId, WorkerId};
 use sked_core::ports::{
     AttemptResult, ClaimOutcome, Completion, JobStore, JobStoreExt, LogKey, LogLine, LogStore, LogStream, LogWriter,
@@ -1525,4 +1526,122 @@ async fn a_concurrency_key_reads_back_reaches_its_runs_and_bad_ones_are_named() 
             "nothing stored"
         );
     }
+}
+
+fn after_job(id: &str, upstreams: &[&str]) -> Value {
+    json!({"id": id, "schedule": {"after": {"jobs": upstreams}}, "task": {"command": {"argv": ["true"]}}})
+}
+
+#[tokio::test]
+async fn an_after_job_runs_at_its_upstreams_time_and_its_graph_is_checked() {
+    let api = api();
+    api.create(every_job("a")).await;
+    let b = api.create(after_job("b", &["a"])).await;
+    assert_eq!(
+        (&b["schedule"], &b["state"], &b["overlap"], &b["next_fire_at"]),
+        (
+            &json!({"after": {"jobs": ["a"], "on": "success"}}),
+            &json!("ACTIVE"),
+            &json!("allow"),
+            &Value::Null
+        ),
+        "{b}"
+    );
+    let preview = api.get("/v1/jobs/b/preview").await;
+    assert_eq!(
+        preview.json["items"],
+        json!([]),
+        "no fire time by the clock: {}",
+        preview.text
+    );
+
+    // a's run ends: b's run at the same nominal time, trigger `after`, is there.
+    let a_run = api.trigger("a").await;
+    api.clock.advance(Dur::secs(2));
+    run_one_attempt(&api, &a_run).await;
+    let a_at = api.get(&format!("/v1/runs/{a_run}")).await.json["scheduled_for"].clone();
+    let b_runs = api.get("/v1/jobs/b/runs").await;
+    assert_eq!(b_runs.items().len(), 1, "{}", b_runs.text);
+    let b_run = &b_runs.items()[0];
+    assert_eq!(
+        (&b_run["scheduled_for"], &b_run["trigger"], &b_run["state"]),
+        (&a_at, &json!("after"), &json!("PENDING"))
+    );
+
+    // Unknown upstream, a cycle, itself, a bad `on`, a bad `within`: named, nothing written.
+    let before = api.job_ids().await;
+    for (body, status, field) in [
+        (
+            after_job("c", &["nope"]),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "schedule.after.jobs",
+        ),
+        (
+            after_job("c", &["c"]),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "schedule.after.jobs",
+        ),
+        (
+            after_job("c", &[]),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "schedule.after.jobs",
+        ),
+        (
+            json!({"id": "c", "schedule": {"after": {"jobs": ["a"], "within": "0s"}}, "task": {"command": {"argv": ["true"]}}}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "schedule.after.within",
+        ),
+        (
+            json!({"id": "c", "schedule": {"after": {"jobs": ["a"], "on": "maybe"}}, "task": {"command": {"argv": ["true"]}}}),
+            StatusCode::BAD_REQUEST,
+            "schedule.after.on",
+        ),
+        (
+            with(after_job("c", &["a"]), "jitter", json!("5s")),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "jitter",
+        ),
+    ] {
+        let r = api.post("/v1/jobs", body.clone()).await;
+        assert_eq!((r.status, r.field()), (status, field), "{body}: {}", r.text);
+    }
+    assert_eq!(api.job_ids().await, before, "nothing written");
+    // a after b closes a cycle (b runs after a).
+    let r = api
+        .send(
+            Method::PATCH,
+            "/v1/jobs/a",
+            &[],
+            json!({"schedule": {"every": null, "anchor": null, "after": {"jobs": ["b"]}}}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "schedule.after.jobs"),
+        "{}",
+        r.text
+    );
+    assert!(r.text.contains("cycle"), "{}", r.text);
+    // Another tenant's job of that name is not an upstream.
+    let r = api
+        .call(
+            Method::POST,
+            "/v1/jobs",
+            &[(AS, "other")],
+            Some(after_job("x", &["a"]).to_string().into_bytes()),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.field()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "schedule.after.jobs")
+    );
+
+    // Deleting a job others run after: 409 naming them, unless forced.
+    let r = api.call(Method::DELETE, "/v1/jobs/a", &[], None).await;
+    assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "conflict"), "{}", r.text);
+    assert!(r.text.contains('b'), "{}", r.text);
+    assert_eq!(api.get("/v1/jobs/a").await.json["state"], "ACTIVE");
+    let r = api.call(Method::DELETE, "/v1/jobs/a?force=true", &[], None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.text);
+    assert_eq!(r.json["state"], "DELETED");
 }

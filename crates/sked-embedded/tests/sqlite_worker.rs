@@ -94,7 +94,8 @@ fn job(id: &str, overlap: Overlap, now: Timestamp) -> Job {
 }
 
 /// Runs a worker with `config` over the store and queue of `db` until every run of `runs` has
-/// ended (or 30 s have passed), then stops it: each run's state, in order.
+/// ended (or 30 s have passed), then stops it: each run's state, in order (PENDING for one
+/// that was never written).
 async fn drain(
     db: &Arc<SqliteDb>,
     clock: Arc<dyn Clock>,
@@ -117,7 +118,8 @@ async fn drain(
     let states = loop {
         let mut states = Vec::new();
         for id in runs {
-            states.push(store.get_run(&tenant(), id).await.unwrap().unwrap().state);
+            let run = store.get_run(&tenant(), id).await.unwrap();
+            states.push(run.map_or(RunState::Pending, |r| r.state));
         }
         if states.iter().all(|s| s.is_terminal()) || Instant::now() > deadline {
             break states;
@@ -273,4 +275,73 @@ async fn runs_naming_a_concurrency_key_run_at_most_its_limit_at_once_and_start_a
         drained < Duration::from_millis(sked_core::work::one_transaction::PARK_FALLBACK.as_millis() as u64),
         "the keyed runs waited for the park's fallback, not for a wake: {drained:?}"
     );
+}
+
+/// A chain (a → b → c) and a fan-in (d after a and x) through a real worker on one SQLite
+/// file, with no sweeper and no reaper: each upstream's end writes and enqueues the
+/// downstream's run at its nominal time in its own transaction, so every occurrence runs
+/// down the chain, each payload after its upstreams' ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chains_and_fan_ins_run_each_occurrence_after_its_upstreams_with_nothing_polling() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let store = Arc::new(SqliteStore::new(db.clone()));
+    let queue = Arc::new(SqliteQueue::new(db.clone(), clock.clone()));
+    let now = sked_core::timestamp::trunc_ms(clock.now());
+    let after = |id: &str, upstreams: &[&str]| {
+        let mut j = job(id, Overlap::Allow, now);
+        j.spec.schedule = serde_json::from_value(serde_json::json!({"after": {"jobs": upstreams}})).unwrap();
+        j
+    };
+    let jobs = vec![
+        job("a", Overlap::Allow, now),
+        job("x", Overlap::Allow, now),
+        after("b", &["a"]),
+        after("c", &["b"]),
+        after("d", &["a", "x"]),
+    ];
+    store.create_jobs(&jobs, None).await.unwrap();
+    let times: Vec<Timestamp> = (1..=5).map(|i| now - chrono::Duration::seconds(i)).collect();
+    let upstream_runs: Vec<Run> = times
+        .iter()
+        .flat_map(|t| [&jobs[0], &jobs[1]].map(|j| Run::of_job(j, *t, Trigger::Schedule, *t, now)))
+        .collect();
+    queued(&store, &queue, upstream_runs).await;
+    let downstream: Vec<RunId> = times
+        .iter()
+        .flat_map(|t| ["b", "c", "d"].map(|j| RunId::derive(&JobId::from(j), *t)))
+        .collect();
+    let executor = Recording::each(Duration::from_millis(10));
+    let mut config = WorkerConfig::new(WorkerId::from("w1"));
+    config.concurrency = 4;
+    let states = drain(&db, clock, executor.clone(), config, &downstream).await;
+
+    assert!(states.iter().all(|s| *s == RunState::Succeeded), "{states:?}");
+    let ran = executor.ran.lock().unwrap().clone();
+    assert_eq!(ran.len(), times.len() * 5, "every job ran once per occurrence");
+    for t in &times {
+        let run = async |job: &str| {
+            let id = RunId::derive(&JobId::from(job), *t);
+            store.get_run(&tenant(), &id).await.unwrap().unwrap()
+        };
+        let (a, x, b, c, d) = (
+            run("a").await,
+            run("x").await,
+            run("b").await,
+            run("c").await,
+            run("d").await,
+        );
+        for (downstream, upstreams) in [(&b, vec![&a]), (&c, vec![&b]), (&d, vec![&a, &x])] {
+            assert_eq!(downstream.trigger, Trigger::After);
+            for upstream in upstreams {
+                assert!(
+                    downstream.started_at >= upstream.finished_at,
+                    "{} started before {} ended",
+                    downstream.run_id,
+                    upstream.run_id
+                );
+            }
+        }
+    }
 }

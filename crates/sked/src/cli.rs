@@ -281,6 +281,9 @@ pub enum JobsCommand {
         /// Also cancel its running attempts.
         #[arg(long)]
         cancel_running: bool,
+        /// Delete it even though other jobs run `--after` it.
+        #[arg(long)]
+        force: bool,
     },
     /// Stops a job firing until resumed.
     Pause {
@@ -324,7 +327,7 @@ pub enum JobsCommand {
 #[derive(Debug, Args)]
 pub struct CreateArgs {
     /// A JSON job definition (`-` for stdin); the flags below are then not allowed.
-    #[arg(long, short, conflicts_with_all = ["cron", "every", "at", "command"])]
+    #[arg(long, short, conflicts_with_all = ["cron", "every", "at", "after", "command"])]
     pub file: Option<PathBuf>,
     /// Job id (`[A-Za-z0-9_.-]{1,128}`); generated if absent.
     #[arg(long)]
@@ -344,6 +347,17 @@ pub struct CreateArgs {
     /// One instant: RFC 3339, `now`, or `+DURATION` from now (e.g. `+30s`).
     #[arg(long, group = "schedule")]
     pub at: Option<String>,
+    /// Run after these jobs (comma-separated ids), at each nominal time they run at, once
+    /// their runs at that time ended as `--on` asks.
+    #[arg(long, group = "schedule", value_delimiter = ',', value_name = "JOB,...")]
+    pub after: Option<Vec<String>>,
+    /// With `--after`: `success` (default), `failure` or `any`.
+    #[arg(long, requires = "after")]
+    pub on: Option<String>,
+    /// With `--after`: give an occurrence up if its upstreams have not all ended this long
+    /// after the first did (`30m`, `1h`).
+    #[arg(long, requires = "after")]
+    pub within: Option<String>,
     /// Random start delay (< interval).
     #[arg(long)]
     pub jitter: Option<String>,

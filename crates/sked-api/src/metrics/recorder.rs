@@ -28,7 +28,7 @@ pub const DURATION_BUCKETS: [f64; 16] = [
 ];
 
 /// The skip reasons counted, in label order.
-pub const SKIP_REASONS: [SkipReason; 2] = [SkipReason::Overlap, SkipReason::Misfire];
+pub const SKIP_REASONS: [SkipReason; 5] = SkipReason::ALL;
 
 /// One tenant's run series.
 #[derive(Debug)]
@@ -42,7 +42,7 @@ pub struct TenantSeries {
     /// `sked_retries_total`.
     pub retries: Counter,
     /// `sked_occurrences_skipped_total`, by [`SKIP_REASONS`].
-    pub skipped: [Counter; 2],
+    pub skipped: [Counter; SKIP_REASONS.len()],
     /// `sked_run_start_lag_seconds`.
     pub lag: Histogram,
     /// `sked_runs_running`: attempts this process's workers are running.

@@ -70,12 +70,16 @@ pub async fn run(args: &ClientArgs, command: JobsCommand) -> anyhow::Result<Exit
             let method = if patch { Method::PATCH } else { Method::PUT };
             show_job(&client.call(method, &["jobs", &id], &[], Some(&body)).await?, json);
         }
-        JobsCommand::Delete { id, cancel_running } => {
-            let query = if cancel_running {
-                vec![("cancel_running", "true".to_string())]
-            } else {
-                vec![]
-            };
+        JobsCommand::Delete {
+            id,
+            cancel_running,
+            force,
+        } => {
+            let query: Vec<(&str, String)> = [("cancel_running", cancel_running), ("force", force)]
+                .into_iter()
+                .filter(|(_, given)| *given)
+                .map(|(name, _)| (name, "true".to_string()))
+                .collect();
             let answer = client.call(Method::DELETE, &["jobs", &id], &query, None).await?;
             say(&answer, json, &format!("job {id} deleted"));
         }
@@ -172,7 +176,27 @@ fn parse_at(text: &str, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<St
 /// Builds a job definition from `sked jobs create` flags. Values the API validates (cron,
 /// durations, priorities) are passed through as written so its error names the field.
 fn job_from_flags(a: &CreateArgs, now: chrono::DateTime<chrono::Utc>) -> anyhow::Result<Value> {
+    // clap's `requires` does not hold for an argument of a group: checked here.
+    for (flag, given, needs, present) in [
+        ("--tz", a.tz.is_some(), "--cron", a.cron.is_some()),
+        ("--on", a.on.is_some(), "--after", a.after.is_some()),
+        ("--within", a.within.is_some(), "--after", a.after.is_some()),
+    ] {
+        if given && !present {
+            anyhow::bail!("{flag} goes with {needs}");
+        }
+    }
     let schedule = match (&a.cron, &a.every, &a.at) {
+        (None, None, None) if a.after.is_some() => {
+            let mut after = json!({ "jobs": a.after });
+            if let Some(on) = &a.on {
+                after["on"] = json!(on);
+            }
+            if let Some(within) = &a.within {
+                after["within"] = json!(within);
+            }
+            json!({ "after": after })
+        }
         (Some(cron), None, None) => {
             let mut s = json!({ "cron": cron });
             if let Some(tz) = &a.tz {
@@ -182,7 +206,7 @@ fn job_from_flags(a: &CreateArgs, now: chrono::DateTime<chrono::Utc>) -> anyhow:
         }
         (None, Some(every), None) => json!({ "every": every }),
         (None, None, Some(at)) => json!({ "at": parse_at(at, now)? }),
-        _ => anyhow::bail!("give one schedule: --cron, --every or --at (or --file)"),
+        _ => anyhow::bail!("give one schedule: --cron, --every, --at or --after (or --file)"),
     };
     if a.command.is_empty() {
         anyhow::bail!(
@@ -292,6 +316,29 @@ mod tests {
                    "labels": {"team": "ops"},
                    "task": {"command": {"argv": ["/usr/bin/backup", "--fast"], "env": {"A": "1"}}}})
         );
+    }
+
+    #[test]
+    fn after_names_its_upstreams_and_how_they_must_end() {
+        let argv = [
+            "sked", "jobs", "create", "--after", "a,b", "--on", "any", "--within", "1h", "--", "true",
+        ];
+        let job = job_from_flags(&create_args(&argv), chrono::Utc::now()).unwrap();
+        assert_eq!(
+            job["schedule"],
+            json!({"after": {"jobs": ["a", "b"], "on": "any", "within": "1h"}})
+        );
+        let plain = ["sked", "jobs", "create", "--after", "a", "--", "true"];
+        let job = job_from_flags(&create_args(&plain), chrono::Utc::now()).unwrap();
+        assert_eq!(job["schedule"], json!({"after": {"jobs": ["a"]}}));
+        let both = ["sked", "jobs", "create", "--after", "a", "--every", "1m", "--", "true"];
+        assert!(Cli::try_parse_from(both).is_err(), "one schedule only");
+        let stray = ["sked", "jobs", "create", "--every", "1m", "--on", "any", "--", "true"];
+        let refused = job_from_flags(&create_args(&stray), chrono::Utc::now()).unwrap_err();
+        assert_eq!(refused.to_string(), "--on goes with --after");
+        let stray = ["sked", "jobs", "create", "--every", "1m", "--tz", "UTC", "--", "true"];
+        let refused = job_from_flags(&create_args(&stray), chrono::Utc::now()).unwrap_err();
+        assert_eq!(refused.to_string(), "--tz goes with --cron");
     }
 
     #[test]
