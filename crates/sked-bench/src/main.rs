@@ -30,12 +30,12 @@ struct Args {
     /// Reduced sizes (finishes in under two minutes).
     #[arg(long)]
     quick: bool,
-    /// Scenarios to run, comma-separated: burst, burst-keyed, stream, backlog, fairness,
+    /// Scenarios to run, comma-separated: burst, burst-keyed, after, stream, backlog, fairness,
     /// schedules, scale-out, api, scrape, and (only when named) spawn.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "burst,burst-keyed,stream,backlog,fairness,schedules,scale-out,api,scrape"
+        default_value = "burst,burst-keyed,after,stream,backlog,fairness,schedules,scale-out,api,scrape"
     )]
     only: Vec<String>,
     /// Executors for the in-process scenarios: noop, true.
@@ -109,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
             let records = match name.as_str() {
                 "burst" => scenario::burst::run(&settings).await?,
                 "burst-keyed" => scenario::burst::run_keyed(&settings).await?,
+                "after" => scenario::dependencies::run(&settings).await?,
                 "stream" => scenario::stream::run(&settings).await?,
                 "backlog" => scenario::backlog::run(&settings).await?,
                 "fairness" => scenario::fairness::run(&settings).await?,

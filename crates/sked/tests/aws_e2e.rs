@@ -9,7 +9,9 @@
 //!   and after the lease another worker runs attempt 2 to success;
 //! - two sweeper invocations at once create each run once, with a worker running;
 //! - a `container` task goes to ECS through RunTask and is stopped by StopTask when its
-//!   timeout passes; the run ends TIMED_OUT.
+//!   timeout passes; the run ends TIMED_OUT;
+//! - a two-job chain: the worker's completion of the upstream run writes the downstream's run
+//!   at the same nominal time and sends its message, and the worker runs it.
 //!
 //! Each test prints the start lag (attempt start − scheduled time) of its runs as
 //! `e2e-start-lag` lines.
@@ -348,4 +350,32 @@ async fn a_worker_writes_its_metrics_as_embedded_metric_format_lines() {
         emf(&finished).unwrap()["_aws"]["CloudWatchMetrics"][0]["Dimensions"],
         json!([["Deployment", "Service", "outcome"]])
     );
+}
+
+/// A two-job chain on the AWS deployment: `extract`'s run ends on the worker, and that
+/// completion's transaction writes `load`'s run at the same nominal time, whose message the
+/// worker sends and then receives; no sweep is needed for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_job_chain_runs_the_downstream_after_the_upstream_at_its_nominal_time() {
+    let aws = Deployment::start(fresh_config(), Dur::ZERO, LOOKAHEAD).await;
+    let api = &aws.api;
+    api.create_job(json!({"id": "extract", "schedule": {"at": iso(in_secs(1.0))}, "task": sh("echo extracted")}))
+        .await;
+    let load = api
+        .create_job(json!({"id": "load", "schedule": {"after": {"jobs": ["extract"]}}, "task": sh("echo loaded")}))
+        .await;
+    assert_eq!(load["state"], "ACTIVE", "{load}");
+    assert_eq!(aws.sweep().await.fired, 1, "the sweeper fires extract only");
+    let _worker = aws.worker(&["--workers", "2"]);
+    let extract = &ended_runs(api, "extract", 1, Duration::from_secs(60)).await[0];
+    let load = &ended_runs(api, "load", 1, Duration::from_secs(60)).await[0];
+    assert_eq!(extract["state"], "SUCCEEDED", "{extract}");
+    assert_eq!(load["state"], "SUCCEEDED", "{load}");
+    assert_eq!(load["trigger"], "after", "{load}");
+    assert_eq!(load["scheduled_for"], extract["scheduled_for"]);
+    assert!(
+        time(load, "started_at") >= time(extract, "finished_at"),
+        "load started before extract ended: {load} {extract}"
+    );
+    report_lag("aws_e2e_chain", load);
 }

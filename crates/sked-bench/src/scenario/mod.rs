@@ -3,6 +3,7 @@
 //! - [`burst`]: N jobs due at the same whole second.
 //! - [`stream`]: jobs due at a steady rate, staggered.
 //! - [`backlog`]: draining runs already pending.
+//! - [`dependencies`]: `after` jobs: a chain of 3 and a fan-in of 10, start after the last upstream.
 //! - [`fairness`]: one tenant's burst and another tenant's run due just after it.
 //! - [`schedules`]: many stored cron jobs; sweep cost and memory.
 //! - [`scaleout`]: `sked worker` processes on one database.
@@ -13,6 +14,7 @@
 pub mod api;
 pub mod backlog;
 pub mod burst;
+pub mod dependencies;
 pub mod fairness;
 pub mod scaleout;
 pub mod schedules;
