@@ -82,6 +82,16 @@ lint-template:
 	$(AWS_ENV) sam validate --lint --template-file template.yaml
 test: lint-template
 
+## The Helm chart (deploy/helm/sked), offline: helm lint and helm template under several sets of
+## values, every object against the Kubernetes 1.25 and 1.37 schemas (strict) and KEDA's CRD
+## schemas, and the values the chart must refuse (scripts/helm-validate.sh, which installs a
+## pinned helm and the schemas into .tools/helm-validate/ once). About a second once installed.
+## A prerequisite of `test`.
+.PHONY: helm-validate
+helm-validate:
+	scripts/helm-validate.sh
+test: helm-validate
+
 ## Build the three Lambda functions with cargo-lambda through SAM (.aws-sam/build), without
 ## the release profile's debug info (a ~100 MB binary becomes ~20 MB: smaller zip, faster cold start).
 build-lambda:
