@@ -129,6 +129,8 @@ const LINKS: [(&str, &str, &str, &str, &[&str]); 2] = [
             "backfill_job",
             "preview_job",
             "list_job_runs",
+            "list_occurrences",
+            "explain_occurrence",
         ],
     ),
     (

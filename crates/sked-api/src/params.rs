@@ -41,7 +41,7 @@ pub struct ListRuns {
     /// Only runs in this state (case-insensitive): PENDING, RUNNING, SUCCEEDED, FAILED,
     /// TIMED_OUT or CANCELLED.
     #[param(
-        pattern = "^([Pp][Ee][Nn][Dd][Ii][Nn][Gg]|[Rr][Uu][Nn][Nn][Ii][Nn][Gg]|[Ss][Uu][Cc][Cc][Ee][Ee][Dd][Ee][Dd]|[Ff][Aa][Ii][Ll][Ee][Dd]|[Tt][Ii][Mm][Ee][Dd]_[Oo][Uu][Tt]|[Cc][Aa][Nn][Cc][Ee][Ll][Ll][Ee][Dd])$"
+        pattern = "^([Pp][Ee][Nn][Dd][Ii][Nn][Gg]|[Rr][Uu][Nn][Nn][Ii][Nn][Gg]|[Ss][Uu][Cc][Cc][Ee][Ee][Dd][Ee][Dd]|[Ff][Aa][Ii][Ll][Ee][Dd]|[Tt][Ii][Mm][Ee][Dd]_[Oo][Uu][Tt]|[Cc][Aa][Nn][Cc][Ee][Ll][Ll][Ee][Dd]|[Ss][Kk][Ii][Pp][Pp][Ee][Dd])$"
     )]
     state: Option<String>,
     /// Only this job's runs.
@@ -66,7 +66,7 @@ pub struct ListRuns {
 pub struct JobRuns {
     /// Only runs in this state (case-insensitive).
     #[param(
-        pattern = "^([Pp][Ee][Nn][Dd][Ii][Nn][Gg]|[Rr][Uu][Nn][Nn][Ii][Nn][Gg]|[Ss][Uu][Cc][Cc][Ee][Ee][Dd][Ee][Dd]|[Ff][Aa][Ii][Ll][Ee][Dd]|[Tt][Ii][Mm][Ee][Dd]_[Oo][Uu][Tt]|[Cc][Aa][Nn][Cc][Ee][Ll][Ll][Ee][Dd])$"
+        pattern = "^([Pp][Ee][Nn][Dd][Ii][Nn][Gg]|[Rr][Uu][Nn][Nn][Ii][Nn][Gg]|[Ss][Uu][Cc][Cc][Ee][Ee][Dd][Ee][Dd]|[Ff][Aa][Ii][Ll][Ee][Dd]|[Tt][Ii][Mm][Ee][Dd]_[Oo][Uu][Tt]|[Cc][Aa][Nn][Cc][Ee][Ll][Ll][Ee][Dd]|[Ss][Kk][Ii][Pp][Pp][Ee][Dd])$"
     )]
     state: Option<String>,
     /// Opaque: a `next_cursor` this listing answered.
@@ -74,6 +74,30 @@ pub struct JobRuns {
     /// Page size.
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<u32>,
+}
+
+/// `GET /v1/jobs/{id}/occurrences`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Occurrences {
+    /// Occurrences at or after this instant (RFC 3339; the job's creation when absent).
+    since: Option<String>,
+    /// Occurrences before this instant (RFC 3339; now when absent).
+    until: Option<String>,
+    /// Opaque: a `next_cursor` this listing answered.
+    cursor: Option<String>,
+    /// Page size (100 when absent).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u32>,
+}
+
+/// `GET /v1/jobs/{id}/why`.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct Why {
+    /// The instant asked about (RFC 3339): the occurrence nearest it is explained.
+    #[param(required = true)]
+    at: Option<String>,
 }
 
 /// `DELETE /v1/jobs/{id}`.

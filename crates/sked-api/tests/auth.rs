@@ -61,6 +61,8 @@ fn routes() -> Vec<Route> {
         ),
         r(Method::GET, "/v1/jobs/{job}/preview", Role::Read, None, true),
         r(Method::GET, "/v1/jobs/{job}/runs", Role::Read, None, true),
+        r(Method::GET, "/v1/jobs/{job}/occurrences", Role::Read, None, true),
+        r(Method::GET, "/v1/jobs/{job}/why", Role::Read, None, true),
         r(Method::GET, "/v1/runs", Role::Read, None, false),
         r(Method::GET, "/v1/runs/{run}", Role::Read, None, true),
         r(Method::GET, "/v1/runs/{run}/logs", Role::Read, None, true),

@@ -80,6 +80,7 @@ async fn a_firing_larger_than_one_transaction_inserts_every_run() {
         state: JobState::Active,
         runs: runs.clone(),
         cancel: vec![],
+        skipped: vec![],
         at: t0,
     };
     let inserted = store.fire_one(&firing).await.unwrap();

@@ -217,6 +217,7 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
             },
             runs,
             cancel,
+            skipped: crate::ledger::records_of(&skipped),
             at: now,
         },
         skipped,

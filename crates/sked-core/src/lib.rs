@@ -12,6 +12,7 @@
 //!   the next fire time); [`lifecycle`]: the run state machine (claim, heartbeat, complete,
 //!   cancel) as pure functions every store applies in its own transaction, deciding the
 //!   values of [`attempt`] (a claim's answer, an attempt's end, the run's next step).
+//! - [`ledger`]: the occurrence ledger (what became of each nominal time of a job).
 //! - [`retry`]: backoff and the attempt-outcome state machine.
 //! - [`fairness`]: the order in which a local queue serves several tenants (turns).
 //! - [`ports`]: the traits adapters implement (clock, store, queue, work, logs, executor,
@@ -35,6 +36,7 @@ pub mod firing;
 pub mod ids;
 pub mod integer;
 pub mod job;
+pub mod ledger;
 pub mod lifecycle;
 pub mod log_record;
 #[cfg(feature = "utoipa")]

@@ -546,6 +546,7 @@ async fn fire_writes_a_chunk_in_one_call_and_a_refused_firing_leaves_no_trace() 
             state: JobState::Active,
             runs: vec![run(j.id.as_str(), 60)],
             cancel: vec![],
+            skipped: vec![],
             at: secs(60),
         })
         .collect();
@@ -586,6 +587,7 @@ async fn work_fire_enqueues_the_runs_in_the_firing_transaction() {
             state: JobState::Active,
             runs: vec![run(j.id.as_str(), 60)],
             cancel: vec![],
+            skipped: vec![],
             at: secs(60),
         })
         .collect();

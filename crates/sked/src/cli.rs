@@ -313,6 +313,29 @@ pub enum JobsCommand {
         #[arg(long)]
         to: String,
     },
+    /// Prints what became of each nominal time of a job: fired (its run, how late) or
+    /// skipped and why, newest first.
+    Occurrences {
+        /// Job id.
+        id: String,
+        /// Occurrences at or after this instant (RFC 3339; the job's creation by default).
+        #[arg(long)]
+        since: Option<String>,
+        /// Occurrences before this instant (RFC 3339; now by default).
+        #[arg(long)]
+        until: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+    },
+    /// Explains in one sentence what happened to the occurrence of a job nearest an instant.
+    Why {
+        /// Job id.
+        id: String,
+        /// The instant (RFC 3339).
+        #[arg(long)]
+        at: String,
+    },
     /// Prints a job's next fire times (DST applied).
     Preview {
         /// Job id.

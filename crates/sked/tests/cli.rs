@@ -118,6 +118,32 @@ async fn the_cli_creates_lists_and_reads_back() {
     let again = ok(server.cli(&["jobs", "backfill", "minutely", "--from", &range[0], "--to", &range[1]]));
     assert!(again.trim().is_empty(), "a repeated backfill creates nothing: {again}");
 
+    // The ledger: each backfilled minute fired, newest first; `why` explains one in a sentence.
+    let ledger = ok(server.cli(&[
+        "jobs",
+        "occurrences",
+        "minutely",
+        "--since",
+        &range[0],
+        "--until",
+        &range[1],
+    ]));
+    let rows: Vec<&str> = ledger.lines().skip(1).collect();
+    assert_eq!(rows.len(), 3, "{ledger}");
+    assert!(rows.iter().all(|r| r.contains("fired")), "{ledger}");
+    assert!(
+        rows[0].starts_with(&sked_core::timestamp::format(&(to - chrono::Duration::minutes(1)))),
+        "{ledger}"
+    );
+    let why = ok(server.cli(&["jobs", "why", "minutely", "--at", &range[0]]));
+    assert!(
+        why.starts_with(&format!(
+            "Job minutely's occurrence at {} fired as run minutely@",
+            range[0]
+        )),
+        "{why}"
+    );
+
     let run = wait_first_run(&api, "cli-job", Duration::from_secs(10)).await;
     let run_id = run["run_id"].as_str().unwrap().to_string();
     let run = wait_terminal(&api, &run_id, Duration::from_secs(15)).await;

@@ -1,5 +1,6 @@
 //! Job routes: create (single, batch, shorthand), list, read, replace (PUT), merge-patch
-//! (PATCH), delete, pause, resume, trigger, backfill, preview and the job's runs.
+//! (PATCH), delete, pause, resume, trigger, backfill, preview, the job's runs and its
+//! occurrence ledger (`occurrences`, `why`).
 //!
 //! Each handler checks the request's form (tenant, headers, query, body) before it calls the
 //! service, so a malformed request never reaches the store; everything else — validation,
@@ -12,7 +13,7 @@ use crate::error::ErrorBody;
 use crate::extract::{IdempotencyKey, IfMatch, JsonBody, PathId, QueryParams, Tenant, decode, require_object};
 use crate::input;
 use crate::openapi::{CreateJob, JobBatch, JobPatch};
-use crate::params::{DeleteJob, Idempotency, JobRuns, ListJobs, Preview, Version};
+use crate::params::{DeleteJob, Idempotency, JobRuns, ListJobs, Occurrences, Preview, Version, Why};
 use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -20,14 +21,16 @@ use axum::http::header::LOCATION;
 use axum::response::{IntoResponse, Response};
 use sked_core::ids::JobId;
 use sked_core::job::{Job, JobSpec, JobState};
+use sked_core::ledger::Occurrence;
 use sked_core::ports::{JobFilter, RunFilter};
 use sked_core::run::RunState;
+use sked_core::service::ledger::LedgerQuery;
 use sked_core::timestamp;
 
 /// Job states as the `state` parameter names them.
 const JOB_STATES: &str = "ACTIVE, PAUSED, COMPLETED, DELETED";
 /// Run states as the `state` parameter names them.
-pub(crate) const RUN_STATES: &str = "PENDING, RUNNING, SUCCEEDED, FAILED, TIMED_OUT, CANCELLED";
+pub(crate) const RUN_STATES: &str = "PENDING, RUNNING, SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, SKIPPED";
 /// Most fire times a preview lists.
 pub const MAX_PREVIEW: usize = 100;
 
@@ -443,4 +446,93 @@ pub async fn runs(
     };
     let page = st.sked.list_runs(&tenant, &filter, &page_request).await?;
     Ok(Json(ListView::map(&page, RunView::from)).into_response())
+}
+
+/// A page of a job's occurrence ledger.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct OccurrencesView {
+    /// Newest first.
+    pub items: Vec<Occurrence>,
+    /// Pass as `?cursor=` for the next (older) page; `null` on the last.
+    #[schema(required = true)]
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/jobs/{id}/occurrences?since=&until=&limit=&cursor=`: what became of each nominal
+/// time of the job's schedule, newest first.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}/occurrences",
+    operation_id = "list_occurrences",
+    tag = "jobs",
+    summary = "The occurrence ledger: each nominal time fired or skipped, and why",
+    params(("id" = String, Path, description = "Job id"), Occurrences),
+    responses(
+        (status = 200, description = "A page of occurrences, newest first: each nominal time once, fired (its run, how late it started) or skipped with its reason (`overlap`, `misfire`, `paused`, `upstream_failed`, `upstream_timeout`)", body = OccurrencesView),
+        (status = 400, description = "A bad query parameter or cursor (`invalid_argument`, naming it)", body = ErrorBody),
+        (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody)
+    )
+)]
+pub async fn occurrences(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    PathId(id): PathId,
+    q: QueryParams,
+) -> Result<Response, ApiError> {
+    q.allow_documented::<Occurrences>()?;
+    let query = LedgerQuery {
+        since: q.timestamp("since")?,
+        until: q.timestamp("until")?,
+        limit: q.int_in("limit", 1..=sked_core::ledger::MAX_PAGE)?.unwrap_or(100),
+        cursor: q.one("cursor")?.filter(|c| !c.is_empty()).map(str::to_string),
+    };
+    let page = st.sked.occurrences(&tenant, &JobId(id), &query).await?;
+    Ok(Json(OccurrencesView {
+        items: page.items,
+        next_cursor: page.next_cursor,
+    })
+    .into_response())
+}
+
+/// What became of one occurrence, in a sentence.
+#[derive(Debug, serde::Serialize, utoipa::ToSchema)]
+pub struct WhyView {
+    /// The occurrence nearest the instant asked about.
+    pub occurrence: Occurrence,
+    /// One sentence on what became of it.
+    pub explanation: String,
+}
+
+/// `GET /v1/jobs/{id}/why?at=T`: the occurrence nearest `T`, explained.
+#[utoipa::path(
+    get,
+    path = "/v1/jobs/{id}/why",
+    operation_id = "explain_occurrence",
+    tag = "jobs",
+    summary = "What became of the occurrence nearest an instant, in one sentence",
+    params(("id" = String, Path, description = "Job id"), Why),
+    responses(
+        (status = 200, description = "The occurrence and its explanation", body = WhyView),
+        (status = 400, description = "`at` missing or not RFC 3339 (`invalid_argument`, naming it)", body = ErrorBody),
+        (status = 404, description = "No such job for this tenant, or it has no occurrence yet (`not_found`)", body = ErrorBody)
+    )
+)]
+pub async fn why(
+    State(st): State<AppState>,
+    Tenant(tenant): Tenant,
+    PathId(id): PathId,
+    q: QueryParams,
+) -> Result<Response, ApiError> {
+    q.allow_documented::<Why>()?;
+    // Another tenant's job is 404 whatever the query.
+    let job = st.sked.get_job(&tenant, &JobId(id)).await?;
+    let at = q
+        .timestamp("at")?
+        .ok_or_else(|| ApiError::bad_request(Some("at"), "at is required: the instant to explain (RFC 3339)"))?;
+    let why = st.sked.why(&tenant, &job.id, at).await?;
+    Ok(Json(WhyView {
+        occurrence: why.occurrence,
+        explanation: why.explanation,
+    })
+    .into_response())
 }

@@ -49,6 +49,8 @@ pub fn table() -> OpenApiRouter<AppState> {
         .routes(routes!(jobs::backfill))
         .routes(routes!(jobs::preview))
         .routes(routes!(jobs::runs))
+        .routes(routes!(jobs::occurrences))
+        .routes(routes!(jobs::why))
         .routes(routes!(runs::list))
         .routes(routes!(runs::get))
         .routes(routes!(runs::cancel))

@@ -235,7 +235,7 @@ impl DynamoStore {
     }
 
     /// A put with no condition (edges and waits: writing one again changes nothing).
-    fn put_always(&self, item: Item) -> Result<TransactWriteItem, StoreError> {
+    pub(super) fn put_always(&self, item: Item) -> Result<TransactWriteItem, StoreError> {
         let put = Put::builder()
             .table_name(&self.table)
             .set_item(Some(item))

@@ -156,6 +156,14 @@ pub fn wait_sk(scheduled_ms: i64) -> String {
     format!("WAIT#{}", pad_ms(scheduled_ms))
 }
 
+/// Sort key of a skip record in its job's partition ([`sked_core::ledger`]).
+pub fn skip_sk(from_ms: i64) -> String {
+    format!("{SKIP_SK_PREFIX}{}", pad_ms(from_ms))
+}
+
+/// Prefix of the skip records of a job's partition.
+pub const SKIP_SK_PREFIX: &str = "SKIP#";
+
 /// `sched` partition of waiting `after` occurrences.
 pub fn waiting_pk(shard: u32) -> String {
     format!("WAITING#{shard}")

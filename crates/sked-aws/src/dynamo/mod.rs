@@ -17,6 +17,7 @@
 //! | concurrency slot | `T#<tenant>#TENANT` | `SLOT#<i>` | `slot_run`, `slot_token` ([`quotas`]) |
 //! | dependency edge | `T#<tenant>#J#<upstream>` | `AFTER#<downstream>` | `downstream` ([`dependencies`]) |
 //! | waiting occurrence | `T#<tenant>#J#<downstream>` | `WAIT#<T>` | `deadline`, `ttl` ([`dependencies`]) |
+//! | skip record (ledger) | `T#<tenant>#J#<job>` | `SKIP#<from>` | `to`, `count`, `reason`, `ttl` ([`ledger`]) |
 //!
 //! A job and its runs share a partition: a job's history is one `Query` on `pk` with
 //! `begins_with(sk, "RUN#")`, newest first by reading backwards. A run's key follows from its
@@ -87,6 +88,7 @@
 pub mod codec;
 mod dependencies;
 pub mod keys;
+mod ledger;
 pub mod quotas;
 pub mod slots;
 pub mod store;

@@ -34,6 +34,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use sked_core::dependency::Wait;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState, Overlap};
+use sked_core::ledger::SkipRecord;
 use sked_core::lifecycle::{ClaimStep, REPLACED, another_run_leased_until};
 use sked_core::ports::store::{
     ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
@@ -75,7 +76,7 @@ pub struct DynamoStore {
     pub(super) client: Client,
     pub(super) table: String,
     pub(super) shards: u32,
-    run_retention_secs: i64,
+    pub(super) run_retention_secs: i64,
     idempotency_retention_secs: i64,
     clock: Arc<dyn Clock>,
     pub(super) quota_cache: Arc<QuotaCache>,
@@ -98,7 +99,7 @@ pub(super) struct QuerySpec {
     filter: Option<String>,
     names: HashMap<String, String>,
     values: HashMap<String, AttributeValue>,
-    forward: bool,
+    pub(super) forward: bool,
     pub(super) consistent: bool,
 }
 
@@ -796,6 +797,12 @@ impl DynamoStore {
                         }
                     }
                 }
+            }
+            // The ledger's records of what the plan skipped (puts that replace: a retry writes
+            // them again).
+            for write in self.skip_writes(&firing.tenant, &firing.job_id, &firing.skipped)? {
+                ops.push(write);
+                op_runs.push(None);
             }
             for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
                 let stored = StoredRun {
@@ -1502,6 +1509,26 @@ impl JobStore for DynamoStore {
         });
         runs.truncate(limit);
         Ok(runs)
+    }
+
+    async fn skip_records(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+        window: (Timestamp, Timestamp),
+        limit: usize,
+    ) -> Result<Vec<SkipRecord>, StoreError> {
+        self.read_skip_records(tenant, job_id, window, limit).await
+    }
+
+    async fn record_skips(&self, tenant: &TenantId, job_id: &JobId, records: &[SkipRecord]) -> Result<(), StoreError> {
+        let writes = self.skip_writes(tenant, job_id, records)?;
+        for chunk in writes.chunks(MAX_TRANSACTION) {
+            self.transact(chunk.to_vec())
+                .await
+                .map_err(|f| f.into_store(String::new))?;
+        }
+        Ok(())
     }
 
     async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {

@@ -12,6 +12,7 @@
 use crate::dependency::Wait;
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, JobState, Overlap};
+use crate::ledger::SkipRecord;
 use crate::run::{Run, RunState};
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
@@ -106,6 +107,9 @@ pub struct Firing {
     /// Runs to cancel first (`replace` overlap): PENDING ones end CANCELLED, RUNNING ones
     /// get `cancel_requested`.
     pub cancel: Vec<RunId>,
+    /// The occurrences the plan skipped, for the ledger ([`crate::ledger`]): written with the
+    /// firing, each replacing a record of the job with the same `from`.
+    pub skipped: Vec<SkipRecord>,
     /// When the sweep decided (the cancellations' time).
     pub at: Timestamp,
 }
@@ -343,6 +347,22 @@ pub trait JobStore: Send + Sync + 'static {
     /// Up to `limit` PENDING runs (any tenant) with `not_before <= ready_before`, oldest
     /// first: candidates for re-enqueue by the repair pass.
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError>;
+
+    // ----- the ledger -----
+
+    /// Up to `limit` skip records of `tenant`'s job `job_id` that reach into `[since, until)`
+    /// (a record spans `from..=to`), latest `from` first ([`crate::ledger`]).
+    async fn skip_records(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+        (since, until): (Timestamp, Timestamp),
+        limit: usize,
+    ) -> Result<Vec<SkipRecord>, StoreError>;
+
+    /// Writes skip records of one job, each replacing a record of the job with the same
+    /// `from` (how a pause is opened and closed).
+    async fn record_skips(&self, tenant: &TenantId, job_id: &JobId, records: &[SkipRecord]) -> Result<(), StoreError>;
 
     // ----- dependencies -----
 

@@ -5,6 +5,7 @@ use super::Sked;
 use crate::error::{BatchFieldError, CoreError, FieldError};
 use crate::ids::{JobId, TenantId};
 use crate::job::{Job, JobSpec, JobState};
+use crate::ledger::SkipRecord;
 use crate::ports::{JobFilter, JobStoreExt, Page, PageRequest, StoreError};
 use crate::run::{Run, RunState, Trigger};
 use crate::schedule::next::{first_fire, next_fire_after};
@@ -303,14 +304,24 @@ impl Sked {
         Ok(deleted)
     }
 
-    /// Stops a job firing until resumed. Pausing a paused job changes nothing.
+    /// Stops a job firing until resumed. Pausing a paused job changes nothing. The pause is
+    /// recorded for the ledger (occurrences skipped meanwhile show as `paused`).
     pub async fn pause_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
-        self.set_state(tenant, id, JobState::Active, JobState::Paused).await
+        let (job, changed) = self.set_state(tenant, id, JobState::Active, JobState::Paused).await?;
+        if changed {
+            let pause = SkipRecord::pause(job.updated_at);
+            self.ports.store.record_skips(tenant, id, &[pause]).await?;
+        }
+        Ok(job)
     }
 
-    /// Resumes a paused job; occurrences missed meanwhile follow its misfire policy.
+    /// Resumes a paused job; occurrences missed meanwhile follow its misfire policy (and show
+    /// in the ledger as skipped because `paused`).
     pub async fn resume_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
-        let job = self.set_state(tenant, id, JobState::Paused, JobState::Active).await?;
+        let (job, changed) = self.set_state(tenant, id, JobState::Paused, JobState::Active).await?;
+        if changed {
+            self.close_pause(tenant, id, job.updated_at).await?;
+        }
         Ok(self.fire_if_due(vec![job]).await.remove(0))
     }
 
@@ -476,19 +487,30 @@ impl Sked {
     }
 
     /// Moves a job from `from` to `to` (no-op if already `to`).
-    async fn set_state(&self, tenant: &TenantId, id: &JobId, from: JobState, to: JobState) -> Result<Job, CoreError> {
-        self.modify(tenant, id, None, |job, _| {
-            if job.state == to {
-                return Ok(None);
-            }
-            if job.state != from {
-                return Err(CoreError::Conflict(format!("job {id} is {}, not {from}", job.state)));
-            }
-            let mut changed = job.clone();
-            changed.state = to;
-            Ok(Some(changed))
-        })
-        .await
+    /// Answers the job and whether this call changed its state.
+    async fn set_state(
+        &self,
+        tenant: &TenantId,
+        id: &JobId,
+        from: JobState,
+        to: JobState,
+    ) -> Result<(Job, bool), CoreError> {
+        let changed = std::sync::atomic::AtomicBool::new(false);
+        let job = self
+            .modify(tenant, id, None, |job, _| {
+                changed.store(job.state != to, std::sync::atomic::Ordering::Relaxed);
+                if job.state == to {
+                    return Ok(None);
+                }
+                if job.state != from {
+                    return Err(CoreError::Conflict(format!("job {id} is {}, not {from}", job.state)));
+                }
+                let mut changed = job.clone();
+                changed.state = to;
+                Ok(Some(changed))
+            })
+            .await?;
+        Ok((job, changed.into_inner()))
     }
 
     /// Applies a user change to a live job: reads it, lets `change` derive the new job from

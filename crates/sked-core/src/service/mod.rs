@@ -5,6 +5,7 @@
 //! - [`sweeper::Sweeper`]: turns due jobs into runs and hands them to the queue.
 //! - [`fire`]: firing one due job (plan, conditional write, enqueue) — shared by the
 //!   sweeper and by [`Sked`]'s direct firing ([`SkedConfig::fire_within`]).
+//! - [`ledger`]: the occurrence ledger of a job (a page, the explanation of one occurrence).
 //! - [`keys::Keys`]: API keys — authenticate, create, list, revoke, the first operator key.
 //! - [`quotas::Quotas`]: tenants' quotas — read, set, and the submit-rate check.
 //! - [`dependencies`]: the store-backed checks of an `after` schedule (upstreams exist, no
@@ -19,6 +20,7 @@ pub mod dependencies;
 pub mod fire;
 pub mod jobs;
 pub mod keys;
+pub mod ledger;
 pub mod quotas;
 pub mod reaper;
 pub mod runs;

@@ -106,6 +106,7 @@ mod db;
 mod dependencies;
 pub mod error;
 pub mod keys;
+mod ledger;
 pub mod queue;
 mod quotas;
 pub mod schema;

@@ -170,6 +170,19 @@ const MIGRATIONS: &[&str] = &[
     ) STRICT, WITHOUT ROWID;
     CREATE INDEX after_waits_by_deadline ON after_waits (deadline);
     "#,
+    // 7: the occurrence ledger's skip records: occurrences a firing skipped (consecutive ones
+    // for one reason in one row), and pauses (count 0).
+    r#"
+    CREATE TABLE skip_records (
+        tenant      TEXT    NOT NULL,
+        job_id      TEXT    NOT NULL,
+        from_ms     INTEGER NOT NULL,
+        to_ms       INTEGER NOT NULL,
+        count       INTEGER NOT NULL,
+        reason      TEXT    NOT NULL,
+        PRIMARY KEY (tenant, job_id, from_ms)
+    ) STRICT, WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

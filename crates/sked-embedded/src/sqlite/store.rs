@@ -21,6 +21,7 @@ use super::codec::{
 use super::db::SqliteDb;
 use super::dependencies::{downstream_jobs, ended, expired_waits};
 use super::error::TxError;
+use super::ledger::{read_skip_records, write_skip_records};
 use super::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_holders};
 use async_trait::async_trait;
 use rusqlite::types::Value;
@@ -28,6 +29,7 @@ use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use sked_core::dependency::{self, Wait};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
+use sked_core::ledger::SkipRecord;
 use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
 use sked_core::ports::store::{
     ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
@@ -119,6 +121,7 @@ pub(crate) fn apply_firing(conn: &Connection, firing: &Firing) -> Result<Vec<Run
             firing.next_fire_at.map(ms),
             firing.state.as_str()
         ])?;
+    write_skip_records(conn, firing.tenant.as_str(), firing.job_id.as_str(), &firing.skipped)?;
     Ok(inserted)
 }
 
@@ -579,6 +582,24 @@ impl JobStore for SqliteStore {
             collect_runs(stmt.query(params![ms(ready_before), limit])?)
         })
         .await
+    }
+
+    async fn skip_records(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+        (since, until): (Timestamp, Timestamp),
+        limit: usize,
+    ) -> Result<Vec<SkipRecord>, StoreError> {
+        let (tenant, job_id) = (tenant.0.clone(), job_id.0.clone());
+        self.read(move |conn| read_skip_records(conn, &tenant, &job_id, (ms(since), ms(until)), limit))
+            .await
+    }
+
+    async fn record_skips(&self, tenant: &TenantId, job_id: &JobId, records: &[SkipRecord]) -> Result<(), StoreError> {
+        let (tenant, job_id, records) = (tenant.0.clone(), job_id.0.clone(), records.to_vec());
+        self.write(move |conn| write_skip_records(conn, &tenant, &job_id, &records))
+            .await
     }
 
     async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {

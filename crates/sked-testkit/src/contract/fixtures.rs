@@ -108,6 +108,7 @@ pub fn firing(j: &Job, runs: Vec<Run>, next: Option<Timestamp>) -> Firing {
         state: JobState::Active,
         runs,
         cancel: vec![],
+        skipped: vec![],
         at: j.next_fire_at.unwrap_or(j.updated_at),
     }
 }

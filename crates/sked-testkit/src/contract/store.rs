@@ -436,6 +436,75 @@ pub async fn fire_inserts_runs_and_advances_job(store: Store) {
     assert_eq!(after, expected);
 }
 
+/// The skip records of a firing's plan are written with it; `record_skips` replaces a
+/// record by its `from` (a pause opened, then closed); `skip_records` answers those reaching
+/// into a window, latest `from` first, up to a limit, for that job only; a refused firing
+/// writes none.
+pub async fn fire_writes_its_skip_records_and_a_window_reads_them_back(store: Store) {
+    use sked_core::firing::SkipReason;
+    use sked_core::ledger::SkipRecord;
+    let (a, b) = (job("t1", "a"), job("t1", "b"));
+    create(&store, &[a.clone(), b.clone()]).await;
+    let record = |from: i64, to: i64, count: u32, reason: SkipReason| SkipRecord {
+        from: at(from),
+        to: at(to),
+        count,
+        reason,
+    };
+    let mut f = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
+    f.skipped = vec![
+        record(0, 30, 4, SkipReason::Misfire),
+        record(40, 40, 1, SkipReason::Overlap),
+    ];
+    store.fire_one(&f).await.unwrap();
+    assert!(store.fire_one(&f).await.is_err(), "the job moved on");
+    let (t, a_id) = (tenant("t1"), a.id.clone());
+    let all = store.skip_records(&t, &a_id, (at(0), at(1000)), 10).await.unwrap();
+    assert_eq!(all, vec![f.skipped[1].clone(), f.skipped[0].clone()], "latest first");
+    let reaching = store.skip_records(&t, &a_id, (at(30), at(40)), 10).await.unwrap();
+    assert_eq!(
+        reaching,
+        vec![f.skipped[0].clone()],
+        "a record reaching into the window by its end"
+    );
+    assert_eq!(
+        store.skip_records(&t, &a_id, (at(0), at(1000)), 1).await.unwrap().len(),
+        1
+    );
+    assert!(
+        store
+            .skip_records(&t, &b.id, (at(0), at(1000)), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .skip_records(&tenant("t2"), &a_id, (at(0), at(1000)), 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    let pause = SkipRecord::pause(at(100));
+    store.record_skips(&t, &a_id, std::slice::from_ref(&pause)).await.unwrap();
+    let open = sked_core::ledger::open();
+    let window = (open - chrono::Duration::milliseconds(1), open);
+    assert_eq!(
+        store.skip_records(&t, &a_id, window, 10).await.unwrap(),
+        vec![pause.clone()]
+    );
+    let closed = SkipRecord { to: at(150), ..pause };
+    store.record_skips(&t, &a_id, std::slice::from_ref(&closed)).await.unwrap();
+    assert!(
+        store.skip_records(&t, &a_id, window, 10).await.unwrap().is_empty(),
+        "closed"
+    );
+    let all = store.skip_records(&t, &a_id, (at(0), at(1000)), 10).await.unwrap();
+    assert_eq!(all.first(), Some(&closed));
+    assert_eq!(all.len(), 3, "replaced, not added");
+}
+
 /// Repeating a firing is a conflict (its `next_fire_at` moved on) and creates nothing.
 pub async fn fire_twice_conflicts_and_creates_nothing(store: Store) {
     let a = job("t1", "a");

@@ -12,6 +12,7 @@ use async_trait::async_trait;
 use sked_core::dependency::Wait;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::Job;
+use sked_core::ledger::SkipRecord;
 use sked_core::ports::{
     ClaimBatch, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, StoreError,
 };
@@ -229,6 +230,22 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         self.before("stale_pending").await?;
         self.inner.stale_pending(ready_before, limit).await
+    }
+
+    async fn skip_records(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+        window: (Timestamp, Timestamp),
+        limit: usize,
+    ) -> Result<Vec<SkipRecord>, StoreError> {
+        self.before("skip_records").await?;
+        self.inner.skip_records(tenant, job_id, window, limit).await
+    }
+
+    async fn record_skips(&self, tenant: &TenantId, job_id: &JobId, records: &[SkipRecord]) -> Result<(), StoreError> {
+        self.before("record_skips").await?;
+        self.inner.record_skips(tenant, job_id, records).await
     }
 
     async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {

@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use sked_core::dependency::{self, DependencyTx, Wait};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
+use sked_core::ledger::SkipRecord;
 use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
 use sked_core::ports::QuotaStore;
 use sked_core::ports::store::{
@@ -44,6 +45,19 @@ pub(crate) struct State {
     quotas: HashMap<TenantId, Quota>,
     /// Waiting `after` occurrences: (tenant, job, nominal time) → deadline.
     waits: BTreeMap<(TenantId, JobId, Timestamp), Timestamp>,
+    /// Skip records by (tenant, job, from).
+    skips: BTreeMap<(TenantId, JobId, Timestamp), SkipRecord>,
+}
+
+impl State {
+    /// Writes skip records of a job, each replacing the one with the same `from`.
+    fn record_skips(&mut self, tenant: &TenantId, job_id: &JobId, records: &[SkipRecord]) {
+        for r in records {
+            let mut r = r.clone();
+            (r.from, r.to) = (trunc_ms(r.from), trunc_ms(r.to));
+            self.skips.insert((tenant.clone(), job_id.clone(), r.from), r);
+        }
+    }
 }
 
 impl State {
@@ -461,6 +475,34 @@ impl JobStore for MemStore {
         Ok(runs.into_iter().take(limit).cloned().collect())
     }
 
+    async fn skip_records(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+        (since, until): (Timestamp, Timestamp),
+        limit: usize,
+    ) -> Result<Vec<SkipRecord>, StoreError> {
+        let st = self.lock();
+        let (lo, hi) = (
+            (tenant.clone(), job_id.clone(), Timestamp::MIN_UTC),
+            (tenant.clone(), job_id.clone(), until),
+        );
+        Ok(st
+            .skips
+            .range(lo..hi)
+            .rev()
+            .map(|(_, r)| r)
+            .filter(|r| r.to >= since)
+            .take(limit)
+            .cloned()
+            .collect())
+    }
+
+    async fn record_skips(&self, tenant: &TenantId, job_id: &JobId, records: &[SkipRecord]) -> Result<(), StoreError> {
+        self.lock().record_skips(tenant, job_id, records);
+        Ok(())
+    }
+
     async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {
         let st = self.lock();
         Ok(dependents_locked(&st, tenant, job_id)
@@ -541,6 +583,7 @@ pub(crate) fn fire_locked(st: &mut State, firing: &Firing) -> Result<Vec<Run>, S
     let job = st.jobs.get_mut(&key).ok_or(StoreError::NotFound)?;
     job.next_fire_at = firing.next_fire_at.map(trunc_ms);
     job.state = firing.state;
+    st.record_skips(&firing.tenant, &firing.job_id, &firing.skipped);
     Ok(inserted)
 }
 

@@ -13,6 +13,7 @@ use sked_core::dependency::Wait;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::Job;
+use sked_core::ledger::SkipRecord;
 use sked_core::ports::{
     ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, JobStoreExt, Page, PageRequest,
     Receipt, ReceiveRequest, Received, RunFilter, Settlement, StoreError, WorkError, WorkPort,
@@ -329,6 +330,20 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
 
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         self.inner.stale_pending(ready_before, limit).await
+    }
+
+    async fn skip_records(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+        window: (Timestamp, Timestamp),
+        limit: usize,
+    ) -> Result<Vec<SkipRecord>, StoreError> {
+        self.inner.skip_records(tenant, job_id, window, limit).await
+    }
+
+    async fn record_skips(&self, tenant: &TenantId, job_id: &JobId, records: &[SkipRecord]) -> Result<(), StoreError> {
+        self.inner.record_skips(tenant, job_id, records).await
     }
 
     async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {

@@ -1,4 +1,4 @@
-//! `sked jobs create|list|get|update|delete|pause|resume|trigger|preview`.
+//! `sked jobs create|list|get|update|delete|pause|resume|trigger|backfill|occurrences|why|preview`.
 //!
 //! `create` sends either a JSON file as is (`{"jobs": [...]}` goes to `POST /v1/jobs:batch`)
 //! or a job built from flags; validation is the API's — this module only shapes requests.
@@ -112,6 +112,42 @@ pub async fn run(args: &ClientArgs, command: JobsCommand) -> anyhow::Result<Exit
                     println!("{}", run_id.as_str().unwrap_or_default());
                 }
                 eprintln!("{} run(s) created", created.len());
+            }
+        }
+        JobsCommand::Occurrences {
+            id,
+            since,
+            until,
+            limit,
+        } => {
+            let query: Vec<(&str, String)> = [("since", since), ("until", until)]
+                .into_iter()
+                .filter_map(|(name, v)| v.map(|v| (name, v)))
+                .collect();
+            let items = client
+                .list_all(&["jobs", &id, "occurrences"], &query, Some(limit))
+                .await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&items)?);
+            } else {
+                let mut table = output::Table::new(&["SCHEDULED_FOR", "OUTCOME", "REASON", "RUN", "LAG_MS"]);
+                for o in &items {
+                    table.row(
+                        ["scheduled_for", "outcome", "reason", "run_id", "lag_ms"]
+                            .iter()
+                            .map(|k| output::get(o, k))
+                            .collect(),
+                    );
+                }
+                table.print();
+            }
+        }
+        JobsCommand::Why { id, at } => {
+            let answer = client.get(&["jobs", &id, "why"], &[("at", at)]).await?;
+            if json {
+                println!("{}", answer.text);
+            } else {
+                println!("{}", output::get(&answer.json, "explanation"));
             }
         }
         JobsCommand::Preview { id, count } => {
