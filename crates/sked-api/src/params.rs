@@ -81,8 +81,10 @@ pub struct JobRuns {
 #[into_params(parameter_in = Query)]
 pub struct Occurrences {
     /// Occurrences at or after this instant (RFC 3339; the job's creation when absent).
+    #[param(format = DateTime)]
     since: Option<String>,
     /// Occurrences before this instant (RFC 3339; now when absent).
+    #[param(format = DateTime)]
     until: Option<String>,
     /// Opaque: a `next_cursor` this listing answered.
     cursor: Option<String>,
@@ -96,7 +98,7 @@ pub struct Occurrences {
 #[into_params(parameter_in = Query)]
 pub struct Why {
     /// The instant asked about (RFC 3339): the occurrence nearest it is explained.
-    #[param(required = true)]
+    #[param(required = true, format = DateTime)]
     at: Option<String>,
 }
 

@@ -1270,7 +1270,7 @@ async fn follow_streams_lines_while_the_attempt_runs() {
 // ----- the OpenAPI document -----
 
 #[tokio::test]
-async fn a_malformed_cursor_is_a_400_naming_it_on_both_run_listings() {
+async fn a_malformed_cursor_is_a_400_naming_it_on_the_run_listings_and_the_ledger() {
     // Given: a job with a run (schemathesis found these two answering 500).
     let api = api();
     api.create(every_job("j")).await;
@@ -1279,6 +1279,7 @@ async fn a_malformed_cursor_is_a_400_naming_it_on_both_run_listings() {
         "/v1/runs?cursor=not-a-cursor",
         "/v1/runs?cursor=x%7Cy",
         "/v1/jobs/j/runs?cursor=not-a-cursor",
+        "/v1/jobs/j/occurrences?cursor=not-a-cursor",
     ] {
         // When a cursor no listing answered is passed back, then: 400 on `cursor`.
         let r = api.get(uri).await;

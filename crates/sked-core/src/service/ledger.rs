@@ -7,7 +7,7 @@ use crate::error::CoreError;
 use crate::ids::{JobId, TenantId};
 use crate::job::Job;
 use crate::ledger::{self, Occurrence, SkipRecord};
-use crate::ports::{PageRequest, RunFilter};
+use crate::ports::{PageRequest, RunFilter, StoreError};
 use crate::run::Run;
 use crate::timestamp::{self, Timestamp};
 
@@ -56,7 +56,7 @@ impl Sked {
         if let Some(cursor) = &q.cursor {
             let ms: i64 = cursor
                 .parse()
-                .map_err(|_| CoreError::invalid("cursor", "not a cursor this listing issued"))?;
+                .map_err(|_| StoreError::BadCursor(format!("{cursor:?} is not a cursor this listing issued")))?;
             until = until.min(timestamp::from_ms(ms));
         }
         let limit = q.limit.clamp(1, ledger::MAX_PAGE);
