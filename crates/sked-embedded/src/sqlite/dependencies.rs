@@ -3,7 +3,7 @@
 //! occurrences with a `within`, and [`DependencyTx`] on the current transaction, so that the
 //! transaction that ends a run also writes what it released.
 
-use super::codec::{JOB_COLS, RunRow, collect_jobs, ms, ts};
+use super::codec::{RunRow, load_job, ms, ts};
 use super::error::TxError;
 use super::queue::insert_dispatches;
 use super::store::SqliteTx;
@@ -34,14 +34,20 @@ pub(crate) fn write_edges(conn: &Connection, job: &Job) -> Result<(), TxError> {
     Ok(())
 }
 
-/// The live jobs whose `after` names `upstream`, in id order.
+/// The live jobs whose `after` names `upstream`, in id order. The edges first (an index
+/// probe, which almost always finds none: this runs for every run that ends), then the jobs.
 pub(crate) fn downstream_jobs(conn: &Connection, tenant: &str, upstream: &str) -> Result<Vec<Job>, TxError> {
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {JOB_COLS} FROM jobs WHERE tenant = ?1 AND state != 'DELETED'
-           AND id IN (SELECT downstream FROM job_after WHERE tenant = ?1 AND upstream = ?2)
-         ORDER BY id"
-    ))?;
-    collect_jobs(stmt.query([tenant, upstream])?)
+    let downstream: Vec<String> = conn
+        .prepare_cached("SELECT downstream FROM job_after WHERE tenant = ?1 AND upstream = ?2 ORDER BY downstream")?
+        .query_map([tenant, upstream], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    let mut jobs = Vec::with_capacity(downstream.len());
+    for id in &downstream {
+        if let Some(job) = load_job(conn, tenant, id)?.filter(|j| j.state != JobState::Deleted) {
+            jobs.push(job);
+        }
+    }
+    Ok(jobs)
 }
 
 /// `run` as just written in this transaction, with what its end released (nothing unless it

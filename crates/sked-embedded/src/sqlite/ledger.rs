@@ -15,6 +15,9 @@ pub(crate) fn write_skip_records(
     job_id: &str,
     records: &[SkipRecord],
 ) -> Result<(), TxError> {
+    if records.is_empty() {
+        return Ok(());
+    }
     let mut stmt = conn.prepare_cached(
         "INSERT OR REPLACE INTO skip_records (tenant, job_id, from_ms, to_ms, count, reason)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
