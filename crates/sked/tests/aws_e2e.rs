@@ -11,7 +11,8 @@
 //! - a `container` task goes to ECS through RunTask and is stopped by StopTask when its
 //!   timeout passes; the run ends TIMED_OUT;
 //! - a two-job chain: the worker's completion of the upstream run writes the downstream's run
-//!   at the same nominal time and sends its message, and the worker runs it.
+//!   at the same nominal time and sends its message, and the worker runs it; the ledger of
+//!   each shows its occurrence fired.
 //!
 //! Each test prints the start lag (attempt start − scheduled time) of its runs as
 //! `e2e-start-lag` lines.
@@ -378,4 +379,15 @@ async fn a_two_job_chain_runs_the_downstream_after_the_upstream_at_its_nominal_t
         "load started before extract ended: {load} {extract}"
     );
     report_lag("aws_e2e_chain", load);
+    // The ledger on DynamoDB: each job's occurrence fired, as its run.
+    for (job, run) in [("extract", extract), ("load", load)] {
+        let ledger = api.get_ok(&format!("/v1/jobs/{job}/occurrences")).await;
+        let items = items(&ledger);
+        assert_eq!(items.len(), 1, "{ledger}");
+        assert_eq!(
+            (&items[0]["outcome"], &items[0]["run_id"], &items[0]["scheduled_for"]),
+            (&json!("fired"), &run["run_id"], &run["scheduled_for"]),
+            "{ledger}"
+        );
+    }
 }
