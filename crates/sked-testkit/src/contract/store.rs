@@ -487,7 +487,10 @@ pub async fn fire_writes_its_skip_records_and_a_window_reads_them_back(store: St
     );
 
     let pause = SkipRecord::pause(at(100));
-    store.record_skips(&t, &a_id, std::slice::from_ref(&pause)).await.unwrap();
+    store
+        .record_skips(&t, &a_id, std::slice::from_ref(&pause))
+        .await
+        .unwrap();
     let open = sked_core::ledger::open();
     let window = (open - chrono::Duration::milliseconds(1), open);
     assert_eq!(
@@ -495,7 +498,10 @@ pub async fn fire_writes_its_skip_records_and_a_window_reads_them_back(store: St
         vec![pause.clone()]
     );
     let closed = SkipRecord { to: at(150), ..pause };
-    store.record_skips(&t, &a_id, std::slice::from_ref(&closed)).await.unwrap();
+    store
+        .record_skips(&t, &a_id, std::slice::from_ref(&closed))
+        .await
+        .unwrap();
     assert!(
         store.skip_records(&t, &a_id, window, 10).await.unwrap().is_empty(),
         "closed"

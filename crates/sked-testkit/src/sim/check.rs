@@ -20,6 +20,10 @@
 //! - **The end** (guarantee 5): once jobs stop and faults cease, every run ends.
 //! - **Concurrency keys**: the runs of a tenant holding a key under a lease every process
 //!   counts as live never outnumber the key's limit.
+//! - **Dependencies** (at the end): an `after` job's run exists only once its upstreams' runs
+//!   at its nominal time ended as it asks, before it was written; a skip for `upstream_failed`
+//!   has an upstream that ended otherwise; no upstream end while the downstream job existed
+//!   left the downstream's occurrence undecided.
 //! - **Turns** (guarantee 7): while a tenant has a ready message in the queue, no other tenant
 //!   is served twice before it (the queue records each take: who was ready, who was served).
 
@@ -28,9 +32,9 @@ use super::payload::Execution;
 use crate::faults::{FaultCounts, FaultKind};
 use crate::memory::queue::Take;
 use sked_core::duration::Dur;
-use sked_core::ids::{JobId, TenantId};
+use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
-use sked_core::run::{AttemptOutcome, Run, RunState};
+use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::schedule::next_fire_after;
 use sked_core::service::fire::SkippedOccurrence;
 use sked_core::timestamp::{self, Timestamp};
@@ -245,6 +249,69 @@ impl Checker {
         }
     }
 
+    /// `after` jobs: a downstream run (not SKIPPED) exists only once every upstream's run at its
+    /// nominal time ended as `on` asks, before the downstream run was written; one skipped for
+    /// `upstream_failed` has an upstream that ended otherwise; and every upstream run that
+    /// ended while the downstream job existed decided the downstream's occurrence (a run at its
+    /// time exists: none was lost).
+    fn check_dependencies(&mut self, now: Timestamp, runs: &[Run], jobs: &[Job]) {
+        let by_id: std::collections::HashMap<(&TenantId, &RunId), &Run> =
+            runs.iter().map(|r| ((&r.tenant, &r.run_id), r)).collect();
+        let margin = self.skew() * 2 + chrono::Duration::seconds(1);
+        for d in jobs.iter().filter(|j| j.state != JobState::Deleted) {
+            let Some(after) = d.spec.schedule.after() else { continue };
+            let upstream_run = |u: &JobId, t: Timestamp| by_id.get(&(&d.tenant, &RunId::derive(u, t))).copied();
+            for r in runs
+                .iter()
+                .filter(|r| r.tenant == d.tenant && r.job_id == d.id && r.trigger == Trigger::After)
+            {
+                let ups: Vec<Option<&Run>> = after.jobs.iter().map(|u| upstream_run(u, r.scheduled_for)).collect();
+                let failed = ups
+                    .iter()
+                    .flatten()
+                    .any(|u| u.state.is_terminal() && !after.on.accepts(u.state));
+                let verdict = if r.state == RunState::Skipped {
+                    match r.reason.as_deref() {
+                        Some(sked_core::dependency::UPSTREAM_FAILED) if !failed => {
+                            Some("skipped as upstream_failed, but no upstream ended otherwise")
+                        }
+                        _ => None,
+                    }
+                } else if ups.iter().any(|u| {
+                    u.is_none_or(|u| {
+                        !after.on.accepts(u.state) || u.finished_at.is_none_or(|end| end > r.created_at + margin)
+                    })
+                }) {
+                    Some("runs without every upstream run at its time ended as asked before it")
+                } else {
+                    None
+                };
+                if let Some(what) = verdict {
+                    self.report(now, format!("{}: {what}: {ups:?}", r.run_id));
+                }
+            }
+            for u in &after.jobs {
+                for ur in runs
+                    .iter()
+                    .filter(|r| r.tenant == d.tenant && &r.job_id == u && r.state.is_terminal())
+                {
+                    let ended_while_d_existed = ur.finished_at.is_some_and(|end| end > d.created_at + margin);
+                    if ended_while_d_existed
+                        && !by_id.contains_key(&(&d.tenant, &RunId::derive(&d.id, ur.scheduled_for)))
+                    {
+                        self.report(
+                            now,
+                            format!(
+                                "{}: ended {} while {} ran after it, and {}'s occurrence at that time was never decided",
+                                ur.run_id, ur.state, d.id, d.id
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     fn check_executions(&mut self, now: Timestamp, execs: &[Execution]) {
         let mut by_run: BTreeMap<&str, Vec<&Execution>> = BTreeMap::new();
         for e in execs {
@@ -297,7 +364,7 @@ impl Checker {
                 ),
             );
         }
-        let _ = jobs;
+        self.check_dependencies(now, runs, jobs);
         // Every occurrence accounted for exactly once.
         let mut skipped: BTreeMap<(&JobId, Timestamp), usize> = BTreeMap::new();
         for s in skips {

@@ -524,6 +524,16 @@ impl World {
             let k = (n / 3) % 2;
             spec["concurrency"] = json!({"key": format!("k{k}"), "limit": k + 1});
         }
+        // Every fourth job from the second round of tenants runs after the job one round
+        // before it (the same tenant), on success or on any end (no draw either).
+        if n % 4 == 2 && n >= self.tenants.len() {
+            let upstream = format!("j{}", n - self.tenants.len());
+            let on = if (n / 4).is_multiple_of(2) { "success" } else { "any" };
+            spec["schedule"] = json!({"after": {"jobs": [upstream], "on": on}});
+            if let Some(fields) = spec.as_object_mut() {
+                fields.remove("jitter");
+            }
+        }
         let new = NewJob {
             id: Some(id.clone()),
             spec: serde_json::from_value(spec).expect("the simulation writes valid specs"),
