@@ -155,6 +155,34 @@ pub fn decide(
     write(RunState::Pending, None)
 }
 
+/// What a [`Decision`] writes for `downstream`'s occurrence at `t`.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // a return value, moved once; boxing would only add an allocation
+pub enum Step {
+    /// This run (PENDING, or SKIPPED with its reason).
+    Write(Run),
+    /// This wait.
+    Wait(Wait),
+    /// Nothing.
+    Nothing,
+}
+
+/// The write of `decision` at `now`; `expired`: the occurrence's wait passed its deadline, so
+/// one still waiting (or undecided) is given up.
+pub fn step(downstream: &Job, t: Timestamp, decision: Decision, now: Timestamp, expired: bool) -> Step {
+    match decision {
+        Decision::Write(run) => Step::Write(run),
+        Decision::Wait(_) | Decision::Undecided if expired => Step::Write(given_up(downstream, t, now)),
+        Decision::Wait(deadline) => Step::Wait(Wait {
+            tenant: downstream.tenant.clone(),
+            job_id: downstream.id.clone(),
+            scheduled_for: t,
+            deadline,
+        }),
+        Decision::Undecided => Step::Nothing,
+    }
+}
+
 /// The occurrence at `t` of `downstream` whose wait expired at `now`, given up: SKIPPED with
 /// reason `upstream_timeout`.
 pub fn given_up(downstream: &Job, t: Timestamp, now: Timestamp) -> Run {
@@ -222,20 +250,19 @@ fn settle<T: DependencyTx>(
     for upstream in &after.jobs {
         upstream_runs.push(tx.run(tenant, &RunId::derive(upstream, t))?);
     }
-    let run = match decide(downstream, after, t, &upstream_runs, now) {
-        Decision::Write(run) => run,
-        Decision::Wait(deadline) if !expired => {
-            let wait = Wait {
-                tenant: tenant.clone(),
-                job_id: downstream.id.clone(),
-                scheduled_for: t,
-                deadline,
-            };
+    let run = match step(
+        downstream,
+        t,
+        decide(downstream, after, t, &upstream_runs, now),
+        now,
+        expired,
+    ) {
+        Step::Write(run) => run,
+        Step::Wait(wait) => {
             tx.put_wait(&wait)?;
             return Ok(Vec::new());
         }
-        Decision::Wait(_) | Decision::Undecided if expired => given_up(downstream, t, now),
-        Decision::Wait(_) | Decision::Undecided => return Ok(Vec::new()),
+        Step::Nothing => return Ok(Vec::new()),
     };
     let mut written = Vec::new();
     if tx.insert_run(&run)? {

@@ -22,7 +22,7 @@ use super::keys::*;
 use super::store::{DynamoStore, MAX_RMW_ATTEMPTS, QuerySpec};
 use crate::error::{Failure, build_error};
 use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem};
-use sked_core::dependency::{self, Decision, Wait};
+use sked_core::dependency::{self, Step, Wait};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::ports::{JobStoreExt, StoreError};
@@ -188,23 +188,17 @@ impl DynamoStore {
             }
             upstream_runs.push(stored.map(|s| s.run));
         }
-        let run = match dependency::decide(downstream, after, t, &upstream_runs, now) {
-            Decision::Write(run) => run,
-            Decision::Wait(deadline) if !expired => {
-                let wait = Wait {
-                    tenant: tenant.clone(),
-                    job_id: downstream.id.clone(),
-                    scheduled_for: t,
-                    deadline,
-                };
+        let decision = dependency::decide(downstream, after, t, &upstream_runs, now);
+        let run = match dependency::step(downstream, t, decision, now, expired) {
+            Step::Write(run) => run,
+            Step::Wait(wait) => {
                 let item = self.wait_item(&wait);
                 if plan.name(&item) {
                     plan.push(self.put_always(item)?, None);
                 }
                 return Ok(());
             }
-            Decision::Wait(_) | Decision::Undecided if expired => dependency::given_up(downstream, t, now),
-            Decision::Wait(_) | Decision::Undecided => return Ok(()),
+            Step::Nothing => return Ok(()),
         };
         let stored = StoredRun {
             run: truncated(&run),
@@ -279,17 +273,7 @@ impl DynamoStore {
 
     /// [`sked_core::ports::JobStore::expired_waits`]: every shard's waits below `now`.
     pub(super) async fn waits_expired_by(&self, now: Timestamp, limit: usize) -> Result<Vec<Wait>, StoreError> {
-        let below = pad_ms(ms(now));
-        let specs = (0..self.shards)
-            .map(|shard| {
-                QuerySpec::new(Some(SCHED_INDEX), "#pk = :pk AND #sk < :below")
-                    .name("#pk", GSI1_PK)
-                    .name("#sk", GSI1_SK)
-                    .value(":pk", s(waiting_pk(shard)))
-                    .value(":below", s(below.clone()))
-            })
-            .collect();
-        let items = self.query_many(specs, limit).await?;
+        let items = self.sched_below(waiting_pk, ms(now), limit).await?;
         let mut waits = items
             .iter()
             .map(|i| {

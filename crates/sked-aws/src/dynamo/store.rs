@@ -617,6 +617,27 @@ impl DynamoStore {
         ))
     }
 
+    /// Up to `limit` items of every shard's `sched` partition `partition(shard)` whose sort key
+    /// starts below the instant `below_ms` (what the reaper's scans read).
+    pub(super) async fn sched_below(
+        &self,
+        partition: fn(u32) -> String,
+        below_ms: i64,
+        limit: usize,
+    ) -> Result<Vec<Item>, StoreError> {
+        let below = pad_ms(below_ms);
+        let specs = (0..self.shards)
+            .map(|shard| {
+                QuerySpec::new(Some(SCHED_INDEX), "#pk = :pk AND #sk < :below")
+                    .name("#pk", GSI1_PK)
+                    .name("#sk", GSI1_SK)
+                    .value(":pk", s(partition(shard)))
+                    .value(":below", s(below.clone()))
+            })
+            .collect();
+        self.query_many(specs, limit).await
+    }
+
     /// The due watermark: the stored minute (if any) and the minute scans start from.
     async fn watermark(&self) -> Result<(Option<i64>, i64), StoreError> {
         let item = self.get_item(key(SWEEP_PK.into(), WATERMARK_SK.into())).await?;
@@ -1487,17 +1508,7 @@ impl JobStore for DynamoStore {
     }
 
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
-        let below = pad_ms(ms(now));
-        let specs = (0..self.shards)
-            .map(|shard| {
-                QuerySpec::new(Some(SCHED_INDEX), "#pk = :pk AND #sk < :below")
-                    .name("#pk", GSI1_PK)
-                    .name("#sk", GSI1_SK)
-                    .value(":pk", s(running_pk(shard)))
-                    .value(":below", s(below.clone()))
-            })
-            .collect();
-        let items = self.query_many(specs, limit).await?;
+        let items = self.sched_below(running_pk, ms(now), limit).await?;
         let mut runs: Vec<Run> = items
             .iter()
             .map(|i| run_from_item(i).map(|s| s.run))
@@ -1544,17 +1555,7 @@ impl JobStore for DynamoStore {
     }
 
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
-        let below = pad_ms(ms(ready_before) + 1);
-        let specs = (0..self.shards)
-            .map(|shard| {
-                QuerySpec::new(Some(SCHED_INDEX), "#pk = :pk AND #sk < :below")
-                    .name("#pk", GSI1_PK)
-                    .name("#sk", GSI1_SK)
-                    .value(":pk", s(pending_pk(shard)))
-                    .value(":below", s(below.clone()))
-            })
-            .collect();
-        let items = self.query_many(specs, limit).await?;
+        let items = self.sched_below(pending_pk, ms(ready_before) + 1, limit).await?;
         let mut runs: Vec<Run> = items
             .iter()
             .map(|i| run_from_item(i).map(|s| s.run))
