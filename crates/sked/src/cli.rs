@@ -434,7 +434,7 @@ pub enum RunsCommand {
         /// Only this job's runs.
         #[arg(long)]
         job: Option<String>,
-        /// Only runs in this state (PENDING, RUNNING, SUCCEEDED, FAILED, TIMED_OUT, CANCELLED).
+        /// Only runs in this state (PENDING, RUNNING, SUCCEEDED, FAILED, TIMED_OUT, CANCELLED, SKIPPED).
         #[arg(long)]
         state: Option<String>,
         /// Only runs scheduled at or after this instant (RFC 3339).
@@ -447,8 +447,8 @@ pub enum RunsCommand {
         #[arg(long, default_value_t = 50)]
         limit: usize,
     },
-    /// Shows one run and its attempts. Exit code: 1 if the run ended FAILED, TIMED_OUT or
-    /// CANCELLED, else 0 (so a PENDING or RUNNING run exits 0 unless `--wait`).
+    /// Shows one run and its attempts. Exit code: 1 if the run ended FAILED, TIMED_OUT,
+    /// CANCELLED or SKIPPED, else 0 (so a PENDING or RUNNING run exits 0 unless `--wait`).
     Get {
         /// Run id.
         run_id: String,

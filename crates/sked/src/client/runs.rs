@@ -1,7 +1,7 @@
 //! `sked runs list|get|cancel`.
 //!
 //! Exit codes follow the outcome for `get`: 1 when the run ended FAILED, TIMED_OUT or
-//! CANCELLED, 0 otherwise; with `--wait` it first waits for the run to end, so 0 means
+//! CANCELLED or SKIPPED, 0 otherwise; with `--wait` it first waits for the run to end, so 0 means
 //! SUCCEEDED.
 
 use super::Client;
