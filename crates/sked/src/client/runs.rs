@@ -1,6 +1,6 @@
 //! `sked runs list|get|cancel`.
 //!
-//! Exit codes follow the outcome for `get`: 1 when the run ended FAILED, TIMED_OUT or
+//! Exit codes follow the outcome for `get`: 1 when the run ended FAILED, TIMED_OUT,
 //! CANCELLED or SKIPPED, 0 otherwise; with `--wait` it first waits for the run to end, so 0 means
 //! SUCCEEDED.
 
