@@ -68,6 +68,18 @@ schemathesis:
 	CARGO="$(CARGO)" SCHEMATHESIS_EXAMPLES=100 scripts/schemathesis.sh
 test: schemathesis
 
+## The web dashboard in a real browser: headless Chromium (Debian's `chromium`, installed by
+## apt-get when /usr/bin/chromium is missing) driven by playwright-core (npm, pinned in
+## scripts/dashboard/package-lock.json, installed into .tools/dashboard/), against a real
+## `sked server` on a free 127.0.0.1 port with a temporary data dir and 2 workers: sign in, a
+## run succeeding, a log followed while it prints, pausing a job, the failed runs, a 375 px
+## window (scripts/dashboard-test.sh; screenshots in target/dashboard/). About 15 s once
+## installed. A prerequisite of `test`.
+.PHONY: dashboard-test
+dashboard-test:
+	CARGO="$(CARGO)" scripts/dashboard-test.sh
+test: dashboard-test
+
 ## AWS deployment tools (issue 3): SAM CLI, cfn-lint, cargo-lambda and zig, installed once into
 ## .venv-aws/ by scripts/aws-tools.sh; their bin directory goes first on PATH for these targets.
 AWS_ENV = SAM_CLI_TELEMETRY=0 PATH="$$(scripts/aws-tools.sh):$$PATH"

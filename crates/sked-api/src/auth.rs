@@ -1,4 +1,6 @@
-//! Authentication and the role gate, in front of every route but `GET /healthz`.
+//! Authentication and the role gate, in front of every route but `GET /healthz` and the web
+//! dashboard's static files ([`crate::ui::is_open`]: they hold no data; the API calls the
+//! dashboard makes carry the user's key).
 //!
 //! Deny by default: a request reaches a handler only with a [`Principal`], put on it here.
 //! Where it comes from is the deployment's choice ([`Auth`]):
@@ -31,9 +33,11 @@ pub enum Auth {
     Injected,
 }
 
-/// The routes open to anyone: the health check.
+/// The routes open to anyone: the health check, and reading the dashboard's page and files.
 fn is_open(req: &Request) -> bool {
-    req.method() == Method::GET && req.uri().path() == "/healthz"
+    let path = req.uri().path();
+    (req.method() == Method::GET && path == "/healthz")
+        || (matches!(*req.method(), Method::GET | Method::HEAD) && crate::ui::is_open(path))
 }
 
 /// The bearer token of `headers`, if there is exactly one well-formed one.

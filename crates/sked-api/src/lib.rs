@@ -20,6 +20,8 @@
 //!   request bodies derived from `JobSpec`'s; `params`: query and header parameters as
 //!   documented (the handlers accept exactly those).
 //! - [`error`]: [`ApiError`], and the mapping from `CoreError` to status and JSON.
+//! - [`ui`]: the web dashboard (`GET /` and its files under `/ui/`), built into the binary; a
+//!   client of this API like any other, outside the OpenAPI document.
 //!
 //! This crate decides nothing about scheduling: every action is a call to
 //! [`sked_core::service::Sked`], and a request that is not well formed never reaches it.
@@ -29,6 +31,7 @@ pub mod error;
 pub mod metrics;
 pub mod openapi;
 pub mod routes;
+pub mod ui;
 
 mod dto;
 mod extract;
@@ -79,7 +82,8 @@ pub struct AppState {
 }
 
 /// The API: `/v1/...` routes, `/healthz`, JSON errors for unknown paths, and the body limit;
-/// every route but `/healthz` behind `auth`.
+/// every route but `/healthz` behind `auth`. Also the web dashboard ([`ui`]) at `/`, whose
+/// static files need no key (its calls to the API carry one).
 pub fn router(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
     routes::build(sked, config, auth)
 }

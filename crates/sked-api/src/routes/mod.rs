@@ -13,6 +13,9 @@
 //! one `.routes(routes!(handler, ...))` line here. A plain `.route(...)` would serve the path but
 //! leave it out of the document, and `tests/api.rs` would fail.
 //!
+//! The web dashboard's routes ([`crate::ui`]) are merged in by [`build`], outside the table: they
+//! are not API and not in the document.
+//!
 //! `/v1/jobs:batch` is a literal segment (`jobs:batch`), a sibling of `/v1/jobs`, so it
 //! cannot be taken for `/v1/jobs/{id}`.
 
@@ -60,10 +63,12 @@ pub fn table() -> OpenApiRouter<AppState> {
         .routes(routes!(tenants::get_quota, tenants::put_quota))
 }
 
-/// Builds the router over `sked` with `config`, authenticating by `auth`.
+/// Builds the router over `sked` with `config`, authenticating by `auth`: the API of
+/// [`table`], and the web dashboard ([`crate::ui`]) beside it — served, counted and limited
+/// like the API, but neither in its document nor behind a key.
 pub fn build(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
     let (router, _) = table().split_for_parts();
-    serve(router, AppState { sked, config, auth })
+    serve(router.merge(crate::ui::routes()), AppState { sked, config, auth })
 }
 
 /// Builds a router of `/healthz` and `/metrics` only (a process that serves no API, such as
