@@ -80,7 +80,7 @@ pub struct JobRuns {
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct Occurrences {
-    /// Occurrences at or after this instant (RFC 3339; the job's creation when absent).
+    /// Occurrences at or after this instant (RFC 3339; all when absent, also those before the job was created).
     #[param(format = DateTime)]
     since: Option<String>,
     /// Occurrences before this instant (RFC 3339; now when absent).

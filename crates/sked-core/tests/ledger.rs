@@ -323,3 +323,23 @@ async fn a_server_stopped_for_minutes_shows_the_missed_occurrences_with_the_misf
         "another tenant's job is not found"
     );
 }
+
+/// An occurrence older than its job (a one-shot `at` in the past) is in the ledger by default.
+#[tokio::test]
+async fn an_occurrence_before_the_job_was_created_is_listed() {
+    let mut h = Harness::new();
+    let at = h.now() - chrono::Duration::minutes(5);
+    h.create(
+        "late",
+        json!({"schedule": {"at": sked_core::timestamp::format(&at)}, "task": {"command": {"argv": ["ok"]}}}),
+    )
+    .await;
+    h.sweep().await;
+    h.work("late", Dur::millis(10)).await;
+    let ledger = h.ledger("late").await;
+    assert_eq!(ledger.len(), 1, "{ledger:?}");
+    assert_eq!(
+        (ledger[0].scheduled_for, ledger[0].outcome),
+        (at, OccurrenceOutcome::Fired)
+    );
+}

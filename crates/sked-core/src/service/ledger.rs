@@ -13,13 +13,17 @@ use crate::timestamp::{self, Timestamp};
 
 /// Most skip records one page reads; a page meeting more is cut at the oldest it read.
 const MAX_RECORDS: usize = 10_000;
+/// The default start of a ledger window: the epoch (occurrences before a job's creation exist:
+/// an `at` in the past, a backfill).
+const EARLIEST: Timestamp = chrono::DateTime::UNIX_EPOCH;
 /// Most pages `why` reads looking for the first occurrence after an instant.
 const MAX_WHY_PAGES: usize = 10;
 
 /// What a page of the ledger asks for.
 #[derive(Debug, Clone, Default)]
 pub struct LedgerQuery {
-    /// Occurrences at or after this (default: the job's creation).
+    /// Occurrences at or after this (default: all, including those before the job's creation:
+    /// an `at` in the past, a backfill of earlier times).
     pub since: Option<Timestamp>,
     /// Occurrences before this (default: now).
     pub until: Option<Timestamp>,
@@ -51,7 +55,7 @@ impl Sked {
     /// A page of `id`'s occurrences (another tenant's job is `NotFound`).
     pub async fn occurrences(&self, tenant: &TenantId, id: &JobId, q: &LedgerQuery) -> Result<LedgerPage, CoreError> {
         let job = self.get_job(tenant, id).await?;
-        let since = q.since.unwrap_or(job.created_at);
+        let since = q.since.unwrap_or(EARLIEST);
         let mut until = q.until.unwrap_or_else(|| self.now());
         if let Some(cursor) = &q.cursor {
             let ms: i64 = cursor
@@ -69,7 +73,7 @@ impl Sked {
         let job = self.get_job(tenant, id).await?;
         let now = self.now();
         let before = self
-            .ledger_page(&job, (job.created_at, at + chrono::Duration::milliseconds(1)), 1)
+            .ledger_page(&job, (EARLIEST, at + chrono::Duration::milliseconds(1)), 1)
             .await?
             .items
             .into_iter()
