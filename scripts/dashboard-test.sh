@@ -76,44 +76,11 @@ echo "dashboard-test: $("$chromium" --version 2>/dev/null), playwright-core $(no
 # The words the pages use (schedules, durations, the timeline's kinds), without a browser.
 node --test --test-reporter=dot "$pinned/words.test.mjs"
 
-"$cargo" build --quiet -p sked
-target_dir="$("$cargo" metadata --format-version 1 --no-deps | node -e 'let s="";process.stdin.on("data",d=>s+=d).on("end",()=>console.log(JSON.parse(s).target_directory))')"
-sked="$target_dir/debug/sked"
-
-work="$(mktemp -d)"
-server_pid=""
-cleanup() {
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p "$work/data" "$shots"
+# shellcheck source=scripts/sked-server.lib.sh
+. "$root/scripts/sked-server.lib.sh"
+start_sked_server dashboard-test 2
+mkdir -p "$shots"
 rm -f "$shots"/*.png
-# The server prints one line once it serves: `sked listening on http://127.0.0.1:<port>`.
-mkfifo "$work/stdout"
-"$sked" server --data-dir "$work/data" --listen 127.0.0.1:0 --workers 2 \
-    >"$work/stdout" 2>"$work/server.log" &
-server_pid=$!
-line=""
-read -r -t 60 line <"$work/stdout" || true
-url="${line#sked listening on }"
-if [ -z "$line" ] || [ "$url" = "$line" ]; then
-    echo "dashboard-test: the server did not start:" >&2
-    cat "$work/server.log" >&2
-    exit 1
-fi
-case "$url" in
-    http://127.0.0.1:*) ;;
-    *) echo "dashboard-test: unexpected address $url" >&2; exit 1 ;;
-esac
-# Keep draining the server's stdout so it never blocks on a full pipe.
-cat "$work/stdout" >/dev/null &
 
 status=0
 SKED_URL="$url" SKED_KEY_FILE="$work/data/admin.key" CHROMIUM="$chromium" SHOTS="$shots" \

@@ -19,43 +19,9 @@ report_dir="${SCHEMATHESIS_REPORT_DIR:-$root/target/schemathesis}"
 cargo="${CARGO:-cargo}"
 
 st="$(scripts/schemathesis-env.sh)"
-"$cargo" build --quiet -p sked
-target_dir="$("$cargo" metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')"
-sked="$target_dir/debug/sked"
-
-work="$(mktemp -d)"
-server_pid=""
-cleanup() {
-    if [ -n "$server_pid" ] && kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-mkdir -p "$work/data"
-# The server prints one line once it serves: `sked listening on http://127.0.0.1:<port>`.
-mkfifo "$work/stdout"
-"$sked" server --data-dir "$work/data" --listen 127.0.0.1:0 --workers 0 \
-    >"$work/stdout" 2>"$work/server.log" &
-server_pid=$!
-line=""
-read -r -t 60 line <"$work/stdout" || true
-url="${line#sked listening on }"
-if [ -z "$line" ] || [ "$url" = "$line" ]; then
-    echo "schemathesis.sh: the server did not start:" >&2
-    cat "$work/server.log" >&2
-    exit 1
-fi
-case "$url" in
-    http://127.0.0.1:*) ;;
-    *) echo "schemathesis.sh: unexpected address $url" >&2; exit 1 ;;
-esac
-# Keep draining the server's stdout so it never blocks on a full pipe.
-cat "$work/stdout" >/dev/null &
+# shellcheck source=scripts/sked-server.lib.sh
+. "$root/scripts/sked-server.lib.sh"
+start_sked_server schemathesis.sh 0
 
 echo "schemathesis.sh: sked server at $url (no workers), seed $seed, $examples examples per operation"
 start=$(date +%s)
