@@ -93,6 +93,36 @@ fn job(id: &str, overlap: Overlap, now: Timestamp) -> Job {
     }
 }
 
+/// A new SQLite file in a temporary directory, its store and queue, on the system clock.
+struct Fresh {
+    _dir: tempfile::TempDir,
+    db: Arc<SqliteDb>,
+    clock: Arc<dyn Clock>,
+    store: Arc<SqliteStore>,
+    queue: Arc<SqliteQueue>,
+    /// When it was made, to the millisecond.
+    now: Timestamp,
+}
+
+impl Fresh {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let store = Arc::new(SqliteStore::new(db.clone()));
+        let queue = Arc::new(SqliteQueue::new(db.clone(), clock.clone()));
+        let now = sked_core::timestamp::trunc_ms(clock.now());
+        Fresh {
+            _dir: dir,
+            db,
+            clock,
+            store,
+            queue,
+            now,
+        }
+    }
+}
+
 /// Runs a worker with `config` over the store and queue of `db` until every run of `runs` has
 /// ended (or 30 s have passed), then stops it: each run's state, in order (PENDING for one
 /// that was never written).
@@ -133,12 +163,14 @@ async fn drain(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_worker_on_one_sqlite_file_runs_everything_and_queue_one_runs_one_at_a_time() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store = Arc::new(SqliteStore::new(db.clone()));
-    let queue = Arc::new(SqliteQueue::new(db.clone(), clock.clone()));
-    let now = sked_core::timestamp::trunc_ms(clock.now());
+    let Fresh {
+        _dir,
+        db,
+        clock,
+        store,
+        queue,
+        now,
+    } = Fresh::new();
     store
         .create_jobs(
             &[
@@ -204,12 +236,14 @@ async fn a_busy_worker_on_one_sqlite_file_runs_everything_and_queue_one_runs_one
 /// a job without the key is not held back by it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_naming_a_concurrency_key_run_at_most_its_limit_at_once_and_start_as_slots_free_by_priority() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store = Arc::new(SqliteStore::new(db.clone()));
-    let queue = Arc::new(SqliteQueue::new(db.clone(), clock.clone()));
-    let now = sked_core::timestamp::trunc_ms(clock.now());
+    let Fresh {
+        _dir,
+        db,
+        clock,
+        store,
+        queue,
+        now,
+    } = Fresh::new();
     let key = sked_core::concurrency::Concurrency {
         key: "db".into(),
         limit: 2,
@@ -283,12 +317,14 @@ async fn runs_naming_a_concurrency_key_run_at_most_its_limit_at_once_and_start_a
 /// down the chain, each payload after its upstreams' ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chains_and_fan_ins_run_each_occurrence_after_its_upstreams_with_nothing_polling() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let store = Arc::new(SqliteStore::new(db.clone()));
-    let queue = Arc::new(SqliteQueue::new(db.clone(), clock.clone()));
-    let now = sked_core::timestamp::trunc_ms(clock.now());
+    let Fresh {
+        _dir,
+        db,
+        clock,
+        store,
+        queue,
+        now,
+    } = Fresh::new();
     let after = |id: &str, upstreams: &[&str]| {
         let mut j = job(id, Overlap::Allow, now);
         j.spec.schedule = serde_json::from_value(serde_json::json!({"after": {"jobs": upstreams}})).unwrap();
