@@ -28,8 +28,8 @@ use std::str::FromStr;
 pub const MAX_PAGE: usize = 1_000;
 /// Most occurrences expanded from one skip record (a firing walks at most 10,000).
 const MAX_EXPAND: usize = 10_000;
-/// Reason of an occurrence ended at claim by its overlap policy (a CANCELLED run whose reason
-/// starts so).
+/// How the reason of an occurrence ended at claim by its overlap policy starts (a CANCELLED run
+/// with no attempt; the worker's claim writes it).
 pub const SKIPPED_AT_CLAIM: &str = "skipped: ";
 
 /// Occurrences a firing (or a pause) skipped: from `from` to `to` (both nominal times of the

@@ -13,6 +13,7 @@ use crate::error::CoreError;
 use crate::firing::{SkipReason, replaced_by_newer};
 use crate::ids::RunId;
 use crate::job::{Job, Overlap};
+use crate::ledger::SKIPPED_AT_CLAIM;
 use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
 use crate::ports::queue::EARLY_DELIVERY;
 use crate::ports::{
@@ -326,8 +327,10 @@ impl Worker {
             if policy == Some(Overlap::QueueOne) {
                 if let Some(until) = another_run_leased_until(&active, run_id, now) {
                     if queue_one_already_waiting(&active, run_id, now) {
-                        let reason = "skipped: a run was already waiting for the running one (overlap: queue_one)";
-                        self.skip_at_claim(delivery, now, reason).await?;
+                        let reason = format!(
+                            "{SKIPPED_AT_CLAIM}a run was already waiting for the running one (overlap: queue_one)"
+                        );
+                        self.skip_at_claim(delivery, now, &reason).await?;
                     } else {
                         self.requeue(delivery, until).await?;
                     }
@@ -338,8 +341,8 @@ impl Worker {
             if policy == Some(Overlap::Replace) {
                 self.replace_earlier(&active, run_id, now).await?;
             } else if another_run_leased_until(&active, run_id, now).is_some() {
-                let reason = "skipped: the previous run was still running (overlap: forbid)";
-                if self.skip_at_claim(delivery, now, reason).await? {
+                let reason = format!("{SKIPPED_AT_CLAIM}the previous run was still running (overlap: forbid)");
+                if self.skip_at_claim(delivery, now, &reason).await? {
                     return Ok(Admission::Done);
                 }
             }
