@@ -130,29 +130,30 @@ pub fn decide(
     let Some(first_end) = ended.iter().filter_map(|r| r.finished_at).min() else {
         return Decision::Undecided;
     };
-    let write = |state: RunState, reason: Option<&str>| {
-        let mut run = Run::of_job(downstream, t, Trigger::After, now, now);
-        if state.is_terminal() {
-            run.state = state;
-            run.finished_at = Some(trunc_ms(now));
-        }
-        run.reason = reason.map(str::to_string);
-        Decision::Write(run)
-    };
+    let skip = |reason| Decision::Write(skipped(downstream, t, now, reason));
     if ended.iter().any(|r| !after.on.accepts(r.state)) {
-        return write(RunState::Skipped, Some(UPSTREAM_FAILED));
+        return skip(UPSTREAM_FAILED);
     }
     let deadline = after.within.map(|within| first_end + within.to_chrono());
     if deadline.is_some_and(|deadline| now > deadline) {
-        return write(RunState::Skipped, Some(UPSTREAM_TIMEOUT));
+        return skip(UPSTREAM_TIMEOUT);
     }
     if ended.len() < after.jobs.len() {
         return deadline.map_or(Decision::Undecided, Decision::Wait);
     }
     if downstream.state == JobState::Paused {
-        return write(RunState::Skipped, Some(PAUSED));
+        return skip(PAUSED);
     }
-    write(RunState::Pending, None)
+    Decision::Write(Run::of_job(downstream, t, Trigger::After, now, now))
+}
+
+/// The occurrence at `t` of `downstream`, written at `now` as not run: SKIPPED with `reason`.
+fn skipped(downstream: &Job, t: Timestamp, now: Timestamp, reason: &str) -> Run {
+    let mut run = Run::of_job(downstream, t, Trigger::After, now, now);
+    run.state = RunState::Skipped;
+    run.finished_at = Some(trunc_ms(now));
+    run.reason = Some(reason.to_string());
+    run
 }
 
 /// What a [`Decision`] writes for `downstream`'s occurrence at `t`.
@@ -186,11 +187,7 @@ pub fn step(downstream: &Job, t: Timestamp, decision: Decision, now: Timestamp, 
 /// The occurrence at `t` of `downstream` whose wait expired at `now`, given up: SKIPPED with
 /// reason `upstream_timeout`.
 pub fn given_up(downstream: &Job, t: Timestamp, now: Timestamp) -> Run {
-    let mut run = Run::of_job(downstream, t, Trigger::After, now, now);
-    run.state = RunState::Skipped;
-    run.finished_at = Some(trunc_ms(now));
-    run.reason = Some(UPSTREAM_TIMEOUT.into());
-    run
+    skipped(downstream, t, now, UPSTREAM_TIMEOUT)
 }
 
 /// The reads and writes [`release`] and [`expire`] make, in the caller's transaction.
