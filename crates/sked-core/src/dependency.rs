@@ -186,7 +186,7 @@ pub fn step(downstream: &Job, t: Timestamp, decision: Decision, now: Timestamp, 
 
 /// The occurrence at `t` of `downstream` whose wait expired at `now`, given up: SKIPPED with
 /// reason `upstream_timeout`.
-pub fn given_up(downstream: &Job, t: Timestamp, now: Timestamp) -> Run {
+fn given_up(downstream: &Job, t: Timestamp, now: Timestamp) -> Run {
     skipped(downstream, t, now, UPSTREAM_TIMEOUT)
 }
 
