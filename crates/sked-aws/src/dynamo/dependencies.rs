@@ -19,7 +19,9 @@
 
 use super::codec::{Item, Reader, StoredRun, job_from_item, key, ms, n, run_key, s, truncated};
 use super::keys::*;
-use super::store::{DynamoStore, MAX_RMW_ATTEMPTS, QuerySpec};
+use super::plumbing::QuerySpec;
+use super::runs::MAX_RMW_ATTEMPTS;
+use super::store::DynamoStore;
 use crate::error::{Failure, build_error};
 use aws_sdk_dynamodb::types::{ConditionCheck, Delete, Put, TransactWriteItem};
 use sked_core::dependency::{self, Step, Wait};

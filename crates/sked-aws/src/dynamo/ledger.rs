@@ -10,7 +10,8 @@
 
 use super::codec::{Item, Reader, key, ms, n, s};
 use super::keys::*;
-use super::store::{DynamoStore, QuerySpec};
+use super::plumbing::QuerySpec;
+use super::store::DynamoStore;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use sked_core::firing::SkipReason;
 use sked_core::ids::{JobId, TenantId};

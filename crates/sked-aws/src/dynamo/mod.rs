@@ -1,5 +1,12 @@
 //! The DynamoDB store: one table holds every tenant's jobs, runs and idempotency keys.
 //!
+//! Module map: [`store`] ([`DynamoStore`] and its `JobStore` impl, with the methods short
+//! enough to read there), `plumbing` (the DynamoDB requests the rest is built from), `runs` (a
+//! run's read–decide–put loop), `claim` (claims), `firing` (the due index, its watermark, and
+//! firings), `listing` (job and run listings), [`codec`] (items ↔ jobs and runs), [`keys`],
+//! [`quotas`], [`slots`], `dependencies` (the `after` schedule), `ledger` (skip records),
+//! [`sweep_lease`].
+//!
 //! # Table layout
 //!
 //! Primary key: `pk` (S, partition), `sk` (S, sort). Billing on demand. TTL attribute `ttl`
@@ -85,11 +92,16 @@
 //! Cursors are opaque (hex) encodings of the last item's listing position (job id; or
 //! scheduled time and run id), from which each shard's query resumes.
 
+mod claim;
 pub mod codec;
 mod dependencies;
+mod firing;
 pub mod keys;
 mod ledger;
+mod listing;
+mod plumbing;
 pub mod quotas;
+mod runs;
 pub mod slots;
 pub mod store;
 pub mod sweep_lease;

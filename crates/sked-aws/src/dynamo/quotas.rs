@@ -25,7 +25,8 @@
 
 use super::codec::{Item, Reader, key, n, s};
 use super::keys::{GSI2_PK, LIST_INDEX, QUOTA_SK, jobs_list_pk, tenant_pk};
-use super::store::{DynamoStore, QuerySpec};
+use super::plumbing::QuerySpec;
+use super::store::DynamoStore;
 use crate::error::{Failure, build_error, classify};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{TransactWriteItem, Update};

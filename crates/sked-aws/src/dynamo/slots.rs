@@ -13,8 +13,9 @@
 
 use super::codec::{Item, Reader, key, n, run_from_item, run_key, s};
 use super::keys::{PK, SK, SLOT_SK_PREFIX, concurrency_pk, slot_sk, tenant_pk};
+use super::plumbing::QuerySpec;
 use super::quotas::TenantLimits;
-use super::store::{DynamoStore, QuerySpec};
+use super::store::DynamoStore;
 use crate::error::build_error;
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 use sked_core::attempt::ClaimOutcome;

@@ -1,0 +1,366 @@
+//! The sweep's side of the table: the due index read from its watermark (the
+//! [`JobStore`](sked_core::ports::JobStore) methods `due_jobs` and `next_due_at`; buckets,
+//! shards and the watermark's margin are described in [`super`]), and firings written (`fire`).
+//!
+//! A firing is one `TransactWriteItems`: the job's update (conditional on version and
+//! `next_fire_at`), the cancelled runs' puts (conditional on `rv`) and the new runs' puts
+//! (`attribute_not_exists`). Runs that exist are left out beforehand; one created meanwhile
+//! cancels the transaction with a per-item reason, and it is retried without that run. A
+//! firing too large for one transaction writes its excess first, in transactions that each
+//! check the job's condition.
+
+use super::codec::{Item, Reader, StoredRun, job_due_keys, job_from_item, key, ms, n, run_key, s, truncated};
+use super::keys::*;
+use super::plumbing::{MAX_TRANSACTION, QuerySpec};
+use super::quotas::TenantLimits;
+use super::runs::MAX_RMW_ATTEMPTS;
+use super::store::{DynamoStore, conflict};
+use crate::error::{Failure, build_error, classify};
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem, Update};
+use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::job::{Job, JobState};
+use sked_core::lifecycle::REPLACED;
+use sked_core::ports::store::{Firing, StoreError};
+use sked_core::quota::counts_as_active;
+use sked_core::run::{Run, RunState};
+use sked_core::timestamp::Timestamp;
+use std::collections::{HashMap, HashSet};
+
+/// The due watermark never passes a minute until this many minutes after it (clock skew
+/// between writers and the sweeper, and index propagation, must fit in it).
+const WATERMARK_MARGIN_MINUTES: i64 = 2;
+/// `due_jobs` reads buckets at most this far past now (a sweeper looks ahead ≤ 15 minutes).
+pub const MAX_DUE_AHEAD_MINUTES: i64 = 24 * 60;
+/// Without a stored watermark (a table not made by [`crate::bootstrap`]), due queries start
+/// this far back.
+const DEFAULT_LOOKBACK_MINUTES: i64 = 24 * 60;
+/// `next_due_at` looks this many minutes past now; beyond it, it answers `None` (callers
+/// sleep their maximum and look again).
+pub const NEXT_DUE_WINDOW_MINUTES: i64 = 15;
+
+impl DynamoStore {
+    /// The body of [`JobStore::due_jobs`](sked_core::ports::JobStore::due_jobs).
+    pub(super) async fn read_due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let (stored, from) = self.watermark().await?;
+        let now_min = epoch_minute(ms(now));
+        let to = epoch_minute(ms(horizon)).clamp(now_min, now_min + MAX_DUE_AHEAD_MINUTES);
+        let below = pad_ms(ms(horizon) + 1);
+        let specs = self.due_queries(from..=to, &below, true);
+        let items = self.query_many(specs, limit).await?;
+        // The watermark may pass every minute found empty, up to the safety margin.
+        let first_busy = items
+            .iter()
+            .filter_map(|i| Reader::new(i).s(GSI1_PK).ok())
+            .filter_map(|pk| minute_of_due_pk(&pk))
+            .min();
+        let safe = epoch_minute(ms(now.min(horizon))) - WATERMARK_MARGIN_MINUTES;
+        let target = first_busy.map_or(safe, |b| b.min(safe)).max(from);
+        self.advance_watermark(stored, target).await?;
+        let mut jobs = Self::due_order(&items)?;
+        jobs.retain(|j| j.next_fire_at.is_some_and(|t| t <= horizon));
+        jobs.truncate(limit);
+        Ok(jobs)
+    }
+
+    /// The body of [`JobStore::next_due_at`](sked_core::ports::JobStore::next_due_at).
+    pub(super) async fn read_next_due_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        let now_min = epoch_minute(ms(self.now()));
+        let (_, from) = self.watermark().await?;
+        let below = "~".to_string(); // above every padded time
+        // Past and current minutes may hold overdue jobs filed late: read them all.
+        let items = self
+            .query_many(self.due_queries(from..=now_min, &below, true), 1)
+            .await?;
+        if let Some(first) = Self::due_order(&items)?.first() {
+            return Ok(first.next_fire_at);
+        }
+        // Later minutes hold only jobs due in them: the first busy minute has the answer.
+        for m in now_min + 1..=now_min + NEXT_DUE_WINDOW_MINUTES {
+            let items = self.query_many(self.due_queries(m..=m, &below, true), 1).await?;
+            if let Some(first) = Self::due_order(&items)?.first() {
+                return Ok(first.next_fire_at);
+            }
+        }
+        Ok(None)
+    }
+
+    /// The body of [`JobStore::fire`](sked_core::ports::JobStore::fire).
+    pub(super) async fn fire_each(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
+        // Each firing is transactions of its own; one's failure is its own answer.
+        let mut out = Vec::with_capacity(firings.len());
+        for firing in firings {
+            out.push(self.fire_job(firing).await);
+        }
+        Ok(out)
+    }
+
+    /// The due watermark: the stored minute (if any) and the minute scans start from.
+    async fn watermark(&self) -> Result<(Option<i64>, i64), StoreError> {
+        let item = self.get_item(key(SWEEP_PK.into(), WATERMARK_SK.into())).await?;
+        let stored = item.as_ref().map(|i| Reader::new(i).n::<i64>("minute")).transpose()?;
+        let now_min = epoch_minute(ms(self.now()));
+        Ok((stored, stored.unwrap_or(now_min - DEFAULT_LOOKBACK_MINUTES)))
+    }
+
+    /// Moves the watermark forward to `to` if it still reads `from` (a lost race is harmless:
+    /// the other writer moved it too, or lowered nothing — writers never lower it).
+    async fn advance_watermark(&self, from: Option<i64>, to: i64) -> Result<(), StoreError> {
+        if from.is_some_and(|f| f >= to) {
+            return Ok(());
+        }
+        let mut req = self
+            .client
+            .update_item()
+            .table_name(&self.table)
+            .set_key(Some(key(SWEEP_PK.into(), WATERMARK_SK.into())))
+            .update_expression("SET #m = :to")
+            .expression_attribute_names("#m", "minute")
+            .expression_attribute_values(":to", n(to));
+        req = match from {
+            Some(f) => req
+                .condition_expression("#m = :from")
+                .expression_attribute_values(":from", n(f)),
+            None => req.condition_expression("attribute_not_exists(#m)"),
+        };
+        match req.send().await {
+            Ok(_) => Ok(()),
+            Err(e) => match classify("dynamodb:UpdateItem", e, |_| None) {
+                Failure::Condition { .. } => Ok(()),
+                f => Err(f.into_store(String::new)),
+            },
+        }
+    }
+
+    /// Due-index queries for `minutes` × every shard, sort keys below `below`.
+    fn due_queries(&self, minutes: impl Iterator<Item = i64>, below: &str, forward: bool) -> Vec<QuerySpec> {
+        let mut specs = Vec::new();
+        for m in minutes {
+            for shard in 0..self.shards {
+                let mut q = QuerySpec::new(Some(SCHED_INDEX), "#pk = :pk AND #sk < :below")
+                    .name("#pk", GSI1_PK)
+                    .name("#sk", GSI1_SK)
+                    .value(":pk", s(due_pk(m, shard)))
+                    .value(":below", s(below));
+                q.forward = forward;
+                specs.push(q);
+            }
+        }
+        specs
+    }
+
+    /// Items of `items` decoded as jobs, sorted by due time (then tenant, id).
+    fn due_order(items: &[Item]) -> Result<Vec<Job>, StoreError> {
+        let mut jobs: Vec<Job> = items.iter().map(job_from_item).collect::<Result<_, _>>()?;
+        jobs.retain(|j| j.state == JobState::Active && j.next_fire_at.is_some());
+        jobs.sort_by(|a, b| (a.next_fire_at, &a.tenant, &a.id).cmp(&(b.next_fire_at, &b.tenant, &b.id)));
+        Ok(jobs)
+    }
+
+    /// The job update of a firing: new state and due keys, on condition of version and
+    /// `next_fire_at`; or just that condition, when the job is left for a later transaction.
+    fn firing_job_write(&self, f: &Firing, check_only: bool) -> Result<TransactWriteItem, StoreError> {
+        let k = key(job_pk(f.tenant.as_str(), f.job_id.as_str()), JOB_SK.into());
+        let mut names = HashMap::from([
+            ("#v".to_string(), "version".to_string()),
+            ("#nfa".to_string(), "next_fire_at".to_string()),
+        ]);
+        let mut values = HashMap::from([(":v".to_string(), n(f.expected_version))]);
+        let condition = match f.expected_next_fire_at {
+            Some(t) => {
+                values.insert(":enfa".into(), n(ms(t)));
+                "#v = :v AND #nfa = :enfa"
+            }
+            None => "#v = :v AND attribute_not_exists(#nfa)",
+        };
+        if check_only {
+            let c = ConditionCheck::builder()
+                .table_name(&self.table)
+                .set_key(Some(k))
+                .condition_expression(condition)
+                .set_expression_attribute_names(Some(names))
+                .set_expression_attribute_values(Some(values))
+                .build()
+                .map_err(build_error)?;
+            return Ok(TransactWriteItem::builder().condition_check(c).build());
+        }
+        names.insert("#st".into(), "state".into());
+        names.insert("#g1p".into(), GSI1_PK.into());
+        names.insert("#g1s".into(), GSI1_SK.into());
+        values.insert(":st".into(), s(f.state.as_str()));
+        let mut set = vec!["#st = :st"];
+        let mut remove = Vec::new();
+        match f.next_fire_at {
+            Some(t) => {
+                values.insert(":nfa".into(), n(ms(t)));
+                set.push("#nfa = :nfa");
+            }
+            None => remove.push("#nfa"),
+        }
+        match job_due_keys(
+            f.tenant.as_str(),
+            f.job_id.as_str(),
+            f.state,
+            f.next_fire_at,
+            self.now(),
+            self.shards,
+        ) {
+            Some((pk, sk)) => {
+                values.insert(":g1p".into(), s(pk));
+                values.insert(":g1s".into(), s(sk));
+                set.extend(["#g1p = :g1p", "#g1s = :g1s"]);
+            }
+            None => remove.extend(["#g1p", "#g1s"]),
+        }
+        let mut expr = format!("SET {}", set.join(", "));
+        if !remove.is_empty() {
+            expr.push_str(&format!(" REMOVE {}", remove.join(", ")));
+        }
+        let u = Update::builder()
+            .table_name(&self.table)
+            .set_key(Some(k))
+            .update_expression(expr)
+            .condition_expression(condition)
+            .set_expression_attribute_names(Some(names))
+            .set_expression_attribute_values(Some(values))
+            .build()
+            .map_err(build_error)?;
+        Ok(TransactWriteItem::builder().update(u).build())
+    }
+
+    /// One firing of [`JobStore::fire`](sked_core::ports::JobStore::fire).
+    async fn fire_job(&self, firing: &Firing) -> Result<Vec<Run>, StoreError> {
+        // Runs written by an earlier round of this call (chunks that committed before a later
+        // one was refused): inserted by this firing, and not to be written again.
+        let mut committed: Vec<Run> = Vec::new();
+        let mut skip: HashSet<RunId> = HashSet::new();
+        // Sweeps fire ACTIVE jobs: one that ends leaves the tenant's active jobs.
+        let limits = match counts_as_active(firing.state) {
+            true => TenantLimits::default(),
+            false => self.tenant_limits(&firing.tenant).await?,
+        };
+        let ends = i64::from(!counts_as_active(firing.state));
+        for _ in 0..MAX_RMW_ATTEMPTS {
+            // Runs that exist are left out up front.
+            let keys: Vec<Item> = firing
+                .runs
+                .iter()
+                .filter(|r| !skip.contains(&r.run_id))
+                .filter_map(|r| run_key(&r.tenant, &r.run_id))
+                .collect();
+            for item in self.batch_get(keys).await? {
+                skip.insert(RunId(Reader::new(&item).s("run_id")?));
+            }
+            let mut ops: Vec<TransactWriteItem> = Vec::new();
+            let mut op_runs: Vec<Option<Run>> = Vec::new(); // the new run each op inserts
+            for id in &firing.cancel {
+                if let Some(mut stored) = self.load_run(&firing.tenant, id).await?
+                    && stored.run.request_cancel(firing.at, REPLACED)
+                {
+                    // A cancelled run that ended releases its downstream occurrences here too.
+                    let release = match stored.run.state.is_terminal() {
+                        true => Some(self.plan_release(&stored.run).await?),
+                        false => None,
+                    };
+                    let rv = stored.rv;
+                    stored.rv += 1;
+                    ops.push(self.put(self.stored_run_item(&stored)?, "rv = :rv", vec![(":rv", n(rv))])?);
+                    op_runs.push(None);
+                    if let Some(release) = release {
+                        // Answered among the firing's runs: the released PENDING ones.
+                        for (write, run) in release.writes.into_iter().zip(release.writes_run) {
+                            ops.push(write);
+                            op_runs.push(run.filter(|r| r.state == RunState::Pending));
+                        }
+                    }
+                }
+            }
+            // The ledger's records of what the plan skipped (puts that replace: a retry writes
+            // them again).
+            for write in self.skip_writes(&firing.tenant, &firing.job_id, &firing.skipped)? {
+                ops.push(write);
+                op_runs.push(None);
+            }
+            for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
+                let stored = StoredRun {
+                    run: truncated(run),
+                    last_token: 0,
+                    rv: 1,
+                };
+                ops.push(self.put(self.stored_run_item(&stored)?, "attribute_not_exists(pk)", vec![])?);
+                op_runs.push(Some(stored.run));
+            }
+            // Everything past one transaction goes first, each chunk conditional on the job.
+            let counter = self.active_jobs_write(&firing.tenant, &limits, -ends)?;
+            let room = MAX_TRANSACTION - 1 - usize::from(counter.is_some());
+            let split = ops.len().saturating_sub(room);
+            let mut early_ops: Vec<TransactWriteItem> = ops.drain(..split).collect();
+            let mut early_runs: Vec<Option<Run>> = op_runs.drain(..split).collect();
+            let mut failed: Option<(Failure, Vec<Option<Run>>)> = None;
+            while !early_ops.is_empty() {
+                let take = early_ops.len().min(room);
+                let mut chunk: Vec<TransactWriteItem> = early_ops.drain(..take).collect();
+                let chunk_runs: Vec<Option<Run>> = early_runs.drain(..take).collect();
+                chunk.insert(0, self.firing_job_write(firing, true)?);
+                match self.transact(chunk).await {
+                    Ok(()) => {
+                        for run in chunk_runs.into_iter().flatten() {
+                            skip.insert(run.run_id.clone());
+                            committed.push(run);
+                        }
+                    }
+                    Err(f) => {
+                        failed = Some((f, chunk_runs));
+                        break;
+                    }
+                }
+            }
+            if failed.is_none() {
+                let mut last = vec![self.firing_job_write(firing, false)?];
+                last.extend(ops);
+                last.extend(counter);
+                match self.transact(last).await {
+                    Ok(()) => {
+                        committed.extend(op_runs.into_iter().flatten());
+                        return Ok(committed);
+                    }
+                    Err(f) => failed = Some((f, op_runs)),
+                }
+            }
+            match failed {
+                Some((Failure::Condition { failed_items, .. }, runs)) => {
+                    // Item 0 of every transaction is the job's update or condition check.
+                    if failed_items.contains(&0) {
+                        if !self.job_exists(&firing.tenant, &firing.job_id).await? {
+                            return Err(StoreError::NotFound);
+                        }
+                        return Err(conflict(format!("job {} moved on", firing.job_id)));
+                    }
+                    // A run was created (or a cancelled run changed) meanwhile: skip the
+                    // former, re-read the latter, and try again.
+                    for i in failed_items {
+                        if let Some(Some(run)) = runs.get(i - 1) {
+                            skip.insert(run.run_id.clone());
+                        }
+                    }
+                }
+                Some((f, _)) => return Err(f.into_store(String::new)),
+                None => {}
+            }
+        }
+        Err(StoreError::Transient(
+            format!("firing of job {} kept racing other writers", firing.job_id).into(),
+        ))
+    }
+
+    /// Whether the job named by a firing exists (to tell NotFound from Conflict).
+    async fn job_exists(&self, tenant: &TenantId, id: &JobId) -> Result<bool, StoreError> {
+        Ok(self
+            .get_item(key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into()))
+            .await?
+            .is_some())
+    }
+}

@@ -1,0 +1,240 @@
+//! Listings on DynamoDB: the [`JobStore`](sked_core::ports::JobStore) methods `list_jobs`
+//! and `list_runs`. They filter the `list` index's copies (eventually consistent; layout in
+//! [`super`]) and read the page's full items with a consistent `BatchGetItem`, filtering
+//! again; a run listing of one job reads the job's partition of the table instead. A
+//! tenant's runs are sharded in the index, and the shards merged newest first. Cursors are
+//! opaque (hex) encodings of the last item's listing position: a job id, or a run's nominal
+//! time and id.
+
+use super::codec::{Item, Reader, job_from_item, key, ms, run_from_item, s};
+use super::keys::*;
+use super::plumbing::QuerySpec;
+use super::store::DynamoStore;
+use sked_core::ids::TenantId;
+use sked_core::job::{Job, JobState};
+use sked_core::ports::store::{JobFilter, Page, PageRequest, RunFilter, StoreError};
+use sked_core::run::Run;
+use std::collections::HashMap;
+
+/// The range of `list` sort keys a run listing reads: `[lo, hi]`, and a key to drop (the
+/// cursor's own item).
+fn run_range(filter: &RunFilter, after: Option<&(i64, String)>) -> (Option<String>, Option<String>, Option<String>) {
+    let lo = filter.since.map(|t| pad_ms(ms(t)));
+    let mut hi = filter.until.map(|t| pad_ms(ms(t))); // items at `until` sort above it: excluded
+    let mut drop = None;
+    if let Some((at, id)) = after {
+        let c = runs_list_sk(*at, id);
+        if hi.as_ref().is_none_or(|h| c < *h) {
+            hi = Some(c.clone());
+        }
+        drop = Some(c);
+    }
+    (lo, hi, drop)
+}
+
+fn parse_run_cursor(c: &str) -> Result<(i64, String), StoreError> {
+    let raw = decode_cursor(c).ok_or_else(|| StoreError::BadCursor("malformed run cursor".into()))?;
+    let (at, id) = raw
+        .split_once('|')
+        .ok_or_else(|| StoreError::BadCursor("malformed run cursor".into()))?;
+    Ok((
+        at.parse()
+            .map_err(|_| StoreError::BadCursor("malformed run cursor".into()))?,
+        id.to_string(),
+    ))
+}
+
+fn run_cursor(r: &Run) -> String {
+    encode_cursor(&format!("{}|{}", ms(r.scheduled_for), r.run_id))
+}
+
+/// The listing order of runs: newest nominal time first, then run id descending.
+fn newest_first(a: &Run, b: &Run) -> std::cmp::Ordering {
+    (b.scheduled_for, &b.run_id).cmp(&(a.scheduled_for, &a.run_id))
+}
+
+impl DynamoStore {
+    /// The body of [`JobStore::list_jobs`](sked_core::ports::JobStore::list_jobs).
+    pub(super) async fn job_page(
+        &self,
+        tenant: &TenantId,
+        filter: &JobFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Job>, StoreError> {
+        let after = page
+            .cursor
+            .as_deref()
+            .map(|c| decode_cursor(c).ok_or_else(|| StoreError::BadCursor("malformed job cursor".into())))
+            .transpose()?;
+        let cond = if after.is_some() {
+            "#pk = :pk AND #sk > :after"
+        } else {
+            "#pk = :pk"
+        };
+        let mut q = QuerySpec::new(Some(LIST_INDEX), cond)
+            .name("#pk", GSI2_PK)
+            .name("#st", "state")
+            .value(":pk", s(jobs_list_pk(tenant.as_str())));
+        if let Some(a) = &after {
+            q = q.name("#sk", GSI2_SK).value(":after", s(a.clone()));
+        }
+        q = match filter.state {
+            Some(st) => q.value(":st", s(st.as_str())).and_filter("#st = :st".into()),
+            None => q
+                .value(":st", s(JobState::Deleted.as_str()))
+                .and_filter("#st <> :st".into()),
+        };
+        if !filter.labels.is_empty() {
+            q = q.name("#lb", "labels");
+            for (i, (k, v)) in filter.labels.iter().enumerate() {
+                q = q
+                    .name(&format!("#l{i}"), k)
+                    .value(&format!(":l{i}"), s(v.clone()))
+                    .and_filter(format!("#lb.#l{i} = :l{i}"));
+            }
+        }
+        let want = page.limit.saturating_add(1);
+        let copies = self.query(&q, want).await?;
+        let keys = copies.iter().map(|c| {
+            let r = Reader::new(c);
+            key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+        });
+        let items = self.fetch_in_order(keys.collect()).await?;
+        let mut jobs: Vec<Job> = items.iter().map(job_from_item).collect::<Result<_, _>>()?;
+        // The full item is newer than the index copy: apply the filter again.
+        jobs.retain(|j| {
+            filter.state.map_or(j.state != JobState::Deleted, |st| j.state == st)
+                && filter.labels.iter().all(|(k, v)| j.spec.labels.get(k) == Some(v))
+        });
+        let more = copies.len() > page.limit;
+        jobs.truncate(page.limit);
+        let next_cursor = if more {
+            jobs.last().map(|j| encode_cursor(j.id.as_str()))
+        } else {
+            None
+        };
+        Ok(Page {
+            items: jobs,
+            next_cursor,
+        })
+    }
+
+    /// The body of [`JobStore::list_runs`](sked_core::ports::JobStore::list_runs).
+    pub(super) async fn run_page(
+        &self,
+        tenant: &TenantId,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Run>, StoreError> {
+        let after = page.cursor.as_deref().map(parse_run_cursor).transpose()?;
+        let want = page.limit.saturating_add(1);
+        let state_filter = |q: QuerySpec| match filter.state {
+            Some(st) => q
+                .name("#st", "state")
+                .value(":st", s(st.as_str()))
+                .and_filter("#st = :st".into()),
+            None => q,
+        };
+        let mut runs: Vec<Run> = if let Some(job) = &filter.job_id {
+            // One job: its partition of the table, strongly consistent, newest first.
+            let lo = filter.since.map_or(0, ms);
+            let mut hi = filter.until.map_or(MAX_PADDED_MS, |t| ms(t) - 1);
+            if let Some((at, _)) = &after {
+                hi = hi.min(at - 1);
+            }
+            if hi < lo {
+                return Ok(Page {
+                    items: vec![],
+                    next_cursor: None,
+                });
+            }
+            let mut q = QuerySpec::new(None, "#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                .name("#pk", PK)
+                .name("#sk", SK)
+                .value(":pk", s(job_pk(tenant.as_str(), job.as_str())))
+                .value(":lo", s(run_sk(lo)))
+                .value(":hi", s(run_sk(hi)));
+            q.forward = false;
+            q.consistent = true;
+            q = state_filter(q);
+            let items = self.query(&q, want).await?;
+            items
+                .iter()
+                .map(|i| run_from_item(i).map(|s| s.run))
+                .collect::<Result<_, _>>()?
+        } else {
+            // Every job: the tenant's sharded listing partitions, merged.
+            let (lo, hi, drop) = run_range(filter, after.as_ref());
+            let mut specs = Vec::new();
+            for shard in 0..self.shards {
+                let cond = match (&lo, &hi) {
+                    (Some(_), Some(_)) => "#pk = :pk AND #sk BETWEEN :lo AND :hi",
+                    (Some(_), None) => "#pk = :pk AND #sk >= :lo",
+                    (None, Some(_)) => "#pk = :pk AND #sk <= :hi",
+                    (None, None) => "#pk = :pk",
+                };
+                let mut q = QuerySpec::new(Some(LIST_INDEX), cond)
+                    .name("#pk", GSI2_PK)
+                    .value(":pk", s(runs_list_pk(tenant.as_str(), shard)));
+                if lo.is_some() || hi.is_some() {
+                    q = q.name("#sk", GSI2_SK);
+                }
+                if let Some(l) = &lo {
+                    q = q.value(":lo", s(l.clone()));
+                }
+                if let Some(h) = &hi {
+                    q = q.value(":hi", s(h.clone()));
+                }
+                q.forward = false;
+                specs.push(state_filter(q));
+            }
+            if lo.as_ref().zip(hi.as_ref()).is_some_and(|(l, h)| l > h) {
+                return Ok(Page {
+                    items: vec![],
+                    next_cursor: None,
+                });
+            }
+            let mut copies = self.query_many(specs, want.saturating_add(1)).await?;
+            copies.retain(|c| {
+                drop.as_ref()
+                    .is_none_or(|d| Reader::new(c).s(GSI2_SK).ok().as_ref() != Some(d))
+            });
+            copies.sort_by(|a, b| {
+                let sk = |i: &Item| Reader::new(i).s(GSI2_SK).unwrap_or_default();
+                sk(b).cmp(&sk(a))
+            });
+            copies.truncate(want);
+            let keys = copies.iter().map(|c| {
+                let r = Reader::new(c);
+                key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+            });
+            let items = self.fetch_in_order(keys.collect()).await?;
+            let mut runs: Vec<Run> = items
+                .iter()
+                .map(|i| run_from_item(i).map(|s| s.run))
+                .collect::<Result<_, _>>()?;
+            runs.retain(|r| filter.state.is_none_or(|st| r.state == st));
+            runs
+        };
+        runs.sort_by(newest_first);
+        let more = runs.len() > page.limit;
+        runs.truncate(page.limit);
+        let next_cursor = if more { runs.last().map(run_cursor) } else { None };
+        Ok(Page {
+            items: runs,
+            next_cursor,
+        })
+    }
+
+    /// Full items for index copies (listings read keys-only copies), in the given order.
+    async fn fetch_in_order(&self, keys: Vec<Item>) -> Result<Vec<Item>, StoreError> {
+        let id = |i: &Item| {
+            let r = Reader::new(i);
+            (r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+        };
+        let order: Vec<(String, String)> = keys.iter().map(id).collect();
+        let mut by_key: HashMap<(String, String), Item> =
+            self.batch_get(keys).await?.into_iter().map(|i| (id(&i), i)).collect();
+        Ok(order.iter().filter_map(|k| by_key.remove(k)).collect())
+    }
+}

@@ -1,0 +1,151 @@
+//! Runs' read–decide–put loop on DynamoDB: a run is read (strongly consistent), changed by
+//! sked-core's lifecycle functions, and put back on condition that its item version `rv` has
+//! not moved; a lost race reads and decides again. So claims (`claim`), heartbeats,
+//! completions, cancels and deferrals ([`super::store`]) follow exactly the rules the SQLite
+//! store follows, one run at a time. A run that ends releases its downstream occurrences in
+//! the transaction that ends it (`dependencies`).
+
+use super::codec::{Item, StoredRun, n, run_from_item, run_item, run_key, s};
+use super::keys::*;
+use super::plumbing::QuerySpec;
+use super::store::DynamoStore;
+use crate::error::{Failure, classify};
+use aws_sdk_dynamodb::types::TransactWriteItem;
+use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::ports::store::StoreError;
+use sked_core::run::{Run, RunState};
+
+/// Read-modify-write attempts before a run that keeps changing is reported as transient.
+pub(super) const MAX_RMW_ATTEMPTS: usize = 16;
+
+impl DynamoStore {
+    pub(super) fn stored_run_item(&self, stored: &StoredRun) -> Result<Item, StoreError> {
+        run_item(stored, self.shards, self.run_retention_secs)
+    }
+
+    pub(super) async fn load_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<StoredRun>, StoreError> {
+        let Some(k) = run_key(tenant, run_id) else {
+            return Ok(None);
+        };
+        match self.get_item(k).await? {
+            Some(item) => {
+                let stored = run_from_item(&item)?;
+                Ok((stored.run.tenant == *tenant && stored.run.run_id == *run_id).then_some(stored))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// The transaction write of `stored` with `rv + 1`, on condition its item still has `rv`.
+    pub(super) fn versioned_put(&self, stored: &StoredRun) -> Result<TransactWriteItem, StoreError> {
+        let next = StoredRun {
+            rv: stored.rv + 1,
+            ..stored.clone()
+        };
+        self.put(self.stored_run_item(&next)?, "rv = :rv", vec![(":rv", n(stored.rv))])
+    }
+
+    /// Puts `stored` with `rv + 1` if its item still has version `rv`. `Ok(false)` if it moved.
+    /// A run that ends here releases its downstream occurrences in the same transaction.
+    pub(super) async fn save_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
+        Ok(self.save_run_releasing(stored).await?.is_some())
+    }
+
+    /// [`DynamoStore::save_run`], answering what the run's end released (`None`: it moved).
+    async fn save_run_releasing(&self, stored: &StoredRun) -> Result<Option<Vec<Run>>, StoreError> {
+        if stored.run.state.is_terminal() {
+            let plan = self.plan_release(&stored.run).await?;
+            if !plan.writes.is_empty() {
+                let mut items = vec![self.versioned_put(stored)?];
+                items.extend(plan.writes);
+                return match self.transact(items).await {
+                    Ok(()) => Ok(Some(plan.released)),
+                    Err(Failure::Condition { .. }) => Ok(None),
+                    Err(f) => Err(f.into_store(String::new)),
+                };
+            }
+        }
+        Ok(self.put_run(stored).await?.then(Vec::new))
+    }
+
+    /// The plain write of [`DynamoStore::save_run`]: one conditional `PutItem`.
+    async fn put_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
+        let next = StoredRun {
+            rv: stored.rv + 1,
+            ..stored.clone()
+        };
+        let res = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(self.stored_run_item(&next)?))
+            .condition_expression("rv = :rv")
+            .expression_attribute_values(":rv", n(stored.rv))
+            .send()
+            .await;
+        match res {
+            Ok(_) => Ok(true),
+            Err(e) => match classify("dynamodb:PutItem", e, |_| None) {
+                Failure::Condition { .. } => Ok(false),
+                f => Err(f.into_store(String::new)),
+            },
+        }
+    }
+
+    /// Read-modify-write of one run: `decide` changes a fresh copy and says whether it changed
+    /// and what to answer; a changed run is saved on condition of its item version, and a lost
+    /// race decides again on a fresh read.
+    pub(super) async fn modify_run<T>(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        decide: impl FnMut(&mut StoredRun) -> Result<(bool, T), StoreError>,
+    ) -> Result<T, StoreError> {
+        Ok(self.modify_run_releasing(tenant, run_id, decide).await?.0)
+    }
+
+    /// [`DynamoStore::modify_run`], answering also what the run's end released.
+    pub(super) async fn modify_run_releasing<T>(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        mut decide: impl FnMut(&mut StoredRun) -> Result<(bool, T), StoreError>,
+    ) -> Result<(T, Vec<Run>), StoreError> {
+        for _ in 0..MAX_RMW_ATTEMPTS {
+            let mut stored = self.load_run(tenant, run_id).await?.ok_or(StoreError::NotFound)?;
+            let (changed, answer) = decide(&mut stored)?;
+            if !changed {
+                return Ok((answer, Vec::new()));
+            }
+            if let Some(released) = self.save_run_releasing(&stored).await? {
+                return Ok((answer, released));
+            }
+        }
+        Err(StoreError::Transient(
+            format!("run {run_id} kept changing under {MAX_RMW_ATTEMPTS} read-modify-writes").into(),
+        ))
+    }
+
+    /// The job's PENDING and RUNNING runs with their item versions, oldest nominal time
+    /// first (a strongly consistent query of the job's partition).
+    pub(super) async fn active_stored_runs(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+    ) -> Result<Vec<StoredRun>, StoreError> {
+        let mut q = QuerySpec::new(None, "#pk = :pk AND begins_with(#sk, :runs)")
+            .name("#pk", PK)
+            .name("#sk", SK)
+            .name("#st", "state")
+            .value(":pk", s(job_pk(tenant.as_str(), job_id.as_str())))
+            .value(":runs", s(RUN_SK_PREFIX))
+            .value(":p", s(RunState::Pending.as_str()))
+            .value(":r", s(RunState::Running.as_str()))
+            .and_filter("#st IN (:p, :r)".into());
+        q.consistent = true;
+        let items = self.query(&q, usize::MAX).await?;
+        let mut runs: Vec<StoredRun> = items.iter().map(run_from_item).collect::<Result<_, _>>()?;
+        runs.sort_by(|a, b| (a.run.scheduled_for, &a.run.run_id).cmp(&(b.run.scheduled_for, &b.run.run_id)));
+        Ok(runs)
+    }
+}
