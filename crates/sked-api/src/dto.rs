@@ -185,6 +185,43 @@ pub struct RunView<'a> {
     pub concurrency: Option<&'a sked_core::concurrency::Concurrency>,
     /// Attempts, oldest first.
     pub attempts: Vec<AttemptView<'a>>,
+    /// Its failure alert: the job's `notify` copied when the run was created, where its
+    /// delivery stands and every try; `null` when the job had no `notify`.
+    #[schema(required = true)]
+    pub alert: Option<AlertView<'a>>,
+}
+
+/// A run's failure alert.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = RunAlert)]
+pub struct AlertView<'a> {
+    /// The job's `notify` when the run was created.
+    #[schema(value_type = sked_core::alert::Notify)]
+    pub notify: &'a sked_core::alert::Notify,
+    /// `idle` (the run has not ended as `notify.on` asks), `pending`, `delivered`, `gave_up`.
+    #[schema(value_type = sked_core::alert::AlertState)]
+    pub state: &'static str,
+    /// The end it was posted for (`failed`, …), once the run ended as `on` asks.
+    #[schema(required = true, value_type = Option<sked_core::alert::AlertOn>)]
+    pub event: Option<&'static str>,
+    /// When the next try is due, while pending.
+    #[schema(format = DateTime, required = true)]
+    pub next_try_at: Option<String>,
+    /// Every try, oldest first: when, and the receiver's status or why there was none.
+    #[schema(value_type = Vec<sked_core::alert::Delivery>)]
+    pub deliveries: &'a [sked_core::alert::Delivery],
+}
+
+impl<'a> From<&'a sked_core::alert::Alert> for AlertView<'a> {
+    fn from(a: &'a sked_core::alert::Alert) -> Self {
+        AlertView {
+            notify: &a.notify,
+            state: a.state.as_str(),
+            event: a.event.map(|e| e.as_str()),
+            next_try_at: ts_opt(&a.due),
+            deliveries: &a.deliveries,
+        }
+    }
 }
 
 impl<'a> From<&'a Run> for RunView<'a> {
@@ -204,6 +241,7 @@ impl<'a> From<&'a Run> for RunView<'a> {
             cancel_requested: r.cancel_requested,
             concurrency: r.concurrency.as_ref(),
             attempts: r.attempts.iter().map(AttemptView::from).collect(),
+            alert: r.alert.as_ref().map(AlertView::from),
         }
     }
 }

@@ -39,6 +39,7 @@ pub const BEARER: &str = "bearer";
         (name = "logs", description = "Attempts' captured output"),
         (name = "keys", description = "API keys"),
         (name = "tenants", description = "Tenants' quotas (operators only)"),
+        (name = "alerts", description = "The webhook secret that signs a tenant's failure alerts"),
         (name = "ops", description = "Health and this document"),
     ),
 )]

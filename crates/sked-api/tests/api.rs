@@ -20,6 +20,7 @@ use sked_core::ports::{
     RunTransition,
 };
 use sked_core::run::{AttemptOutcome, RunState};
+use sked_core::service::alerts::WebhookSecretService;
 use sked_core::service::keys::{Keys, NewKey};
 use sked_core::service::quotas::Quotas;
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
@@ -83,7 +84,10 @@ fn api() -> Api {
     let queue = Arc::new(MemQueue::new(clock.clone()));
     let ports = Ports::new(store.clone(), queue, logs.clone(), clock.clone());
     let quotas = Quotas::new(store.clone(), clock.clone());
-    let sked = Sked::new(ports, SkedConfig::default(), SweepSignal::default()).with_quotas(quotas);
+    let secrets = WebhookSecretService::new(store.clone(), clock.clone());
+    let sked = Sked::new(ports, SkedConfig::default(), SweepSignal::default())
+        .with_quotas(quotas)
+        .with_webhook_secrets(secrets);
     let keys = Keys::new(Arc::new(MemKeys::new()), clock.clone());
     Api {
         router: router(sked, ApiConfig::default(), Auth::Keys(keys.clone())),
@@ -1527,6 +1531,77 @@ async fn a_concurrency_key_reads_back_reaches_its_runs_and_bad_ones_are_named() 
             "nothing stored"
         );
     }
+}
+
+#[tokio::test]
+async fn notify_reads_back_reaches_its_runs_and_bad_ones_are_named() {
+    let api = api();
+    let notify = json!({"on": ["failed", "timed_out", "skipped"], "webhook": "https://hooks.example/sked"});
+    let created = api.create(with(every_job("n"), "notify", notify.clone())).await;
+    assert_eq!(created["notify"], notify);
+    let run_id = api.trigger("n").await;
+    let run = api.get(&format!("/v1/runs/{run_id}")).await;
+    assert_eq!(run.json["alert"]["notify"], notify, "{}", run.text);
+    assert_eq!(run.json["alert"]["state"], "idle");
+    assert_eq!(run.json["alert"]["deliveries"], json!([]));
+    assert!(run.json["alert"]["next_try_at"].is_null());
+    let plain_run = {
+        api.create(every_job("plain")).await;
+        api.trigger("plain").await
+    };
+    assert!(api.get(&format!("/v1/runs/{plain_run}")).await.json["alert"].is_null());
+
+    for (body, status, field) in [
+        (
+            json!({"on": ["failed"], "webhook": "ftp://x"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "notify.webhook",
+        ),
+        (
+            json!({"on": [], "webhook": "https://x.test"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "notify.on",
+        ),
+        (
+            json!({"on": ["failed", "failed"], "webhook": "https://x.test"}),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "notify.on",
+        ),
+        (
+            json!({"on": ["exploded"], "webhook": "https://x.test"}),
+            StatusCode::BAD_REQUEST,
+            "notify",
+        ),
+        (json!({"on": ["failed"]}), StatusCode::BAD_REQUEST, "notify"),
+    ] {
+        let r = api
+            .post("/v1/jobs", with(every_job("bad"), "notify", body.clone()))
+            .await;
+        assert_eq!(r.status, status, "{body}: {}", r.text);
+        assert!(r.text.contains(field), "{body}: {field} not named in {}", r.text);
+        assert_eq!(
+            api.get("/v1/jobs/bad").await.status,
+            StatusCode::NOT_FOUND,
+            "nothing stored"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_webhook_secret_is_shown_when_made_and_never_after() {
+    let api = api();
+    let before = api.get("/v1/webhook-secret").await;
+    assert_eq!(before.status, StatusCode::OK, "{}", before.text);
+    assert!(before.json["created_at"].is_null());
+    let made = api.post_empty("/v1/webhook-secret").await;
+    assert_eq!(made.status, StatusCode::CREATED, "{}", made.text);
+    let secret = made.json["secret"].as_str().unwrap().to_string();
+    assert!(secret.starts_with("whsec_") && secret.len() == 70, "{secret}");
+    let read = api.get("/v1/webhook-secret").await;
+    assert_eq!(read.json["created_at"], made.json["created_at"]);
+    assert!(!read.text.contains(&secret), "the secret is shown once: {}", read.text);
+    let again = api.post_empty("/v1/webhook-secret").await;
+    assert_ne!(again.json["secret"].as_str().unwrap(), secret, "a new one replaces it");
 }
 
 fn after_job(id: &str, upstreams: &[&str]) -> Value {

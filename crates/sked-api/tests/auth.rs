@@ -84,6 +84,8 @@ fn routes() -> Vec<Route> {
             Some(json!({"max_active_jobs": 100})),
             false,
         ),
+        r(Method::GET, "/v1/webhook-secret", Role::Admin, None, false),
+        r(Method::POST, "/v1/webhook-secret", Role::Admin, None, false),
         r(Method::DELETE, "/v1/jobs/{job}", Role::Write, None, true),
         r(Method::GET, "/v1/no-such-route", Role::Read, None, false),
     ]

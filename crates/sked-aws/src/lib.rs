@@ -49,4 +49,4 @@ pub use fault::{Faults, FaultyHttpClient};
 pub use logs::CloudWatchLogStore;
 pub use request_count::RequestCounter;
 pub use sqs::SqsQueue;
-pub use wiring::{ports, ports_and_quotas};
+pub use wiring::{TenantStores, ports, ports_and_tenants};

@@ -11,7 +11,7 @@ use crate::logs::CloudWatchLogStore;
 use crate::sqs::SqsQueue;
 use async_trait::async_trait;
 use sked_core::ports::queue::EARLY_DELIVERY;
-use sked_core::ports::{Clock, LogError, LogKey, LogPage, LogQuery, LogStore, LogWriter, QuotaStore};
+use sked_core::ports::{Clock, LogError, LogKey, LogPage, LogQuery, LogStore, LogWriter, QuotaStore, WebhookSecrets};
 use sked_core::service::Ports;
 use sked_core::work::QueueThenStore;
 use std::sync::Arc;
@@ -19,15 +19,20 @@ use std::sync::Arc;
 /// Store on DynamoDB, queue on SQS (the work port over the two in turn), logs on CloudWatch
 /// Logs and S3 (or [`NoLogs`]).
 pub fn ports(clients: &AwsClients, config: &AwsConfig, clock: Arc<dyn Clock>) -> Ports {
-    ports_and_quotas(clients, config, clock).0
+    ports_and_tenants(clients, config, clock).0
 }
 
-/// [`ports`], and the tenants' quotas kept by the same store (one quota cache for the process).
-pub fn ports_and_quotas(
-    clients: &AwsClients,
-    config: &AwsConfig,
-    clock: Arc<dyn Clock>,
-) -> (Ports, Arc<dyn QuotaStore>) {
+/// What the store keeps per tenant besides its jobs and runs.
+#[derive(Clone)]
+pub struct TenantStores {
+    /// Quotas (one quota cache for the process).
+    pub quotas: Arc<dyn QuotaStore>,
+    /// Webhook secrets ([`sked_core::alert`]).
+    pub webhook_secrets: Arc<dyn WebhookSecrets>,
+}
+
+/// [`ports`], and the tenants' quotas and webhook secrets kept by the same store.
+pub fn ports_and_tenants(clients: &AwsClients, config: &AwsConfig, clock: Arc<dyn Clock>) -> (Ports, TenantStores) {
     let logs: Arc<dyn LogStore> = match &config.logs {
         Some(logs) => Arc::new(CloudWatchLogStore::new(
             clients.logs.clone(),
@@ -49,7 +54,11 @@ pub fn ports_and_quotas(
         clock,
         observer: Arc::new(sked_core::ports::NoObserver),
     };
-    (ports, store)
+    let tenants = TenantStores {
+        quotas: store.clone(),
+        webhook_secrets: store,
+    };
+    (ports, tenants)
 }
 
 /// The log store of a process configured without logs.

@@ -6,7 +6,7 @@
 mod common;
 
 use sked_aws::DynamoStore;
-use sked_core::ports::{JobStore, QuotaStore, SystemClock};
+use sked_core::ports::{JobStore, QuotaStore, SystemClock, WebhookSecrets};
 use std::sync::Arc;
 
 async fn fresh_dynamo() -> Arc<DynamoStore> {
@@ -24,4 +24,9 @@ sked_testkit::dependency_contract!(fresh_store);
 sked_testkit::quota_contract!(async || {
     let store = fresh_dynamo().await;
     (store.clone() as Arc<dyn JobStore>, store as Arc<dyn QuotaStore>)
+});
+
+sked_testkit::alert_contract!(async || {
+    let store = fresh_dynamo().await;
+    (store.clone() as Arc<dyn JobStore>, store as Arc<dyn WebhookSecrets>)
 });

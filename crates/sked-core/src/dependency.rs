@@ -153,6 +153,7 @@ fn skipped(downstream: &Job, t: Timestamp, now: Timestamp, reason: &str) -> Run 
     run.state = RunState::Skipped;
     run.finished_at = Some(trunc_ms(now));
     run.reason = Some(reason.to_string());
+    run.arm_alert();
     run
 }
 

@@ -1,5 +1,6 @@
 //! Jobs: the definition a user submits ([`JobSpec`]) and what sked stores about it ([`Job`]).
 
+use crate::alert::Notify;
 use crate::concurrency::Concurrency;
 use crate::duration::Dur;
 use crate::ids::{JobId, TenantId};
@@ -79,6 +80,9 @@ pub struct JobSpec {
     /// ([`crate::concurrency`]); none when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub concurrency: Option<Concurrency>,
+    /// Ends of its runs to post to a webhook ([`crate::alert`]); none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notify: Option<Notify>,
 }
 
 fn default_priority() -> u8 {

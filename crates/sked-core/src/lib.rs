@@ -13,6 +13,8 @@
 //!   cancel) as pure functions every store applies in its own transaction, deciding the
 //!   values of [`attempt`] (a claim's answer, an attempt's end, the run's next step).
 //! - [`ledger`]: the occurrence ledger (what became of each nominal time of a job).
+//! - [`alert`]: failure alerts (a job's `notify`, the alert its runs carry, delivery tries,
+//!   signatures).
 //! - [`retry`]: backoff and the attempt-outcome state machine.
 //! - [`fairness`]: the order in which a local queue serves several tenants (turns).
 //! - [`ports`]: the traits adapters implement (clock, store, queue, work, logs, executor,
@@ -25,6 +27,7 @@
 //!
 //! This crate must not know which store, queue or executor it drives: no SQL, HTTP or AWS.
 
+pub mod alert;
 pub mod attempt;
 pub mod auth;
 pub mod concurrency;

@@ -191,6 +191,7 @@ impl Run {
             RunTransition::Finish(state) => {
                 self.state = state;
                 self.finished_at = Some(finished_at);
+                self.arm_alert();
             }
         }
         Ok(())
@@ -241,6 +242,7 @@ impl Run {
         self.state = state;
         self.finished_at = Some(trunc_ms(at));
         self.reason.get_or_insert_with(|| reason.to_string());
+        self.arm_alert();
     }
 }
 

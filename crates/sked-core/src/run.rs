@@ -8,6 +8,7 @@
 //! (none) ──upstreams ended otherwise, or late──▶ SKIPPED   (`after` jobs only)
 //! ```
 
+use crate::alert::Alert;
 use crate::concurrency::Concurrency;
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, wire_enum};
@@ -150,6 +151,9 @@ pub struct Run {
     /// The concurrency key it counts against and its limit, copied from the job at creation
     /// ([`crate::concurrency`]).
     pub concurrency: Option<Concurrency>,
+    /// Its job's `notify`, copied at creation, and the delivery of its alert
+    /// ([`crate::alert`]); `None` when the job has no `notify`.
+    pub alert: Option<Alert>,
 }
 
 impl Run {
@@ -183,6 +187,7 @@ impl Run {
             cancel_requested: false,
             reason: None,
             concurrency: None,
+            alert: None,
         }
     }
 
@@ -207,6 +212,7 @@ impl Run {
             now,
         );
         run.concurrency = spec.concurrency.clone();
+        run.alert = spec.notify.clone().map(Alert::new);
         run
     }
 

@@ -78,6 +78,9 @@ pub fn validate_spec(spec: &JobSpec, now: Timestamp) -> Vec<FieldError> {
     if let Some(concurrency) = &spec.concurrency {
         out.0.extend(concurrency.problems());
     }
+    if let Some(notify) = &spec.notify {
+        out.0.extend(notify.problems());
+    }
     if spec.timeout < MIN_INTERVAL || spec.timeout > MAX_TIMEOUT {
         out.add("timeout", format!("timeout is {}; use 1s to 7d", spec.timeout));
     }
@@ -345,7 +348,7 @@ fn is_header_name(name: &str) -> bool {
 
 /// Checks that `url` is an absolute `http://` or `https://` URL with a host (and a valid port
 /// if one is given).
-fn check_url(url: &str) -> Result<(), String> {
+pub(crate) fn check_url(url: &str) -> Result<(), String> {
     let refuse = |why: &str| Err(format!("url {url:?} {why}; use an absolute http:// or https:// URL"));
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return refuse("contains whitespace or control characters");

@@ -2,7 +2,7 @@
 //! each case gets a fresh database file in its own temporary directory, shared by store and
 //! queue (and quotas, and the work port) the way the local deployment shares it.
 
-use sked_core::ports::{Clock, DispatchQueue, JobStore, KeyStore, QuotaStore};
+use sked_core::ports::{Clock, DispatchQueue, JobStore, KeyStore, QuotaStore, WebhookSecrets};
 use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore, SqliteWork};
 use sked_testkit::clock::ManualClock;
 use sked_testkit::contract::work::WorkPorts;
@@ -40,4 +40,9 @@ sked_testkit::keys_contract!(async || Arc::new(SqliteKeys::new(fresh_db())) as A
 sked_testkit::quota_contract!(async || {
     let store = Arc::new(SqliteStore::new(fresh_db()));
     (store.clone() as Arc<dyn JobStore>, store as Arc<dyn QuotaStore>)
+});
+
+sked_testkit::alert_contract!(async || {
+    let store = Arc::new(SqliteStore::new(fresh_db()));
+    (store.clone() as Arc<dyn JobStore>, store as Arc<dyn WebhookSecrets>)
 });

@@ -1,7 +1,7 @@
 //! Runs the store, queue, work, key store and quota contract suites against the in-memory
 //! adapters (the work port in both shapes over them: [`QueueThenStore`] and [`MemWork`]).
 
-use sked_core::ports::{DispatchQueue, JobStore, KeyStore, QuotaStore};
+use sked_core::ports::{DispatchQueue, JobStore, KeyStore, QuotaStore, WebhookSecrets};
 use sked_core::work::QueueThenStore;
 use sked_testkit::clock::ManualClock;
 use sked_testkit::contract::work::WorkPorts;
@@ -45,4 +45,9 @@ sked_testkit::keys_contract!(async || Arc::new(MemKeys::new()) as Arc<dyn KeySto
 sked_testkit::quota_contract!(async || {
     let store = Arc::new(MemStore::new());
     (store.clone() as Arc<dyn JobStore>, store as Arc<dyn QuotaStore>)
+});
+
+sked_testkit::alert_contract!(async || {
+    let store = Arc::new(MemStore::new());
+    (store.clone() as Arc<dyn JobStore>, store as Arc<dyn WebhookSecrets>)
 });

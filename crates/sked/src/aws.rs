@@ -38,7 +38,8 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let clients = sked_aws::connect(&settings.aws).await;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = Arc::new(sked_aws::EmfRecorder::from_env("sked-worker"));
-    let mut ports = sked_aws::ports(&clients, &settings.aws, clock.clone()).with_observer(metrics.clone());
+    let (ports, tenants) = sked_aws::ports_and_tenants(&clients, &settings.aws, clock.clone());
+    let mut ports = ports.with_observer(metrics.clone());
     if settings.aws.logs.is_none() {
         let dir = std::env::temp_dir().join("sked-logs");
         tracing::warn!(dir = %dir.display(), "SKED_LOG_BUCKET/SKED_LOG_GROUP not set: attempt logs go to local files the API cannot read");
@@ -63,6 +64,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(worker = %config.id, concurrency = config.concurrency, "starting worker");
         tasks.spawn(Worker::new(ports.clone(), executor.clone(), config).run(shutdown.clone()));
     }
+    tasks.spawn(runtime::notifier(&ports, tenants.webhook_secrets).run(shutdown.clone()));
     tasks.spawn(print_metrics(
         metrics.clone(),
         clock.clone(),

@@ -215,6 +215,13 @@ pub enum TenantsCommand {
     /// Shows a tenant's quota; with any limit flag (or `--unlimited`), sets it: the limits
     /// given replace the whole quota, and a limit not given is none.
     Quota(QuotaArgs),
+    /// Shows since when your tenant has the secret that signs its alerts; with `--rotate`,
+    /// makes a new one and prints it (the only time it is shown). An admin key.
+    WebhookSecret {
+        /// Makes a new secret, replacing the one before.
+        #[arg(long)]
+        rotate: bool,
+    },
 }
 
 /// `sked tenants quota`.
@@ -412,6 +419,14 @@ pub struct CreateArgs {
     /// Most runs holding `--concurrency-key` at once (default 1).
     #[arg(long, requires = "concurrency_key")]
     pub concurrency_limit: Option<u32>,
+    /// Posts an alert to this URL when a run ends as `--notify-on` says, signed with the
+    /// tenant's webhook secret (`sked tenants webhook-secret --rotate`).
+    #[arg(long, value_name = "URL")]
+    pub notify_webhook: Option<String>,
+    /// Which ends to post, comma-separated: `succeeded`, `failed`, `timed_out`, `cancelled`,
+    /// `skipped` (default `failed,timed_out`).
+    #[arg(long, value_delimiter = ',', requires = "notify_webhook")]
+    pub notify_on: Vec<String>,
     /// A label (`key=value`; repeatable).
     #[arg(long = "label", value_name = "KEY=VALUE")]
     pub labels: Vec<String>,

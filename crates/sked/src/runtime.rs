@@ -1,5 +1,6 @@
 //! What `sked server` and `sked worker` share: structured logging (and span export), the shutdown signal,
-//! opening the data directory into sked-core's ports, and spawning workers and a reaper.
+//! opening the data directory into sked-core's ports, and spawning workers, a reaper and a
+//! notifier.
 //!
 //! This is wiring only. Scheduling behaviour lives in sked-core; storage in sked-embedded.
 
@@ -9,13 +10,15 @@ use anyhow::Context as _;
 use sked_api::metrics::Recorder;
 use sked_core::WorkerId;
 use sked_core::duration::Dur;
-use sked_core::ports::{Clock, Executor, KeyStore, QuotaStore, SystemClock};
+use sked_core::ports::{Clock, Executor, KeyStore, QuotaStore, SystemClock, WebhookSecrets};
 use sked_core::service::Ports;
+use sked_core::service::alerts::{Notifier, NotifierConfig, NotifierPorts};
 use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_embedded::exec::{HttpExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
 use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore, SqliteWork};
+use sked_embedded::webhook::HttpWebhookSender;
 use std::sync::Arc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -86,6 +89,8 @@ pub struct Local {
     pub keys: Arc<dyn KeyStore>,
     /// Tenants' quotas, in the same file (the store's transactions enforce them).
     pub quotas: Arc<dyn QuotaStore>,
+    /// Tenants' webhook secrets, in the same file.
+    pub webhook_secrets: Arc<dyn WebhookSecrets>,
     /// Runs command and HTTP tasks.
     pub executor: Arc<dyn Executor>,
     /// This process's metrics: the ports report to it; `GET /metrics` reads it.
@@ -116,7 +121,8 @@ pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
         ports,
         metrics,
         keys,
-        quotas: store,
+        quotas: store.clone(),
+        webhook_secrets: store,
         executor: Arc::new(payload_executor(clock)?),
     })
 }
@@ -152,8 +158,8 @@ pub fn worker_config(args: &RuntimeArgs, n: usize) -> anyhow::Result<WorkerConfi
     Ok(config)
 }
 
-/// Spawns `args.workers` workers and one reaper onto `tasks`.
-pub fn spawn_workers_and_reaper(
+/// Spawns `args.workers` workers, one reaper and one notifier (failure alerts) onto `tasks`.
+pub fn spawn_background_tasks(
     local: &Local,
     args: &RuntimeArgs,
     shutdown: &CancellationToken,
@@ -167,7 +173,19 @@ pub fn spawn_workers_and_reaper(
     }
     let reaper = Reaper::new(local.ports.clone(), ReaperConfig::default());
     tasks.spawn(reaper.run(shutdown.clone()));
+    tasks.spawn(notifier(&local.ports, local.webhook_secrets.clone()).run(shutdown.clone()));
     Ok(())
+}
+
+/// The notifier of failure alerts over `ports`' store, posting over HTTP.
+pub fn notifier(ports: &Ports, secrets: Arc<dyn WebhookSecrets>) -> Notifier {
+    let notifier_ports = NotifierPorts {
+        store: ports.store.clone(),
+        secrets,
+        sender: Arc::new(HttpWebhookSender::new()),
+        clock: ports.clock.clone(),
+    };
+    Notifier::new(notifier_ports, NotifierConfig::default())
 }
 
 /// Waits for the background tasks to stop after shutdown, at most `limit`.

@@ -13,6 +13,7 @@ use crate::cli::ServerArgs;
 use crate::runtime;
 use anyhow::Context as _;
 use sked_core::ids::TenantId;
+use sked_core::service::alerts::WebhookSecretService;
 use sked_core::service::keys::Keys;
 use sked_core::service::quotas::Quotas;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
@@ -32,12 +33,15 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
 
     let signal = SweepSignal::default();
     let quotas = Quotas::new(local.quotas.clone(), local.ports.clock.clone());
-    let sked = Sked::new(local.ports.clone(), SkedConfig::default(), signal.clone()).with_quotas(quotas);
+    let secrets = WebhookSecretService::new(local.webhook_secrets.clone(), local.ports.clock.clone());
+    let sked = Sked::new(local.ports.clone(), SkedConfig::default(), signal.clone())
+        .with_quotas(quotas)
+        .with_webhook_secrets(secrets);
 
     let mut tasks = JoinSet::new();
     let sweeper = Sweeper::new(local.ports.clone(), signal, SweeperConfig::default());
     tasks.spawn(sweeper.run(shutdown.clone()));
-    runtime::spawn_workers_and_reaper(&local, &args.runtime, &shutdown, &mut tasks)?;
+    runtime::spawn_background_tasks(&local, &args.runtime, &shutdown, &mut tasks)?;
 
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -31,7 +31,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let local = runtime::open(&args.runtime)?;
 
     let mut tasks = JoinSet::new();
-    runtime::spawn_workers_and_reaper(&local, &args.runtime, &shutdown, &mut tasks)?;
+    runtime::spawn_background_tasks(&local, &args.runtime, &shutdown, &mut tasks)?;
     if let Some(listen) = args.metrics_listen {
         serve_metrics(&local, listen, &shutdown, &mut tasks).await?;
     }

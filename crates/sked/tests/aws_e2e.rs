@@ -12,7 +12,9 @@
 //!   timeout passes; the run ends TIMED_OUT;
 //! - a two-job chain: the worker's completion of the upstream run writes the downstream's run
 //!   at the same nominal time and sends its message, and the worker runs it; the ledger of
-//!   each shows its occurrence fired.
+//!   each shows its occurrence fired;
+//! - a failed run's alert: the worker posts it to a receiver on 127.0.0.1, signed with the
+//!   tenant's secret kept in DynamoDB, and the run read through the API shows the try.
 //!
 //! Each test prints the start lag (attempt start − scheduled time) of its runs as
 //! `e2e-start-lag` lines.
@@ -21,11 +23,15 @@
 
 mod common;
 
+use axum::http::StatusCode;
 use common::aws::Deployment;
+use common::webhook::{WebhookReceiver, header};
 use common::*;
 use serde_json::{Value, json};
 use sked_aws::testing::{MotoServer, freeze_ecs_tasks, fresh_config, fresh_ecs_on, with_logs};
+use sked_core::alert::{self, WebhookSecret};
 use sked_core::duration::Dur;
+use sked_core::ids::TenantId;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
@@ -389,5 +395,54 @@ async fn a_two_job_chain_runs_the_downstream_after_the_upstream_at_its_nominal_t
             (&json!("fired"), &run["run_id"], &run["scheduled_for"]),
             "{ledger}"
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_run_s_alert_is_posted_by_the_worker_signed_with_the_secret_in_dynamodb() {
+    let aws = Deployment::start(fresh_config(), Dur::ZERO, LOOKAHEAD).await;
+    let (receiver, webhook) = WebhookReceiver::start(&[StatusCode::SERVICE_UNAVAILABLE]).await;
+    let (_, tenants) = sked_aws::ports_and_tenants(&aws.clients, &aws.settings.aws, aws.ports.clock.clone());
+    let secret = alert::new_secret();
+    let made = WebhookSecret {
+        secret: secret.clone(),
+        created_at: aws.ports.clock.now(),
+    };
+    tenants
+        .webhook_secrets
+        .put_webhook_secret(&TenantId::default(), &made)
+        .await
+        .unwrap();
+    let api = &aws.api;
+    api.create_job(json!({
+        "id": "nightly",
+        "schedule": {"at": iso(in_secs(1.0))},
+        "max_retries": 0,
+        "task": sh("exit 3"),
+        "notify": {"on": ["failed"], "webhook": webhook},
+    }))
+    .await;
+    assert_eq!(aws.sweep().await.fired, 1);
+    let _worker = aws.worker(&[]);
+    let run = &ended_runs(api, "nightly", 1, Duration::from_secs(60)).await[0];
+    assert_eq!(run["state"], "FAILED", "{run}");
+    let run_id = run["run_id"].as_str().unwrap().to_string();
+    let run = wait_until("the alert delivered", Duration::from_secs(60), async || {
+        let run = api.run(&run_id).await;
+        (run["alert"]["state"] == "delivered").then_some(run)
+    })
+    .await;
+    let statuses: Vec<Value> = run["alert"]["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["status"].clone())
+        .collect();
+    assert_eq!(statuses, [json!(503), json!(200)], "{run}");
+    let posts = receiver.posts();
+    assert_eq!(posts.len(), 2);
+    for (headers, body) in &posts {
+        assert!(alert::verify(&secret, header(headers, alert::SIGNATURE_HEADER), body));
+        assert_eq!(header(headers, alert::DELIVERY_HEADER), run_id);
     }
 }

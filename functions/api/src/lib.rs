@@ -25,9 +25,9 @@ pub mod identity;
 use axum::Router;
 use identity::IdentitySources;
 use sked_api::{ApiConfig, Auth};
-use sked_aws::Settings;
+use sked_aws::{Settings, TenantStores};
 use sked_core::duration::Dur;
-use sked_core::ports::QuotaStore;
+use sked_core::service::alerts::WebhookSecretService;
 use sked_core::service::quotas::Quotas;
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::validate::Capabilities;
@@ -42,12 +42,7 @@ pub const DIRECT_FIRE_WITHIN: Dur = Dur::secs(90);
 /// are accepted when an ECS cluster is configured; jobs due within [`DIRECT_FIRE_WITHIN`] are
 /// fired at once; callers are who `identities` say (the claims of their verified JWT, or the IAM
 /// mapping; a bare [`identity::ClaimNames`] maps no IAM principal).
-pub fn app(
-    ports: Ports,
-    quotas: Arc<dyn QuotaStore>,
-    settings: &Settings,
-    identities: impl Into<IdentitySources>,
-) -> Router {
+pub fn app(ports: Ports, tenants: TenantStores, settings: &Settings, identities: impl Into<IdentitySources>) -> Router {
     let config = SkedConfig {
         capabilities: Capabilities {
             container_tasks: settings.aws.ecs.is_some(),
@@ -55,8 +50,11 @@ pub fn app(
         fire_within: DIRECT_FIRE_WITHIN.min(settings.lookahead),
     };
     // Nothing in this process sweeps: the signal is never waited on.
-    let quotas = Quotas::new(quotas, ports.clock.clone());
-    let sked = Sked::new(ports, config, SweepSignal::default()).with_quotas(quotas);
+    let quotas = Quotas::new(tenants.quotas, ports.clock.clone());
+    let secrets = WebhookSecretService::new(tenants.webhook_secrets, ports.clock.clone());
+    let sked = Sked::new(ports, config, SweepSignal::default())
+        .with_quotas(quotas)
+        .with_webhook_secrets(secrets);
     sked_api::router(sked, ApiConfig::default(), Auth::Injected)
         .layer(axum::middleware::from_fn_with_state(
             Arc::new(identities.into()),

@@ -40,7 +40,7 @@ async fn main() -> anyhow::Result<()> {
         local_identity,
     };
     let clients = sked_aws::connect(&settings.aws).await;
-    let (ports, quotas) = sked_aws::ports_and_quotas(&clients, &settings.aws, Arc::new(SystemClock));
-    let app = sked_fn_api::app(ports, quotas, &settings, identities);
+    let (ports, tenants) = sked_aws::ports_and_tenants(&clients, &settings.aws, Arc::new(SystemClock));
+    let app = sked_fn_api::app(ports, tenants, &settings, identities);
     lambda_http::run(app).await.map_err(|e| anyhow::anyhow!(e))
 }

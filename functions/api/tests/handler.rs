@@ -36,9 +36,9 @@ async fn api_with(identities: IdentitySources) -> (axum::Router, SqsQueue) {
         aws,
         lookahead: Dur::secs(600),
     };
-    let (ports, quotas) = sked_aws::ports_and_quotas(&clients, &settings.aws, clock.clone());
+    let (ports, tenants) = sked_aws::ports_and_tenants(&clients, &settings.aws, clock.clone());
     let queue = SqsQueue::new(clients.sqs.clone(), &settings.aws, clock);
-    (sked_fn_api::app(ports, quotas, &settings, identities), queue)
+    (sked_fn_api::app(ports, tenants, &settings, identities), queue)
 }
 
 /// The request an event file describes.

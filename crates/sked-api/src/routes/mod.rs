@@ -1,5 +1,5 @@
 //! The route table: which path and method reach which handler. Handlers live in one file per
-//! resource ([`jobs`], [`runs`], [`logs`], [`keys`], [`tenants`], [`metrics`], [`ops`]); this file only wires them, with
+//! resource ([`jobs`], [`runs`], [`logs`], [`keys`], [`tenants`], [`webhooks`], [`metrics`], [`ops`]); this file only wires them, with
 //! [`crate::auth`] in front of all of them, and the request counter
 //! ([`crate::metrics`]) in front of that.
 //!
@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod ops;
 pub mod runs;
 pub mod tenants;
+pub mod webhooks;
 
 use crate::auth::{self, Auth};
 use crate::openapi::ApiDoc;
@@ -61,6 +62,7 @@ pub fn table() -> OpenApiRouter<AppState> {
         .routes(routes!(keys::create, keys::list))
         .routes(routes!(keys::revoke))
         .routes(routes!(tenants::get_quota, tenants::put_quota))
+        .routes(routes!(webhooks::create, webhooks::get))
 }
 
 /// Builds the router over `sked` with `config`, authenticating by `auth`: the API of

@@ -1,5 +1,5 @@
 //! The in-process API the tests drive: the router over in-memory ports on a manual clock,
-//! with keys and quotas, and a request helper that answers status, error code and body.
+//! with keys, quotas and webhook secrets, and a request helper that answers status, error code and body.
 
 #![allow(dead_code)] // each test file uses part of it
 
@@ -11,6 +11,7 @@ use serde_json::Value;
 use sked_api::{ApiConfig, Auth, router};
 use sked_core::auth::{Principal, Role};
 use sked_core::ids::TenantId;
+use sked_core::service::alerts::WebhookSecretService;
 use sked_core::service::keys::{Keys, NewKey};
 use sked_core::service::quotas::Quotas;
 use sked_core::service::{Sked, SkedConfig, SweepSignal};
@@ -40,7 +41,10 @@ impl World {
         let MemPorts { ports, clock, store } = MemPorts::at("2026-12-01T10:00:00Z");
         let keys = Keys::new(Arc::new(MemKeys::new()), clock.clone());
         let quotas = Quotas::new(store.clone(), clock.clone());
-        let sked = Sked::new(ports, SkedConfig::default(), SweepSignal::default()).with_quotas(quotas);
+        let secrets = WebhookSecretService::new(store.clone(), clock.clone());
+        let sked = Sked::new(ports, SkedConfig::default(), SweepSignal::default())
+            .with_quotas(quotas)
+            .with_webhook_secrets(secrets);
         World {
             router: router(sked, ApiConfig::default(), Auth::Keys(keys.clone())),
             keys,

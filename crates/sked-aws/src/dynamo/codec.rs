@@ -8,6 +8,7 @@
 
 use super::keys::*;
 use aws_sdk_dynamodb::types::AttributeValue;
+use sked_core::alert::Alert;
 use sked_core::concurrency::Concurrency;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
@@ -320,13 +321,32 @@ pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<
             item.insert(GSI1_PK.into(), s(running_pk(shard)));
             item.insert(GSI1_SK.into(), s(running_sk(ms(l.expires_at), t, id)));
         }
+        (state, _) if state.is_terminal() => {
+            if let Some(due) = run.alert.as_ref().and_then(|a| a.due) {
+                item.insert(GSI1_PK.into(), s(alerts_pk(shard)));
+                item.insert(GSI1_SK.into(), s(alerts_sk(ms(due), t, id)));
+            }
+        }
         _ => {}
+    }
+    if let Some(alert) = &run.alert {
+        item.extend(alert_attributes(alert)?);
     }
     if run.state.is_terminal() {
         let end = run.finished_at.unwrap_or(run.created_at);
         item.insert(TTL.into(), n(end.timestamp() + retention_secs));
     }
     Ok(item)
+}
+
+/// The attributes of a run's alert: `alert` (JSON) and, while pending, `alert_due`.
+pub fn alert_attributes(alert: &Alert) -> Result<Vec<(String, AttributeValue)>, StoreError> {
+    let json = serde_json::to_string(alert).map_err(|e| json_error("alert", e))?;
+    let mut out = vec![("alert".to_string(), s(json))];
+    if let Some(due) = alert.due {
+        out.push(("alert_due".into(), n(ms(due))));
+    }
+    Ok(out)
 }
 
 /// A run from its item.
@@ -366,6 +386,10 @@ pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
             }),
             None => None,
         },
+        alert: r
+            .opt_s("alert")?
+            .map(|a| serde_json::from_str::<Alert>(&a).map_err(|e| json_error("alert", e)))
+            .transpose()?,
     };
     Ok(StoredRun {
         run,

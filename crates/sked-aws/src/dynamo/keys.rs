@@ -133,6 +133,19 @@ pub fn pending_sk(not_before_ms: i64, scheduled_ms: i64, tenant: &str, run_id: &
     format!("{}#{}#{tenant}#{run_id}", pad_ms(not_before_ms), pad_ms(scheduled_ms))
 }
 
+/// `sched` partition of ended runs whose alert is pending ([`sked_core::alert`]).
+pub fn alerts_pk(shard: u32) -> String {
+    format!("ALERT#{shard}")
+}
+
+/// `sched` sort key of a pending alert: earliest due first.
+pub fn alerts_sk(due_ms: i64, tenant: &str, run_id: &str) -> String {
+    format!("{}#{tenant}#{run_id}", pad_ms(due_ms))
+}
+
+/// Sort key of a tenant's webhook secret, in the tenant's partition.
+pub const WEBHOOK_SECRET_SK: &str = "WEBHOOK_SECRET";
+
 /// `sched` partition of running runs.
 pub fn running_pk(shard: u32) -> String {
     format!("RUNNING#{shard}")

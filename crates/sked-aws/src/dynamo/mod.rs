@@ -5,7 +5,7 @@
 //! run's read–decide–put loop), `claim` (claims), `firing` (the due index, its watermark, and
 //! firings), `listing` (job and run listings), [`codec`] (items ↔ jobs and runs), [`keys`],
 //! [`quotas`], [`slots`], `dependencies` (the `after` schedule), `ledger` (skip records),
-//! [`sweep_lease`].
+//! `alerts` (runs' due alerts, webhook secrets), [`sweep_lease`].
 //!
 //! # Table layout
 //!
@@ -25,6 +25,7 @@
 //! | dependency edge | `T#<tenant>#J#<upstream>` | `AFTER#<downstream>` | `downstream` ([`dependencies`]) |
 //! | waiting occurrence | `T#<tenant>#J#<downstream>` | `WAIT#<T>` | `deadline`, `ttl` ([`dependencies`]) |
 //! | skip record (ledger) | `T#<tenant>#J#<job>` | `SKIP#<from>` | `to`, `count`, `reason`, `ttl` ([`ledger`]) |
+//! | webhook secret | `T#<tenant>#TENANT` | `WEBHOOK_SECRET` | `secret`, `created_at` ([`alerts`]) |
 //!
 //! A job and its runs share a partition: a job's history is one `Query` on `pk` with
 //! `begins_with(sk, "RUN#")`, newest first by reading backwards. A run's key follows from its
@@ -40,6 +41,7 @@
 //! | pending runs | `PENDING#<shard>` | `<not_before>#<scheduled_for>#<tenant>#<run>` | run PENDING |
 //! | running runs | `RUNNING#<shard>` | `<lease_expires>#<tenant>#<run>` | run RUNNING |
 //! | waiting `after` occurrences | `WAITING#<shard>` | `<deadline>#<tenant>#<job>#<T>` | until decided |
+//! | ended runs with a pending alert | `ALERT#<shard>` | `<alert_due>#<tenant>#<run>` | alert pending ([`alerts`]) |
 //!
 //! The due key is **time-bucketed and sharded**: one minute's due jobs spread over `shards`
 //! partitions (shard = FNV-1a of `tenant#job` mod shards), so a busy minute stays under a
@@ -92,6 +94,7 @@
 //! Cursors are opaque (hex) encodings of the last item's listing position (job id; or
 //! scheduled time and run id), from which each shard's query resumes.
 
+mod alerts;
 mod claim;
 pub mod codec;
 mod dependencies;

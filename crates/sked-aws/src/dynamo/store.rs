@@ -22,6 +22,7 @@ use crate::error::{Failure, classify};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
+use sked_core::alert::Alert;
 use sked_core::dependency::Wait;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
@@ -461,5 +462,19 @@ impl JobStore for DynamoStore {
         });
         runs.truncate(limit);
         Ok(runs)
+    }
+
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        self.alerts_due_by(now, limit).await
+    }
+
+    async fn save_alert(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        expected: Timestamp,
+        alert: &Alert,
+    ) -> Result<bool, StoreError> {
+        self.update_alert(tenant, run_id, expected, alert).await
     }
 }

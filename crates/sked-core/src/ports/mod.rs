@@ -1,8 +1,9 @@
 //! Ports: the traits the adapters implement (clock, store, queue, work, logs, executor,
-//! keys, quotas, observer). Services in [`crate::service`] are written
+//! keys, quotas, observer, alerts). Services in [`crate::service`] are written
 //! against these only. Each adapter (in-memory in sked-testkit, SQLite in sked-embedded,
 //! AWS in sked-aws) must pass the contract suites in sked-testkit.
 
+pub mod alerts;
 pub mod clock;
 pub mod executor;
 pub mod keys;
@@ -13,6 +14,7 @@ pub mod quotas;
 pub mod store;
 pub mod work;
 
+pub use alerts::{WebhookPost, WebhookSecrets, WebhookSender};
 pub use clock::{Clock, SystemClock};
 pub use executor::{ExecRequest, ExecResult, Executor, StopReason};
 pub use keys::KeyStore;

@@ -9,6 +9,7 @@
 //! - Job updates are compare-and-set on `version`; sweeps are compare-and-set on
 //!   `next_fire_at` and do not bump `version`.
 
+use crate::alert::Alert;
 use crate::dependency::Wait;
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, JobState, Overlap};
@@ -376,6 +377,24 @@ pub trait JobStore: Send + Sync + 'static {
     /// removes the wait, in one transaction; answers what that released (the occurrence
     /// SKIPPED, and what its end released in turn).
     async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError>;
+
+    // ----- alerts -----
+
+    /// Up to `limit` runs (any tenant) whose alert is pending and due by `now`
+    /// ([`crate::alert`]), earliest due first. Reading an index of pending alerts, never
+    /// every run.
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError>;
+
+    /// Replaces the alert of `tenant`'s run `run_id` with `alert`, if its alert's `due` is
+    /// still `expected` (another notifier has not taken or recorded it meanwhile); whether it
+    /// did. Nothing else of the run changes.
+    async fn save_alert(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        expected: Timestamp,
+        alert: &Alert,
+    ) -> Result<bool, StoreError>;
 }
 
 /// Single-item forms of [`JobStore`]'s batch methods, for every store.

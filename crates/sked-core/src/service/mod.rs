@@ -13,7 +13,9 @@
 //! - [`dead_letter`]: what the DLQ handler does with a run whose message was dead-lettered.
 //! - [`worker::Worker`]: receives runs, claims, executes, heartbeats, completes.
 //! - [`reaper::Reaper`]: closes attempts whose worker vanished; re-enqueues lost runs.
+//! - [`alerts`]: the notifier that posts runs' due alerts, and tenants' webhook secrets.
 
+pub mod alerts;
 pub mod backfill;
 pub mod dead_letter;
 pub mod dependencies;
@@ -131,6 +133,7 @@ pub struct Sked {
     pub(crate) config: SkedConfig,
     pub(crate) sweep: SweepSignal,
     pub(crate) quotas: Option<quotas::Quotas>,
+    pub(crate) webhook_secrets: Option<alerts::WebhookSecretService>,
 }
 
 impl Sked {
@@ -142,6 +145,7 @@ impl Sked {
             config,
             sweep,
             quotas: None,
+            webhook_secrets: None,
         }
     }
 
@@ -151,6 +155,17 @@ impl Sked {
     pub fn with_quotas(mut self, quotas: quotas::Quotas) -> Self {
         self.quotas = Some(quotas);
         self
+    }
+
+    /// The same service, keeping tenants' webhook secrets with `secrets` ([`alerts`]).
+    pub fn with_webhook_secrets(mut self, secrets: alerts::WebhookSecretService) -> Self {
+        self.webhook_secrets = Some(secrets);
+        self
+    }
+
+    /// The webhook secret service, where the deployment keeps them.
+    pub fn webhook_secrets(&self) -> Option<&alerts::WebhookSecretService> {
+        self.webhook_secrets.as_ref()
     }
 
     /// The quota service, where the deployment keeps quotas.

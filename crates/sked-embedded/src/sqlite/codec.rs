@@ -8,6 +8,7 @@ use super::error::TxError;
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OptionalExtension, Row};
 use serde::{Deserialize, Serialize};
+use sked_core::alert::Alert;
 use sked_core::concurrency::Concurrency;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
@@ -106,7 +107,7 @@ pub(crate) fn job_state(conn: &Connection, tenant: &str, id: &str) -> Result<Opt
 /// The `runs` columns, in the order [`run_from_row`] reads and [`RunRow::params`] binds.
 pub(crate) const RUN_COLS: &str = "tenant, run_id, job_id, scheduled_for, trigger_kind, state, priority, not_before, \
      max_attempts, created_at, started_at, finished_at, lease_owner, lease_token, lease_expires, \
-     cancel_requested, reason, attempts, last_token, concurrency_key, concurrency_limit";
+     cancel_requested, reason, attempts, last_token, concurrency_key, concurrency_limit, alert, alert_due";
 
 /// One attempt as kept in the `attempts` JSON array (instants in ms).
 #[derive(Debug, Serialize, Deserialize)]
@@ -198,6 +199,10 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<StoredRun, TxError> {
         (None, None) => None,
         _ => return Err(TxError::bad("run with a partial concurrency key")),
     };
+    let alert = row
+        .get::<_, Option<String>>(21)?
+        .map(|a| serde_json::from_str::<Alert>(&a))
+        .transpose()?;
     Ok(StoredRun {
         run: Run {
             tenant: TenantId(row.get(0)?),
@@ -220,12 +225,13 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<StoredRun, TxError> {
                 .map(AttemptJson::into_attempt)
                 .collect::<Result<_, _>>()?,
             concurrency,
+            alert,
         },
         last_token: row.get::<_, i64>(18)? as u64,
     })
 }
 
-/// A run's column values, owned, ready to bind as `?1..?21` in [`RUN_COLS`] order.
+/// A run's column values, owned, ready to bind as `?1..?23` in [`RUN_COLS`] order.
 pub(crate) struct RunRow {
     tenant: String,
     run_id: String,
@@ -248,6 +254,8 @@ pub(crate) struct RunRow {
     last_token: i64,
     concurrency_key: Option<String>,
     concurrency_limit: Option<i64>,
+    alert: Option<String>,
+    alert_due: Option<i64>,
 }
 
 impl RunRow {
@@ -280,11 +288,13 @@ impl RunRow {
             last_token: last_token as i64,
             concurrency_key: run.concurrency.as_ref().map(|c| c.key.clone()),
             concurrency_limit: run.concurrency.as_ref().map(|c| i64::from(c.limit)),
+            alert: run.alert.as_ref().map(serde_json::to_string).transpose()?,
+            alert_due: run.alert.as_ref().and_then(|a| a.due).map(ms),
         })
     }
 
     /// The values in [`RUN_COLS`] order.
-    fn params(&self) -> [&dyn ToSql; 21] {
+    fn params(&self) -> [&dyn ToSql; 23] {
         [
             &self.tenant,
             &self.run_id,
@@ -307,6 +317,8 @@ impl RunRow {
             &self.last_token,
             &self.concurrency_key,
             &self.concurrency_limit,
+            &self.alert,
+            &self.alert_due,
         ]
     }
 
@@ -314,7 +326,7 @@ impl RunRow {
     pub(crate) fn insert(&self, conn: &Connection) -> Result<bool, TxError> {
         let n = conn
             .prepare_cached(&format!(
-                "INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)
+                "INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23)
                  ON CONFLICT (tenant, run_id) DO NOTHING"
             ))?
             .execute(&self.params()[..])?;
@@ -329,11 +341,11 @@ impl RunRow {
         conn.prepare_cached(
             "UPDATE runs SET state = ?6, not_before = ?8, started_at = ?11, finished_at = ?12,
                lease_owner = ?13, lease_token = ?14, lease_expires = ?15, cancel_requested = ?16,
-               reason = ?17, attempts = ?18, last_token = ?19
+               reason = ?17, attempts = ?18, last_token = ?19, alert = ?22, alert_due = ?23
              WHERE tenant = ?1 AND run_id = ?2",
         )?
-        // The concurrency key's columns (the last two) are fixed at creation too.
-        .execute(&self.params()[..19])?;
+        // The concurrency key's columns (?20, ?21) are fixed at creation too: bound, not set.
+        .execute(&self.params()[..])?;
         Ok(())
     }
 }

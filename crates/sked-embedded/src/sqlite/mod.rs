@@ -13,7 +13,8 @@
 //!
 //! Module map: `db` (connections, transactions), [`schema`] (migrations), `codec`
 //! (rows ↔ domain values), [`store`], [`queue`], [`work`], [`keys`], `quotas` (the store's
-//! [`sked_core::ports::QuotaStore`] and its checks), [`error`].
+//! [`sked_core::ports::QuotaStore`] and its checks), `alerts` (runs' due alerts and
+//! tenants' webhook secrets), [`error`].
 //!
 //! # Table layout (schema version 4)
 //!
@@ -55,12 +56,19 @@
 //! | reason | TEXT NULL | |
 //! | attempts | TEXT | JSON array of `{attempt, worker, started_at, finished_at?, outcome?, exit_code?, http_status?, error?, log_bytes, log_truncated}` (instants in ms, outcome by wire name) |
 //! | last_token | INTEGER | highest fencing token handed out for this run |
+//! | concurrency_key, concurrency_limit | TEXT / INTEGER NULL (schema version 5) | the concurrency key copied from the job |
+//! | alert | TEXT NULL (schema version 8) | JSON of the run's [`sked_core::alert::Alert`] (its job's `notify`, the delivery tries) |
+//! | alert_due | INTEGER NULL (schema version 8) | when the alert's next try is due; set only while it is pending |
 //!
 //! Indexes: `runs_by_job (tenant, job_id, scheduled_for, run_id)` and
 //! `runs_by_time (tenant, scheduled_for, run_id)` for history pages (walked backwards);
 //! `runs_active (tenant, job_id, scheduled_for, run_id) WHERE state IN ('PENDING','RUNNING')`
 //! for overlap checks; `runs_leases (lease_expires) WHERE state = 'RUNNING'` for the
-//! reaper; `runs_pending (not_before) WHERE state = 'PENDING'` for the repair pass.
+//! reaper; `runs_pending (not_before) WHERE state = 'PENDING'` for the repair pass;
+//! `runs_alerts_due (alert_due) WHERE alert_due IS NOT NULL` for the notifier.
+//!
+//! `webhook_secrets` (schema version 8) — tenant TEXT primary key; secret TEXT (kept: alerts
+//! are signed with it); created_at INTEGER.
 //!
 //! `idempotency_keys` — (tenant, key) primary key; fingerprint TEXT; job_ids TEXT (JSON
 //! array of job ids); created_at INTEGER.
@@ -101,6 +109,7 @@
 //! the last turn in which a message of the tenant was served ([`sked_core::fairness`]).
 //! Written only while several tenants have messages queued.
 
+mod alerts;
 mod codec;
 mod db;
 mod dependencies;

@@ -183,6 +183,19 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, job_id, from_ms)
     ) STRICT, WITHOUT ROWID;
     "#,
+    // 8: failure alerts: a run's alert (its job's notify and the delivery tries, JSON) and
+    // when it is next due (only while pending, so the index holds only alerts to deliver);
+    // tenants' webhook secrets.
+    r#"
+    ALTER TABLE runs ADD COLUMN alert TEXT;
+    ALTER TABLE runs ADD COLUMN alert_due INTEGER;
+    CREATE INDEX runs_alerts_due ON runs (alert_due) WHERE alert_due IS NOT NULL;
+    CREATE TABLE webhook_secrets (
+        tenant      TEXT    NOT NULL PRIMARY KEY,
+        secret      TEXT    NOT NULL,
+        created_at  INTEGER NOT NULL
+    ) STRICT;
+    "#,
 ];
 
 /// The schema version this build writes.

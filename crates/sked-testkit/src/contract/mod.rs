@@ -15,6 +15,10 @@
 //! - [`dependencies`]: what a store decides for `after` jobs in the transaction that ends an
 //!   upstream run (on several threads); run them with
 //!   [`dependency_contract!`](crate::dependency_contract).
+//! - [`alerts`]: runs' failure alerts (due from the write that ends the run, saved on
+//!   condition) and tenants' webhook secrets, against the same store as
+//!   `(Arc<dyn JobStore>, Arc<dyn WebhookSecrets>)`; run them with
+//!   [`alert_contract!`](crate::alert_contract).
 //! - [`work`]: the same for a [`WorkPort`] over its store and queue on a [`ManualClock`],
 //!   checked through the store and the queue; run them with
 //!   [`work_contract!`](crate::work_contract).
@@ -42,6 +46,7 @@
 //! [`ManualClock`]: crate::clock::ManualClock
 //! [`WorkPort`]: sked_core::ports::WorkPort
 
+pub mod alerts;
 pub mod claiming;
 pub mod concurrency;
 pub mod dependencies;
@@ -263,6 +268,22 @@ macro_rules! dependency_contract {
     };
 }
 
+/// Expands to one `#[tokio::test]` per alert contract case, in a module `alert_contract`.
+///
+/// `$make` is called with no argument in each test and returns a future of a fresh, empty
+/// store as both ports, `(Arc<dyn JobStore>, Arc<dyn WebhookSecrets>)`.
+#[macro_export]
+macro_rules! alert_contract {
+    ($make:expr $(,)?) => {
+        $crate::__contract_cases!(alert_contract, alerts, $make;
+            an_ended_run_is_due_from_its_end_only_if_notify_asks,
+            a_cancel_arms_the_alert_in_its_write,
+            save_alert_is_conditional_on_the_due_it_read,
+            webhook_secrets_read_back_per_tenant,
+        );
+    };
+}
+
 /// Shared body of the contract macros. Not public API.
 #[doc(hidden)]
 #[macro_export]
@@ -276,6 +297,19 @@ macro_rules! __contract_cases {
                 async fn $case() {
                     let store: ::std::sync::Arc<dyn $crate::contract::store::JobStore> = ($make)().await;
                     $crate::contract::store::$case(store).await;
+                }
+            )+
+        }
+    };
+    (alert_contract, alerts, $make:expr; $($case:ident),+ $(,)?) => {
+        #[allow(unused_imports)]
+        mod alert_contract {
+            use super::*;
+            $(
+                #[::tokio::test]
+                async fn $case() {
+                    let stores: $crate::contract::alerts::Stores = ($make)().await;
+                    $crate::contract::alerts::$case(stores).await;
                 }
             )+
         }

@@ -7,16 +7,17 @@
 //! is one critical section, which is what makes `create_jobs` and `fire` atomic.
 
 use async_trait::async_trait;
+use sked_core::alert::{Alert, WebhookSecret};
 use sked_core::dependency::{self, DependencyTx, Wait};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::ledger::SkipRecord;
 use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
-use sked_core::ports::QuotaStore;
 use sked_core::ports::store::{
     ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
     StoreError,
 };
+use sked_core::ports::{QuotaStore, WebhookSecrets};
 use sked_core::quota::{self, Quota};
 use sked_core::run::{Run, RunState};
 use sked_core::timestamp::{Timestamp, trunc_ms};
@@ -47,6 +48,8 @@ pub(crate) struct State {
     waits: BTreeMap<(TenantId, JobId, Timestamp), Timestamp>,
     /// Skip records by (tenant, job, from).
     skips: BTreeMap<(TenantId, JobId, Timestamp), SkipRecord>,
+    /// Webhook secrets by tenant.
+    webhook_secrets: HashMap<TenantId, WebhookSecret>,
 }
 
 impl State {
@@ -531,6 +534,50 @@ impl JobStore for MemStore {
 
     async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError> {
         dependency::expire(&mut Locked(&mut self.lock()), wait, now)
+    }
+
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let st = self.lock();
+        let mut due: Vec<(Timestamp, &Run)> = st
+            .runs
+            .values()
+            .filter_map(|r| Some((r.alert.as_ref()?.due?, r)))
+            .filter(|(due, _)| *due <= now)
+            .collect();
+        due.sort_by(|a, b| (a.0, &a.1.run_id).cmp(&(b.0, &b.1.run_id)));
+        Ok(due.into_iter().take(limit).map(|(_, r)| r.clone()).collect())
+    }
+
+    async fn save_alert(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        expected: Timestamp,
+        alert: &Alert,
+    ) -> Result<bool, StoreError> {
+        let mut st = self.lock();
+        let Some(run) = st.run_mut(tenant, run_id) else {
+            return Ok(false);
+        };
+        match run.alert.as_mut() {
+            Some(current) if current.due == Some(trunc_ms(expected)) => {
+                *current = alert.clone();
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
+#[async_trait]
+impl WebhookSecrets for MemStore {
+    async fn webhook_secret(&self, tenant: &TenantId) -> Result<Option<WebhookSecret>, StoreError> {
+        Ok(self.lock().webhook_secrets.get(tenant).cloned())
+    }
+
+    async fn put_webhook_secret(&self, tenant: &TenantId, secret: &WebhookSecret) -> Result<(), StoreError> {
+        self.lock().webhook_secrets.insert(tenant.clone(), secret.clone());
+        Ok(())
     }
 }
 

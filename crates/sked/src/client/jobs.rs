@@ -294,6 +294,17 @@ fn job_from_flags(a: &CreateArgs, now: chrono::DateTime<chrono::Utc>) -> anyhow:
             .clone()
             .map(|key| json!({"key": key, "limit": a.concurrency_limit.unwrap_or(1)})),
     );
+    set(
+        "notify",
+        a.notify_webhook.clone().map(|webhook| {
+            let on = if a.notify_on.is_empty() {
+                vec!["failed".to_string(), "timed_out".to_string()]
+            } else {
+                a.notify_on.clone()
+            };
+            json!({"on": on, "webhook": webhook})
+        }),
+    );
     let labels = parse_pairs("label", &a.labels)?;
     if !labels.is_empty() {
         set(
@@ -352,6 +363,53 @@ mod tests {
                    "labels": {"team": "ops"},
                    "task": {"command": {"argv": ["/usr/bin/backup", "--fast"], "env": {"A": "1"}}}})
         );
+    }
+
+    #[test]
+    fn a_notify_webhook_posts_failures_and_timeouts_unless_told_which_ends() {
+        let argv = [
+            "sked",
+            "jobs",
+            "create",
+            "--every",
+            "1h",
+            "--notify-webhook",
+            "https://h.test/x",
+            "--",
+            "true",
+        ];
+        let job = job_from_flags(&create_args(&argv), chrono::Utc::now()).unwrap();
+        assert_eq!(
+            job["notify"],
+            json!({"on": ["failed", "timed_out"], "webhook": "https://h.test/x"})
+        );
+        let argv = [
+            "sked",
+            "jobs",
+            "create",
+            "--every",
+            "1h",
+            "--notify-webhook",
+            "https://h.test/x",
+            "--notify-on",
+            "skipped,succeeded",
+            "--",
+            "true",
+        ];
+        let job = job_from_flags(&create_args(&argv), chrono::Utc::now()).unwrap();
+        assert_eq!(job["notify"]["on"], json!(["skipped", "succeeded"]));
+        let without_webhook = [
+            "sked",
+            "jobs",
+            "create",
+            "--every",
+            "1h",
+            "--notify-on",
+            "failed",
+            "--",
+            "true",
+        ];
+        assert!(crate::cli::Cli::try_parse_from(without_webhook).is_err());
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! `sked tenants quota TENANT [limits]`: shows a tenant's quota, or with limits (or
 //! `--unlimited`) replaces it. Operators only, as the API decides.
+//! `sked tenants webhook-secret [--rotate]`: since when the caller's tenant has its webhook
+//! secret, or a new one (printed once). Admins, as the API decides.
 
 use super::Client;
 use crate::cli::{ClientArgs, QuotaArgs, TenantsCommand};
@@ -11,7 +13,10 @@ use std::process::ExitCode;
 /// Runs one `sked tenants` command.
 pub async fn run(args: &ClientArgs, command: TenantsCommand) -> anyhow::Result<ExitCode> {
     let client = Client::new(args)?;
-    let TenantsCommand::Quota(quota) = command;
+    let quota = match command {
+        TenantsCommand::Quota(quota) => quota,
+        TenantsCommand::WebhookSecret { rotate } => return webhook_secret(&client, args, rotate).await,
+    };
     let path = ["tenants", quota.tenant.as_str(), "quota"];
     let answer = match requested(&quota) {
         Some(body) => client.call(Method::PUT, &path, &[], Some(&body)).await?,
@@ -21,6 +26,34 @@ pub async fn run(args: &ClientArgs, command: TenantsCommand) -> anyhow::Result<E
         println!("{}", answer.text);
     } else {
         print_quota(&answer.json);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn webhook_secret(client: &Client, args: &ClientArgs, rotate: bool) -> anyhow::Result<ExitCode> {
+    let answer = if rotate {
+        client
+            .call(Method::POST, &["webhook-secret"], &[], Some(&json!({})))
+            .await?
+    } else {
+        client.get(&["webhook-secret"], &[]).await?
+    };
+    if args.json {
+        println!("{}", answer.text);
+    } else if rotate {
+        println!("{}", output::get(&answer.json, "secret"));
+        eprintln!("Keep it: it is not shown again. Alerts are signed with it from now on.");
+    } else {
+        match answer.json["created_at"].as_str() {
+            Some(at) => println!(
+                "tenant {}: webhook secret made {at}",
+                output::get(&answer.json, "tenant")
+            ),
+            None => println!(
+                "tenant {}: no webhook secret (make one with --rotate)",
+                output::get(&answer.json, "tenant")
+            ),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -76,7 +76,7 @@ impl Deployment {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         // The test's own view: the same API over clients without counter or faults.
         let observer_config = plain(&config);
-        let (observer_ports, observer_quotas) = sked_aws::ports_and_quotas(
+        let (observer_ports, observer_tenants) = sked_aws::ports_and_tenants(
             &sked_aws::connect(&observer_config).await,
             &observer_config,
             clock.clone(),
@@ -87,7 +87,7 @@ impl Deployment {
         };
         let (observer, observing) = serve(behind_gateway(sked_fn_api::app(
             observer_ports,
-            observer_quotas,
+            observer_tenants,
             &observer_settings,
             ClaimNames::default(),
         )))
@@ -96,13 +96,13 @@ impl Deployment {
             aws: config,
             lookahead: api_lookahead,
         };
-        let (ports, quotas) = sked_aws::ports_and_quotas(&clients, &settings.aws, clock.clone());
+        let (ports, tenants) = sked_aws::ports_and_tenants(&clients, &settings.aws, clock.clone());
         let lease = SweepLease::new(clients.dynamodb.clone(), &settings.aws, clock);
         let sweeper = Arc::new(SweeperFn::new(ports.clone(), lease, sweep_lookahead));
 
         let (api, serving) = serve(behind_gateway(sked_fn_api::app(
             ports.clone(),
-            quotas,
+            tenants,
             &settings,
             ClaimNames::default(),
         )))

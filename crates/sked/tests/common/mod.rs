@@ -12,6 +12,7 @@
 #[cfg(feature = "aws")]
 pub mod aws;
 pub mod soak;
+pub mod webhook;
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Value, json};
