@@ -1,4 +1,4 @@
-// A run's page (#/runs/RUN_ID): its state and times, its attempts (worker, outcome, exit code or
+// A run's page (#/runs/RUN_ID): its state and times, its failure alert, its attempts (worker, outcome, exit code or
 // HTTP status, error, duration), an attempt's log — followed live (GET .../logs?follow=true)
 // while the attempt runs, read once (its last 1,000 lines) after — and the actions cancel and
 // retry (a new run of its job: POST /v1/jobs/{id}/trigger).
@@ -13,6 +13,24 @@ const MAX_LINES = 5000;
 const REFRESH_MS = 2000;
 const LIVE = new Set(['PENDING', 'RUNNING']);
 const RETRYABLE = new Set(['FAILED', 'TIMED_OUT', 'CANCELLED']);
+
+/** The run's failure alert in words: where its webhook delivery stands, and its last try. */
+function alertText(alert) {
+  const on = alert.notify.on.join(', ');
+  const tries = alert.deliveries.length;
+  const last = alert.deliveries.at(-1);
+  const answer = last ? (last.status != null ? `HTTP ${last.status}` : last.error) : null;
+  switch (alert.state) {
+    case 'idle':
+      return `posted on ${on} (not this end)`;
+    case 'pending':
+      return tries ? `${alert.event}: try ${tries} answered ${answer}; next try ${localTime(alert.next_try_at)}` : `${alert.event}: posting`;
+    case 'delivered':
+      return `${alert.event}: delivered (${tries === 1 ? '1 try' : `${tries} tries`})`;
+    default:
+      return `${alert.event}: gave up after ${tries} tries (last: ${answer})`;
+  }
+}
 
 function attemptRows(run, pick) {
   return run.attempts.map((a) => [
@@ -63,6 +81,7 @@ export async function render(main, { params, signal, setTitle, announce, navigat
         run.reason ? ['Reason', run.reason] : null,
         ['Priority', String(run.priority)],
         run.concurrency ? ['Concurrency', `${run.concurrency.key} (limit ${run.concurrency.limit})`] : null,
+        run.alert ? ['Alert', alertText(run.alert)] : null,
       ]),
     );
     const buttons = [];

@@ -8,9 +8,13 @@
 //!   alert's `due` when the run's end is one of `on`. The alert is part of the run, so it is
 //!   written in the same transaction as the end: no ended run without its alert, no alert
 //!   without its end, and the run's completion never waits for a delivery.
+//! - **Skipped occurrences** a firing passes over (misfire, overlap seen at firing) never become
+//!   runs: their alert rides on the firing's skip record ([`crate::ledger::SkipRecord`]), one
+//!   per record (consecutive occurrences skipped for one reason), armed by the firing's plan
+//!   ([`arm_skips`]) and written in the firing's transaction.
 //! - **Delivered at least once** by a notifier (`service::alerts`) that takes due alerts,
 //!   leases each ([`Alert::lease`], a conditional save, so two notifiers never post one
-//!   delivery together), posts the [`event`](Alert::event_body) signed with the tenant's
+//!   delivery together), posts the [`event`](DueAlert::body) signed with the tenant's
 //!   secret ([`signature`]), and records the attempt ([`Alert::record`]): a 2xx ends it; any
 //!   other answer or no answer is retried with doubling backoff, [`MAX_DELIVERIES`] tries in
 //!   all. Every try is kept on the run (`deliveries`), so the API shows them.
@@ -21,7 +25,7 @@
 use crate::error::FieldError;
 use crate::ids::{JobId, RunId, TenantId};
 use crate::job::wire_enum;
-use crate::ledger::SKIPPED_AT_CLAIM;
+use crate::ledger::{SKIPPED_AT_CLAIM, SkipRecord};
 use crate::run::{Run, RunState};
 use crate::timestamp::{self, Timestamp};
 use hmac::{Hmac, Mac};
@@ -237,58 +241,144 @@ impl Run {
     }
 }
 
-/// The JSON an alert posts.
-#[derive(Debug, Serialize)]
-pub struct Event<'a> {
-    /// `run.<event>`, for instance `run.failed`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// The tenant.
-    pub tenant: &'a TenantId,
-    /// The job.
-    pub job_id: &'a JobId,
-    /// The run.
-    pub run_id: &'a RunId,
-    /// Its nominal time.
-    pub scheduled_for: String,
-    /// Its state (`FAILED`, …).
-    pub state: &'static str,
-    /// Why it ended, when sked knows more than the state.
-    pub reason: Option<&'a str>,
-    /// Attempts made.
-    pub attempts: u32,
-    /// The last attempt's exit code, or HTTP status for an http task.
-    pub exit_code: Option<i32>,
-    /// The last attempt's HTTP status (http tasks).
-    pub http_status: Option<u16>,
-    /// The last attempt's error.
-    pub error: Option<&'a str>,
-    /// When the run ended.
-    pub finished_at: Option<String>,
-    /// This try's number (1 for the first).
-    pub delivery: usize,
+/// An alert that is due, with what it is about (what the store answers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(clippy::large_enum_variant)] // read in small batches
+pub enum DueAlert {
+    /// A run that ended as its job's `notify.on` asks (its alert is `run.alert`).
+    Run(Run),
+    /// Occurrences of a job that a firing skipped (the alert is `record.alert`).
+    Skipped {
+        /// The job's tenant.
+        tenant: TenantId,
+        /// The job.
+        job_id: JobId,
+        /// The firing's skip record.
+        record: SkipRecord,
+    },
 }
 
-impl Alert {
-    /// The body of the next try for `run` (whose alert this is).
-    pub fn event_body(&self, run: &Run) -> Vec<u8> {
-        let last = run.attempts.last();
-        let event = Event {
-            kind: format!("run.{}", self.event.map(|e| e.as_str()).unwrap_or("ended")),
-            tenant: &run.tenant,
-            job_id: &run.job_id,
-            run_id: &run.run_id,
-            scheduled_for: timestamp::format(&run.scheduled_for),
-            state: run.state.as_str(),
-            reason: run.reason.as_deref(),
-            attempts: run.attempt_count(),
-            exit_code: last.and_then(|a| a.exit_code),
-            http_status: last.and_then(|a| a.http_status),
-            error: last.and_then(|a| a.error.as_deref()),
-            finished_at: run.finished_at.as_ref().map(timestamp::format),
-            delivery: self.deliveries.len() + 1,
+/// Where an alert is kept: what [`crate::ports::JobStore::save_alert`] names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AlertKey {
+    /// A run's alert.
+    Run {
+        /// The tenant.
+        tenant: TenantId,
+        /// The run.
+        run_id: RunId,
+    },
+    /// The alert of a job's skip record starting at `from`.
+    Skipped {
+        /// The tenant.
+        tenant: TenantId,
+        /// The job.
+        job_id: JobId,
+        /// The record's first occurrence.
+        from: Timestamp,
+    },
+}
+
+impl DueAlert {
+    /// The alert itself.
+    pub fn alert(&self) -> Option<&Alert> {
+        match self {
+            DueAlert::Run(run) => run.alert.as_ref(),
+            DueAlert::Skipped { record, .. } => record.alert.as_ref(),
+        }
+    }
+
+    /// The tenant whose secret signs it.
+    pub fn tenant(&self) -> &TenantId {
+        match self {
+            DueAlert::Run(run) => &run.tenant,
+            DueAlert::Skipped { tenant, .. } => tenant,
+        }
+    }
+
+    /// Where it is kept.
+    pub fn key(&self) -> AlertKey {
+        match self {
+            DueAlert::Run(run) => AlertKey::Run {
+                tenant: run.tenant.clone(),
+                run_id: run.run_id.clone(),
+            },
+            DueAlert::Skipped { tenant, job_id, record } => AlertKey::Skipped {
+                tenant: tenant.clone(),
+                job_id: job_id.clone(),
+                from: record.from,
+            },
+        }
+    }
+
+    /// The `Sked-Delivery` header: the same for every try (a run's id; for skipped
+    /// occurrences `<job>@<first skipped>.skipped`).
+    pub fn delivery_id(&self) -> String {
+        match self {
+            DueAlert::Run(run) => run.run_id.to_string(),
+            DueAlert::Skipped { job_id, record, .. } => {
+                format!("{}.skipped", RunId::derive(job_id, record.from))
+            }
+        }
+    }
+
+    /// The body of `alert`'s next try (this alert as it stands).
+    pub fn body(&self, alert: &Alert) -> Vec<u8> {
+        let delivery = alert.deliveries.len() + 1;
+        let event = match self {
+            DueAlert::Run(run) => {
+                let last = run.attempts.last();
+                serde_json::json!({
+                    "type": format!("run.{}", alert.event.map(|e| e.as_str()).unwrap_or("ended")),
+                    "tenant": run.tenant,
+                    "job_id": run.job_id,
+                    "run_id": run.run_id,
+                    "scheduled_for": timestamp::format(&run.scheduled_for),
+                    "state": run.state.as_str(),
+                    "reason": run.reason,
+                    "attempts": run.attempt_count(),
+                    "exit_code": last.and_then(|a| a.exit_code),
+                    "http_status": last.and_then(|a| a.http_status),
+                    "error": last.and_then(|a| a.error.as_deref()),
+                    "finished_at": run.finished_at.as_ref().map(timestamp::format),
+                    "delivery": delivery,
+                })
+            }
+            DueAlert::Skipped { tenant, job_id, record } => serde_json::json!({
+                "type": "occurrences.skipped",
+                "tenant": tenant,
+                "job_id": job_id,
+                "from": timestamp::format(&record.from),
+                "to": timestamp::format(&record.to),
+                "count": record.count,
+                "reason": record.reason.as_str(),
+                "delivery": delivery,
+            }),
         };
         serde_json::to_vec(&event).expect("an event serialises")
+    }
+}
+
+/// The first `limit` of `due` (each with when it is due), earliest first (ties by delivery id):
+/// how a store that reads several kinds of alert answers
+/// [`crate::ports::JobStore::due_alerts`].
+pub fn earliest_first(mut due: Vec<(Timestamp, DueAlert)>, limit: usize) -> Vec<DueAlert> {
+    due.sort_by_cached_key(|(at, d)| (*at, d.delivery_id()));
+    due.into_iter().take(limit).map(|(_, d)| d).collect()
+}
+
+/// Arms an alert on each of a firing's skip records of occurrences (not pauses) when the
+/// job's `notify.on` lists `skipped`: due at `at`, the firing's time.
+pub fn arm_skips(notify: Option<&Notify>, records: &mut [SkipRecord], at: Timestamp) {
+    let Some(notify) = notify.filter(|n| n.on.contains(&AlertOn::Skipped)) else {
+        return;
+    };
+    for record in records.iter_mut().filter(|r| !r.is_pause()) {
+        let mut alert = Alert::new(notify.clone());
+        alert.event = Some(AlertOn::Skipped);
+        alert.state = AlertState::Pending;
+        alert.due = Some(timestamp::trunc_ms(at));
+        record.alert = Some(alert);
     }
 }
 
@@ -509,7 +599,7 @@ mod tests {
         let mut r = run_with(&[AlertOn::Failed]);
         end(&mut r, RunState::Failed, Some("worker lost"));
         let a = r.alert.clone().unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&a.event_body(&r)).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&DueAlert::Run(r.clone()).body(&a)).unwrap();
         assert_eq!(v["type"], "run.failed");
         assert_eq!(v["run_id"], r.run_id.as_str());
         assert_eq!(v["state"], "FAILED");

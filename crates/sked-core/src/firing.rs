@@ -203,6 +203,8 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
             run
         })
         .collect();
+    let mut skip_records = crate::ledger::records_of(&skipped);
+    crate::alert::arm_skips(spec.notify.as_ref(), &mut skip_records, now);
     Some(Plan {
         firing: Firing {
             tenant: job.tenant.clone(),
@@ -217,7 +219,7 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
             },
             runs,
             cancel,
-            skipped: crate::ledger::records_of(&skipped),
+            skipped: skip_records,
             at: now,
         },
         skipped,

@@ -45,6 +45,8 @@ pub struct SkipRecord {
     pub count: u32,
     /// Why.
     pub reason: SkipReason,
+    /// Its alert, when its job's `notify.on` lists `skipped` ([`crate::alert::arm_skips`]).
+    pub alert: Option<crate::alert::Alert>,
 }
 
 /// The `to` of a pause that has not ended (9999-12-31T23:59:59.999Z), in milliseconds.
@@ -63,6 +65,7 @@ impl SkipRecord {
             to: open(),
             count: 0,
             reason: SkipReason::Paused,
+            alert: None,
         }
     }
 
@@ -87,6 +90,7 @@ pub fn records_of(skipped: &[(Timestamp, SkipReason)]) -> Vec<SkipRecord> {
                 to: t,
                 count: 1,
                 reason: *reason,
+                alert: None,
             }),
         }
     }

@@ -336,3 +336,62 @@ async fn only_an_admin_makes_the_secret_and_it_is_shown_once() {
     assert_ne!(first.secret, second.secret);
     assert_eq!(service.created_at(&admin).await.unwrap(), Some(second.created_at));
 }
+
+#[tokio::test]
+async fn occurrences_a_firing_skipped_are_posted_once_per_record() {
+    use sked_core::service::jobs::NewJob;
+    use sked_core::service::sweeper::{Sweeper, SweeperConfig};
+    use sked_core::service::{Sked, SkedConfig, SweepSignal};
+    let MemPorts { ports, clock, store } = MemPorts::at("2026-12-01T10:00:00Z");
+    let h = Harness {
+        clock,
+        store,
+        receiver: Receiver::answering(&[]),
+        tenant: TenantId::default(),
+    };
+    let secret = h.make_secret().await;
+    let sked = Sked::new(ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let spec = serde_json::json!({
+        "schedule": {"every": "1m"},
+        "misfire": "skip",
+        "task": {"command": {"argv": ["true"]}},
+        "notify": {"on": ["skipped"], "webhook": "https://hooks.example/sked"},
+    });
+    let new = NewJob {
+        id: Some(JobId::from("minutely")),
+        spec: serde_json::from_value(spec).unwrap(),
+    };
+    sked.create_job(&h.tenant, new, None).await.unwrap();
+    // sked was down for five minutes: the sweep skips what it missed, by the misfire policy.
+    h.clock.advance(Dur::secs(5 * 60 + 30));
+    let sweeper = Sweeper::new(ports.clone(), SweepSignal::default(), SweeperConfig::default());
+    sweeper.sweep_once().await.unwrap();
+    let notifier = h.notifier();
+    assert_eq!(notifier.deliver_due().await.unwrap(), 1, "one post for the record");
+    assert_eq!(notifier.deliver_due().await.unwrap(), 0);
+
+    let posts = h.receiver.posts();
+    let header = |name: &str| {
+        posts[0]
+            .headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.clone())
+    };
+    assert!(alert::verify(
+        &secret,
+        &header(alert::SIGNATURE_HEADER).unwrap(),
+        &posts[0].body
+    ));
+    assert_eq!(header(alert::EVENT_HEADER).as_deref(), Some("skipped"));
+    let event: serde_json::Value = serde_json::from_slice(&posts[0].body).unwrap();
+    assert_eq!(event["type"], "occurrences.skipped", "{event}");
+    assert_eq!(event["job_id"], "minutely");
+    assert_eq!(event["reason"], "misfire");
+    assert!(event["count"].as_u64().unwrap() >= 4, "{event}");
+    let delivery = header(alert::DELIVERY_HEADER).unwrap();
+    assert!(
+        delivery.starts_with("minutely@") && delivery.ends_with(".skipped"),
+        "{delivery}"
+    );
+}

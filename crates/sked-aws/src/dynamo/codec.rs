@@ -133,6 +133,13 @@ impl<'a> Reader<'a> {
         serde_json::from_str(&self.s(name)?).map_err(|e| self.err(format!("{name}: {e}")))
     }
 
+    /// An optional string attribute holding JSON.
+    pub fn opt_json<T: serde::de::DeserializeOwned>(&self, name: &str) -> Result<Option<T>, CodecError> {
+        self.opt_s(name)?
+            .map(|v| serde_json::from_str(&v).map_err(|e| self.err(format!("{name}: {e}"))))
+            .transpose()
+    }
+
     /// An optional boolean (absent is false).
     pub fn flag(&self, name: &str) -> Result<bool, CodecError> {
         match self.item.get(name) {
@@ -386,10 +393,7 @@ pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
             }),
             None => None,
         },
-        alert: r
-            .opt_s("alert")?
-            .map(|a| serde_json::from_str::<Alert>(&a).map_err(|e| json_error("alert", e)))
-            .transpose()?,
+        alert: r.opt_json("alert")?,
     };
     Ok(StoredRun {
         run,

@@ -22,7 +22,7 @@ use crate::error::{Failure, classify};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
-use sked_core::alert::Alert;
+use sked_core::alert::{Alert, AlertKey, DueAlert};
 use sked_core::dependency::Wait;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
@@ -464,17 +464,11 @@ impl JobStore for DynamoStore {
         Ok(runs)
     }
 
-    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<DueAlert>, StoreError> {
         self.alerts_due_by(now, limit).await
     }
 
-    async fn save_alert(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        expected: Timestamp,
-        alert: &Alert,
-    ) -> Result<bool, StoreError> {
-        self.update_alert(tenant, run_id, expected, alert).await
+    async fn save_alert(&self, key: &AlertKey, expected: Timestamp, alert: &Alert) -> Result<bool, StoreError> {
+        self.update_alert(key, expected, alert).await
     }
 }

@@ -9,7 +9,7 @@
 //! - Job updates are compare-and-set on `version`; sweeps are compare-and-set on
 //!   `next_fire_at` and do not bump `version`.
 
-use crate::alert::Alert;
+use crate::alert::{Alert, AlertKey, DueAlert};
 use crate::dependency::Wait;
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, JobState, Overlap};
@@ -380,21 +380,15 @@ pub trait JobStore: Send + Sync + 'static {
 
     // ----- alerts -----
 
-    /// Up to `limit` runs (any tenant) whose alert is pending and due by `now`
-    /// ([`crate::alert`]), earliest due first. Reading an index of pending alerts, never
-    /// every run.
-    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError>;
+    /// Up to `limit` alerts (any tenant) pending and due by `now` ([`crate::alert`]) — of
+    /// ended runs and of firings' skip records — earliest due first. Reading an index of
+    /// pending alerts, never every run.
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<DueAlert>, StoreError>;
 
-    /// Replaces the alert of `tenant`'s run `run_id` with `alert`, if its alert's `due` is
-    /// still `expected` (another notifier has not taken or recorded it meanwhile); whether it
-    /// did. Nothing else of the run changes.
-    async fn save_alert(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        expected: Timestamp,
-        alert: &Alert,
-    ) -> Result<bool, StoreError>;
+    /// Replaces the alert kept at `key` with `alert`, if its `due` is still `expected`
+    /// (another notifier has not taken or recorded it meanwhile); whether it did. Nothing else
+    /// of the run or record changes.
+    async fn save_alert(&self, key: &AlertKey, expected: Timestamp, alert: &Alert) -> Result<bool, StoreError>;
 }
 
 /// Single-item forms of [`JobStore`]'s batch methods, for every store.

@@ -10,12 +10,11 @@
 //! ([`crate::alert::DELIVERY_LEASE`]) and the try is made again (at least once).
 
 use super::keys::require;
-use crate::alert::{self, Answer, WebhookSecret};
+use crate::alert::{self, Answer, DueAlert, WebhookSecret};
 use crate::auth::{Principal, Role};
 use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::ports::{Clock, JobStore, WebhookPost, WebhookSecrets, WebhookSender};
-use crate::run::Run;
 use crate::timestamp::{self, Timestamp};
 use std::sync::Arc;
 use std::time::Duration;
@@ -94,7 +93,7 @@ impl Notifier {
     pub async fn deliver_due(&self) -> Result<usize, CoreError> {
         let now = timestamp::trunc_ms(self.clock.now());
         let due = self.store.due_alerts(now, self.config.batch).await?;
-        let tries = futures::future::join_all(due.into_iter().map(|run| self.try_once(run, now))).await;
+        let tries = futures::future::join_all(due.into_iter().map(|d| self.try_once(d, now))).await;
         let mut made = 0;
         for t in tries {
             made += usize::from(t?);
@@ -102,19 +101,21 @@ impl Notifier {
         Ok(made)
     }
 
-    /// Takes `run`'s alert (a conditional save of its lease), posts it, and records the
+    /// Takes `due`'s alert (a conditional save of its lease), posts it, and records the
     /// answer. `false` when another notifier took it first.
-    async fn try_once(&self, run: Run, now: Timestamp) -> Result<bool, CoreError> {
-        let Some(mut alert) = run.alert.clone() else {
+    async fn try_once(&self, due: DueAlert, now: Timestamp) -> Result<bool, CoreError> {
+        let Some(mut alert) = due.alert().cloned() else {
             return Ok(false);
         };
-        let Some(due) = alert.due else { return Ok(false) };
-        if !alert.lease(now) || !self.store.save_alert(&run.tenant, &run.run_id, due, &alert).await? {
+        let (key, Some(was_due)) = (due.key(), alert.due) else {
+            return Ok(false);
+        };
+        if !alert.lease(now) || !self.store.save_alert(&key, was_due, &alert).await? {
             return Ok(false);
         }
         let leased_until = alert.due.unwrap_or(now);
-        let body = alert.event_body(&run);
-        let answer = match self.secrets.webhook_secret(&run.tenant).await? {
+        let body = due.body(&alert);
+        let answer = match self.secrets.webhook_secret(due.tenant()).await? {
             None => Answer::Failed("the tenant has no webhook secret: make one with POST /v1/webhook-secret".into()),
             Some(secret) => {
                 let post = WebhookPost {
@@ -125,7 +126,7 @@ impl Notifier {
                             alert::EVENT_HEADER,
                             alert.event.map(|e| e.to_string()).unwrap_or_default(),
                         ),
-                        (alert::DELIVERY_HEADER, run.run_id.to_string()),
+                        (alert::DELIVERY_HEADER, due.delivery_id()),
                     ],
                     body,
                 };
@@ -137,17 +138,22 @@ impl Notifier {
         };
         alert.record(self.clock.now(), answer, self.config.backoff_base);
         let last = alert.deliveries.last();
-        tracing::info!(
-            tenant = %run.tenant, job_id = %run.job_id, run_id = %run.run_id,
-            attempt = run.attempt_count(), delivery = alert.deliveries.len(),
-            status = last.and_then(|d| d.status), error = last.and_then(|d| d.error.as_deref()),
-            state = %alert.state, "alert try"
-        );
+        match &due {
+            DueAlert::Run(run) => tracing::info!(
+                tenant = %run.tenant, job_id = %run.job_id, run_id = %run.run_id,
+                attempt = run.attempt_count(), delivery = alert.deliveries.len(),
+                status = last.and_then(|d| d.status), error = last.and_then(|d| d.error.as_deref()),
+                state = %alert.state, "alert try"
+            ),
+            DueAlert::Skipped { tenant, job_id, record } => tracing::info!(
+                %tenant, %job_id, skipped_from = %timestamp::format(&record.from), count = record.count,
+                delivery = alert.deliveries.len(), status = last.and_then(|d| d.status),
+                error = last.and_then(|d| d.error.as_deref()), state = %alert.state, "alert try"
+            ),
+        }
         // Not saved if the lease ran out and another notifier took the alert meanwhile: its
         // try stands, and this one was one more (at least once).
-        self.store
-            .save_alert(&run.tenant, &run.run_id, leased_until, &alert)
-            .await?;
+        self.store.save_alert(&key, leased_until, &alert).await?;
         Ok(true)
     }
 }

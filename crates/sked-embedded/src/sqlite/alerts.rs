@@ -1,69 +1,95 @@
-//! Failure alerts in the SQLite file ([`sked_core::alert`]): the runs whose alert is due (the
-//! partial index `runs_alerts_due`, which holds only pending alerts), a notifier's conditional
-//! save of one run's alert, and the tenants' webhook secrets (`webhook_secrets`). A run's alert
-//! is otherwise written with the run ([`super::codec::RunRow`]), in the transaction that ends
-//! it.
+//! Failure alerts in the SQLite file ([`sked_core::alert`]): the runs and skip records whose
+//! alert is due (the partial indexes `runs_alerts_due` and `skip_records_alerts_due`, which
+//! hold only pending alerts), a notifier's conditional save of one alert, and the tenants'
+//! webhook secrets (`webhook_secrets`). An alert is otherwise written with its run
+//! ([`super::codec::RunRow`]) or skip record, in the transaction that ends the run or fires.
 
-use super::codec::{RUN_COLS, collect_runs, ms, ts};
+use super::codec::{RUN_COLS, ms, run_from_row_at, ts};
 use super::error::TxError;
+use super::ledger::{SKIP_COLS, skip_record_of};
 use super::store::SqliteStore;
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, params};
-use sked_core::alert::{Alert, WebhookSecret};
-use sked_core::ids::{RunId, TenantId};
+use sked_core::alert::{Alert, AlertKey, DueAlert, WebhookSecret};
+use sked_core::ids::{JobId, TenantId};
 use sked_core::ports::{StoreError, WebhookSecrets};
-use sked_core::run::Run;
 use sked_core::timestamp::Timestamp;
 
-/// Up to `limit` runs whose alert is due by `now`, earliest first.
-pub(crate) fn due_alerts(conn: &Connection, now: Timestamp, limit: usize) -> Result<Vec<Run>, TxError> {
+/// Up to `limit` alerts due by `now`, earliest first: runs' and skip records'.
+pub(crate) fn due_alerts(conn: &Connection, now: Timestamp, limit: usize) -> Result<Vec<DueAlert>, TxError> {
     let limit = limit.min(i64::MAX as usize) as i64;
-    let mut stmt = conn.prepare_cached(&format!(
-        "SELECT {RUN_COLS} FROM runs INDEXED BY runs_alerts_due
+    let mut due: Vec<(Timestamp, DueAlert)> = Vec::new();
+    let mut runs = conn.prepare_cached(&format!(
+        "SELECT alert_due, {RUN_COLS} FROM runs INDEXED BY runs_alerts_due
          WHERE alert_due IS NOT NULL AND alert_due <= ?1 ORDER BY alert_due, run_id LIMIT ?2"
     ))?;
-    collect_runs(stmt.query(params![ms(now), limit])?)
+    let mut rows = runs.query(params![ms(now), limit])?;
+    while let Some(row) = rows.next()? {
+        due.push((ts(row.get(0)?), DueAlert::Run(run_from_row_at(row, 1)?.run)));
+    }
+    let mut skips = conn.prepare_cached(&format!(
+        "SELECT alert_due, tenant, job_id, {SKIP_COLS} FROM skip_records INDEXED BY skip_records_alerts_due
+         WHERE alert_due IS NOT NULL AND alert_due <= ?1 ORDER BY alert_due LIMIT ?2"
+    ))?;
+    let mut rows = skips.query(params![ms(now), limit])?;
+    while let Some(row) = rows.next()? {
+        let skipped = DueAlert::Skipped {
+            tenant: TenantId(row.get(1)?),
+            job_id: JobId(row.get(2)?),
+            record: skip_record_of(row, 3)?,
+        };
+        due.push((ts(row.get(0)?), skipped));
+    }
+    Ok(sked_core::alert::earliest_first(due, limit as usize))
 }
 
-/// Replaces the run's alert with `alert` if its stored alert is due at `expected`.
+/// Replaces the alert kept at `key` with `alert` if its stored alert is due at `expected`.
 pub(crate) fn save_alert(
     conn: &Connection,
-    (tenant, run_id): (&str, &str),
+    key: &AlertKey,
     expected: Timestamp,
     alert: &Alert,
 ) -> Result<bool, TxError> {
-    let n = conn
-        .prepare_cached(
-            "UPDATE runs SET alert = ?4, alert_due = ?5
-             WHERE tenant = ?1 AND run_id = ?2 AND alert_due = ?3",
-        )?
-        .execute(params![
-            tenant,
-            run_id,
-            ms(expected),
-            serde_json::to_string(alert)?,
-            alert.due.map(ms),
-        ])?;
+    let (json, due) = (serde_json::to_string(alert)?, alert.due.map(ms));
+    let n = match key {
+        AlertKey::Run { tenant, run_id } => conn
+            .prepare_cached(
+                "UPDATE runs SET alert = ?4, alert_due = ?5
+                 WHERE tenant = ?1 AND run_id = ?2 AND alert_due = ?3",
+            )?
+            .execute(params![tenant.as_str(), run_id.as_str(), ms(expected), json, due])?,
+        AlertKey::Skipped { tenant, job_id, from } => conn
+            .prepare_cached(
+                "UPDATE skip_records SET alert = ?5, alert_due = ?6
+                 WHERE tenant = ?1 AND job_id = ?2 AND from_ms = ?3 AND alert_due = ?4",
+            )?
+            .execute(params![
+                tenant.as_str(),
+                job_id.as_str(),
+                ms(*from),
+                ms(expected),
+                json,
+                due
+            ])?,
+    };
     Ok(n == 1)
 }
 
 impl SqliteStore {
     /// [`sked_core::ports::JobStore::due_alerts`].
-    pub(crate) async fn read_due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+    pub(crate) async fn read_due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<DueAlert>, StoreError> {
         self.read(move |conn| due_alerts(conn, now, limit)).await
     }
 
     /// [`sked_core::ports::JobStore::save_alert`].
     pub(crate) async fn write_alert(
         &self,
-        tenant: &TenantId,
-        run_id: &RunId,
+        key: &AlertKey,
         expected: Timestamp,
         alert: &Alert,
     ) -> Result<bool, StoreError> {
-        let (tenant, run_id, alert) = (tenant.0.clone(), run_id.0.clone(), alert.clone());
-        self.write(move |conn| save_alert(conn, (&tenant, &run_id), expected, &alert))
-            .await
+        let (key, alert) = (key.clone(), alert.clone());
+        self.write(move |conn| save_alert(conn, &key, expected, &alert)).await
     }
 }
 

@@ -175,13 +175,19 @@ pub(crate) struct StoredRun {
 
 /// Decodes a row selected with [`RUN_COLS`].
 pub(crate) fn run_from_row(row: &Row<'_>) -> Result<StoredRun, TxError> {
-    let trigger: String = row.get(4)?;
-    let state: String = row.get(5)?;
-    let attempts: String = row.get(17)?;
+    run_from_row_at(row, 0)
+}
+
+/// Decodes a row whose columns from `first` on are [`RUN_COLS`].
+pub(crate) fn run_from_row_at(row: &Row<'_>, first: usize) -> Result<StoredRun, TxError> {
+    let col = |i: usize| first + i;
+    let trigger: String = row.get(col(4))?;
+    let state: String = row.get(col(5))?;
+    let attempts: String = row.get(col(17))?;
     let attempts: Vec<AttemptJson> = serde_json::from_str(&attempts)?;
-    let lease_owner: Option<String> = row.get(12)?;
-    let lease_token: Option<i64> = row.get(13)?;
-    let lease_expires: Option<i64> = row.get(14)?;
+    let lease_owner: Option<String> = row.get(col(12))?;
+    let lease_token: Option<i64> = row.get(col(13))?;
+    let lease_expires: Option<i64> = row.get(col(14))?;
     let lease = match (lease_owner, lease_token, lease_expires) {
         (Some(owner), Some(token), Some(expires)) => Some(Lease {
             owner: WorkerId(owner),
@@ -191,7 +197,10 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<StoredRun, TxError> {
         (None, None, None) => None,
         _ => return Err(TxError::bad("run with a partial lease")),
     };
-    let concurrency = match (row.get::<_, Option<String>>(19)?, row.get::<_, Option<i64>>(20)?) {
+    let concurrency = match (
+        row.get::<_, Option<String>>(col(19))?,
+        row.get::<_, Option<i64>>(col(20))?,
+    ) {
         (Some(key), Some(limit)) => Some(Concurrency {
             key,
             limit: u32::try_from(limit).map_err(|e| TxError::bad(e.to_string()))?,
@@ -200,26 +209,26 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<StoredRun, TxError> {
         _ => return Err(TxError::bad("run with a partial concurrency key")),
     };
     let alert = row
-        .get::<_, Option<String>>(21)?
+        .get::<_, Option<String>>(col(21))?
         .map(|a| serde_json::from_str::<Alert>(&a))
         .transpose()?;
     Ok(StoredRun {
         run: Run {
-            tenant: TenantId(row.get(0)?),
-            run_id: RunId(row.get(1)?),
-            job_id: JobId(row.get(2)?),
-            scheduled_for: ts(row.get(3)?),
+            tenant: TenantId(row.get(col(0))?),
+            run_id: RunId(row.get(col(1))?),
+            job_id: JobId(row.get(col(2))?),
+            scheduled_for: ts(row.get(col(3))?),
             trigger: parse::<Trigger>(&trigger)?,
             state: parse::<RunState>(&state)?,
-            priority: u8::try_from(row.get::<_, i64>(6)?).map_err(|e| TxError::bad(e.to_string()))?,
-            not_before: ts(row.get(7)?),
-            max_attempts: row.get::<_, i64>(8)? as u32,
-            created_at: ts(row.get(9)?),
-            started_at: row.get::<_, Option<i64>>(10)?.map(ts),
-            finished_at: row.get::<_, Option<i64>>(11)?.map(ts),
+            priority: u8::try_from(row.get::<_, i64>(col(6))?).map_err(|e| TxError::bad(e.to_string()))?,
+            not_before: ts(row.get(col(7))?),
+            max_attempts: row.get::<_, i64>(col(8))? as u32,
+            created_at: ts(row.get(col(9))?),
+            started_at: row.get::<_, Option<i64>>(col(10))?.map(ts),
+            finished_at: row.get::<_, Option<i64>>(col(11))?.map(ts),
             lease,
-            cancel_requested: row.get(15)?,
-            reason: row.get(16)?,
+            cancel_requested: row.get(col(15))?,
+            reason: row.get(col(16))?,
             attempts: attempts
                 .into_iter()
                 .map(AttemptJson::into_attempt)
@@ -227,7 +236,7 @@ pub(crate) fn run_from_row(row: &Row<'_>) -> Result<StoredRun, TxError> {
             concurrency,
             alert,
         },
-        last_token: row.get::<_, i64>(18)? as u64,
+        last_token: row.get::<_, i64>(col(18))? as u64,
     })
 }
 

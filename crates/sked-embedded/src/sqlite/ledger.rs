@@ -19,8 +19,8 @@ pub(crate) fn write_skip_records(
         return Ok(());
     }
     let mut stmt = conn.prepare_cached(
-        "INSERT OR REPLACE INTO skip_records (tenant, job_id, from_ms, to_ms, count, reason)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        "INSERT OR REPLACE INTO skip_records (tenant, job_id, from_ms, to_ms, count, reason, alert, alert_due)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     )?;
     for r in records {
         stmt.execute(params![
@@ -29,10 +29,34 @@ pub(crate) fn write_skip_records(
             ms(r.from),
             ms(r.to),
             i64::from(r.count),
-            r.reason.as_str()
+            r.reason.as_str(),
+            r.alert.as_ref().map(serde_json::to_string).transpose()?,
+            r.alert.as_ref().and_then(|a| a.due).map(ms),
         ])?;
     }
     Ok(())
+}
+
+/// The columns [`skip_record_of`] reads, in order.
+pub(crate) const SKIP_COLS: &str = "from_ms, to_ms, count, reason, alert";
+
+/// A skip record from a row selected with [`SKIP_COLS`] starting at column `first`.
+pub(crate) fn skip_record_of(row: &rusqlite::Row<'_>, first: usize) -> Result<SkipRecord, TxError> {
+    let reason: String = row.get(first + 3)?;
+    let reason = SkipReason::ALL
+        .into_iter()
+        .find(|r| r.as_str() == reason)
+        .ok_or_else(|| TxError::Store(StoreError::Other(format!("unknown skip reason {reason:?}").into())))?;
+    Ok(SkipRecord {
+        from: ts(row.get(first)?),
+        to: ts(row.get(first + 1)?),
+        count: u32::try_from(row.get::<_, i64>(first + 2)?).unwrap_or(u32::MAX),
+        reason,
+        alert: row
+            .get::<_, Option<String>>(first + 4)?
+            .map(|a| serde_json::from_str(&a))
+            .transpose()?,
+    })
 }
 
 /// Up to `limit` records of a job reaching into `[since, until)`, latest `from` first.
@@ -44,32 +68,15 @@ pub(crate) fn read_skip_records(
     limit: usize,
 ) -> Result<Vec<SkipRecord>, TxError> {
     let limit = limit.min(i64::MAX as usize) as i64;
-    let mut stmt = conn.prepare_cached(
-        "SELECT from_ms, to_ms, count, reason FROM skip_records
+    let mut stmt = conn.prepare_cached(&format!(
+        "SELECT {SKIP_COLS} FROM skip_records
          WHERE tenant = ?1 AND job_id = ?2 AND from_ms < ?4 AND to_ms >= ?3
-         ORDER BY from_ms DESC LIMIT ?5",
-    )?;
-    let rows = stmt.query_map(params![tenant, job_id, since, until, limit], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, i64>(2)?,
-            r.get::<_, String>(3)?,
-        ))
-    })?;
+         ORDER BY from_ms DESC LIMIT ?5"
+    ))?;
+    let mut rows = stmt.query(params![tenant, job_id, since, until, limit])?;
     let mut out = Vec::new();
-    for row in rows {
-        let (from, to, count, reason) = row?;
-        let reason = SkipReason::ALL
-            .into_iter()
-            .find(|r| r.as_str() == reason)
-            .ok_or_else(|| TxError::Store(StoreError::Other(format!("unknown skip reason {reason:?}").into())))?;
-        out.push(SkipRecord {
-            from: ts(from),
-            to: ts(to),
-            count: u32::try_from(count).unwrap_or(u32::MAX),
-            reason,
-        });
+    while let Some(row) = rows.next()? {
+        out.push(skip_record_of(row, 0)?);
     }
     Ok(out)
 }

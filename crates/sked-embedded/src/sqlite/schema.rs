@@ -183,13 +183,16 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (tenant, job_id, from_ms)
     ) STRICT, WITHOUT ROWID;
     "#,
-    // 8: failure alerts: a run's alert (its job's notify and the delivery tries, JSON) and
-    // when it is next due (only while pending, so the index holds only alerts to deliver);
-    // tenants' webhook secrets.
+    // 8: failure alerts: a run's (or a firing's skip record's) alert (its job's notify and the
+    // delivery tries, JSON) and when it is next due (only while pending, so the indexes hold
+    // only alerts to deliver); tenants' webhook secrets.
     r#"
     ALTER TABLE runs ADD COLUMN alert TEXT;
     ALTER TABLE runs ADD COLUMN alert_due INTEGER;
     CREATE INDEX runs_alerts_due ON runs (alert_due) WHERE alert_due IS NOT NULL;
+    ALTER TABLE skip_records ADD COLUMN alert TEXT;
+    ALTER TABLE skip_records ADD COLUMN alert_due INTEGER;
+    CREATE INDEX skip_records_alerts_due ON skip_records (alert_due) WHERE alert_due IS NOT NULL;
     CREATE TABLE webhook_secrets (
         tenant      TEXT    NOT NULL PRIMARY KEY,
         secret      TEXT    NOT NULL,

@@ -26,7 +26,7 @@ use super::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_hold
 use async_trait::async_trait;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
-use sked_core::alert::Alert;
+use sked_core::alert::{Alert, AlertKey, DueAlert};
 use sked_core::dependency::{self, Wait};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
@@ -624,17 +624,11 @@ impl JobStore for SqliteStore {
             .await
     }
 
-    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<DueAlert>, StoreError> {
         self.read_due_alerts(now, limit).await
     }
 
-    async fn save_alert(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        expected: Timestamp,
-        alert: &Alert,
-    ) -> Result<bool, StoreError> {
-        self.write_alert(tenant, run_id, expected, alert).await
+    async fn save_alert(&self, key: &AlertKey, expected: Timestamp, alert: &Alert) -> Result<bool, StoreError> {
+        self.write_alert(key, expected, alert).await
     }
 }

@@ -3,8 +3,10 @@
 //! run them all with [`alert_contract!`](crate::alert_contract). Each case gets the same store
 //! as both ports.
 
-use super::fixtures::{at, at_ms, claims, completion, result, run, tenant, worker};
-use sked_core::alert::{Alert, AlertOn, AlertState, Answer, Notify, WebhookSecret};
+use super::fixtures::{at, at_ms, claims, completion, firing, job, result, run, tenant, worker};
+use sked_core::alert::{Alert, AlertKey, AlertOn, AlertState, Answer, DueAlert, Notify, WebhookSecret, arm_skips};
+use sked_core::firing::SkipReason;
+use sked_core::ledger::SkipRecord;
 use sked_core::ports::store::{JobStoreExt, RunTransition};
 pub use sked_core::ports::{JobStore, WebhookSecrets};
 use sked_core::run::{AttemptOutcome, Run, RunState};
@@ -40,8 +42,20 @@ async fn run_to_end(store: &Arc<dyn JobStore>, r: &Run, secs: i64, outcome: Atte
     store.complete(&done).await.unwrap();
 }
 
-fn ids<'a>(runs: impl IntoIterator<Item = &'a Run>) -> Vec<String> {
-    runs.into_iter().map(|r| r.run_id.to_string()).collect()
+/// The delivery ids of due alerts (a run's id for a run's alert).
+fn ids(due: &[DueAlert]) -> Vec<String> {
+    due.iter().map(DueAlert::delivery_id).collect()
+}
+
+fn run_ids<const N: usize>(runs: [&Run; N]) -> Vec<String> {
+    runs.iter().map(|r| r.run_id.to_string()).collect()
+}
+
+fn run_key(r: &Run) -> AlertKey {
+    AlertKey::Run {
+        tenant: r.tenant.clone(),
+        run_id: r.run_id.clone(),
+    }
 }
 
 /// A run that ends as its `notify.on` asks is due from its end, in the write that ended it;
@@ -77,11 +91,11 @@ pub async fn an_ended_run_is_due_from_its_end_only_if_notify_asks((store, _): St
             .unwrap()
             .is_empty()
     );
-    assert_eq!(ids(&store.due_alerts(at(6), 10).await.unwrap()), ids([&early]));
+    assert_eq!(ids(&store.due_alerts(at(6), 10).await.unwrap()), run_ids([&early]));
     let due = store.due_alerts(at(100), 10).await.unwrap();
-    assert_eq!(ids(&due), ids([&early, &failed]), "earliest due first");
-    assert_eq!(ids(&store.due_alerts(at(100), 1).await.unwrap()), ids([&early]));
-    let alert = due[1].alert.as_ref().unwrap();
+    assert_eq!(ids(&due), run_ids([&early, &failed]), "earliest due first");
+    assert_eq!(ids(&store.due_alerts(at(100), 1).await.unwrap()), run_ids([&early]));
+    let alert = due[1].alert().unwrap();
     assert_eq!(
         (alert.state, alert.event, alert.due),
         (AlertState::Pending, Some(AlertOn::Failed), Some(at(11)))
@@ -94,8 +108,8 @@ pub async fn a_cancel_arms_the_alert_in_its_write((store, _): Stores) {
     assert!(store.insert_run(&r).await.unwrap());
     store.cancel_run(&r.tenant, &r.run_id, at(3), "by user").await.unwrap();
     let due = store.due_alerts(at(3), 10).await.unwrap();
-    assert_eq!(ids(&due), ids([&r]));
-    assert_eq!(due[0].alert.as_ref().unwrap().event, Some(AlertOn::Cancelled));
+    assert_eq!(ids(&due), run_ids([&r]));
+    assert_eq!(due[0].alert().unwrap().event, Some(AlertOn::Cancelled));
 }
 
 /// `save_alert` replaces the alert only while its `due` is still the one given: a lease taken
@@ -106,30 +120,32 @@ pub async fn save_alert_is_conditional_on_the_due_it_read((store, _): Stores) {
     assert!(store.insert_run(&r).await.unwrap());
     run_to_end(&store, &r, 10, AttemptOutcome::Failed, RunState::Failed).await;
     let read = store.due_alerts(at(20), 10).await.unwrap().remove(0);
-    let mut first = read.alert.clone().unwrap();
+    let key = run_key(&r);
+    assert_eq!(read.key(), key);
+    let mut first = read.alert().cloned().unwrap();
     let due = first.due.unwrap();
     assert!(first.lease(at(20)));
-    assert!(store.save_alert(&r.tenant, &r.run_id, due, &first).await.unwrap());
-    let mut second = read.alert.clone().unwrap();
+    assert!(store.save_alert(&key, due, &first).await.unwrap());
+    let mut second = read.alert().cloned().unwrap();
     assert!(second.lease(at(20)));
     assert!(
-        !store.save_alert(&r.tenant, &r.run_id, due, &second).await.unwrap(),
+        !store.save_alert(&key, due, &second).await.unwrap(),
         "a second notifier took the same try"
     );
     assert!(store.due_alerts(at(20), 10).await.unwrap().is_empty(), "leased");
 
     let leased = first.due.unwrap();
     first.record(at_ms(20_500), Answer::Status(500), Duration::from_secs(2));
-    assert!(store.save_alert(&r.tenant, &r.run_id, leased, &first).await.unwrap());
+    assert!(store.save_alert(&key, leased, &first).await.unwrap());
     let retry_at = first.due.unwrap();
     assert_eq!(retry_at, at_ms(22_500));
-    assert_eq!(ids(&store.due_alerts(retry_at, 10).await.unwrap()), ids([&r]));
+    assert_eq!(ids(&store.due_alerts(retry_at, 10).await.unwrap()), run_ids([&r]));
 
     assert!(first.lease(retry_at));
-    assert!(store.save_alert(&r.tenant, &r.run_id, retry_at, &first).await.unwrap());
+    assert!(store.save_alert(&key, retry_at, &first).await.unwrap());
     let leased = first.due.unwrap();
     first.record(at(23), Answer::Status(204), Duration::from_secs(2));
-    assert!(store.save_alert(&r.tenant, &r.run_id, leased, &first).await.unwrap());
+    assert!(store.save_alert(&key, leased, &first).await.unwrap());
     assert!(store.due_alerts(at(10_000), 10).await.unwrap().is_empty());
     let stored = store.get_run(&r.tenant, &r.run_id).await.unwrap().unwrap();
     let alert = stored.alert.unwrap();
@@ -139,13 +155,72 @@ pub async fn save_alert_is_conditional_on_the_due_it_read((store, _): Stores) {
         [Some(500), Some(204)]
     );
     assert_eq!(stored.state, RunState::Failed, "the run is unchanged");
+    let elsewhere = AlertKey::Run {
+        tenant: tenant("t2"),
+        run_id: r.run_id.clone(),
+    };
     assert!(
-        !store
-            .save_alert(&tenant("t2"), &r.run_id, leased, &first)
-            .await
-            .unwrap(),
+        !store.save_alert(&elsewhere, leased, &first).await.unwrap(),
         "another tenant's run of that id does not exist"
     );
+}
+
+/// A firing's skip records of occurrences carry the alert its plan armed, written with the
+/// firing: due from the firing, saved on condition like a run's; a pause record has none.
+pub async fn a_firing_s_skipped_occurrences_are_due_with_their_record((store, _): Stores) {
+    let mut j = job("t1", "hourly");
+    j.spec.notify = Some(Notify {
+        on: vec![AlertOn::Skipped],
+        webhook: "https://hooks.example/sked".into(),
+    });
+    store.create_jobs(std::slice::from_ref(&j), None).await.unwrap();
+    let mut f = firing(&j, vec![run("t1", "hourly", 60)], Some(at(120)));
+    f.skipped = vec![SkipRecord {
+        from: at(0),
+        to: at(30),
+        count: 2,
+        reason: SkipReason::Misfire,
+        alert: None,
+    }];
+    arm_skips(j.spec.notify.as_ref(), &mut f.skipped, at(61));
+    store.fire(&[f]).await.unwrap().pop().unwrap().unwrap();
+    store
+        .record_skips(&j.tenant, &j.id, &[SkipRecord::pause(at(200))])
+        .await
+        .unwrap();
+
+    assert!(
+        store.due_alerts(at(60), 10).await.unwrap().is_empty(),
+        "due from the firing"
+    );
+    let due = store.due_alerts(at(300), 10).await.unwrap();
+    assert_eq!(due.len(), 1, "the pause has no alert: {due:?}");
+    let DueAlert::Skipped {
+        tenant: t,
+        job_id,
+        record,
+    } = &due[0]
+    else {
+        panic!("{due:?}")
+    };
+    assert_eq!(
+        (t, job_id, record.from, record.to, record.count),
+        (&j.tenant, &j.id, at(0), at(30), 2)
+    );
+    let key = due[0].key();
+    let mut alert = due[0].alert().cloned().unwrap();
+    assert!(alert.lease(at(61)));
+    assert!(store.save_alert(&key, at(61), &alert).await.unwrap());
+    assert!(!store.save_alert(&key, at(61), &alert).await.unwrap(), "taken once");
+    let leased = alert.due.unwrap();
+    alert.record(at(62), Answer::Status(200), Duration::from_secs(2));
+    assert!(store.save_alert(&key, leased, &alert).await.unwrap());
+    assert!(store.due_alerts(at(10_000), 10).await.unwrap().is_empty());
+    let records = store
+        .skip_records(&j.tenant, &j.id, (at(0), at(100)), 10)
+        .await
+        .unwrap();
+    assert_eq!(records[0].alert.as_ref().map(|a| a.state), Some(AlertState::Delivered));
 }
 
 /// A tenant's webhook secret reads back as written, a second replaces it, and another tenant

@@ -279,6 +279,7 @@ macro_rules! alert_contract {
             an_ended_run_is_due_from_its_end_only_if_notify_asks,
             a_cancel_arms_the_alert_in_its_write,
             save_alert_is_conditional_on_the_due_it_read,
+            a_firing_s_skipped_occurrences_are_due_with_their_record,
             webhook_secrets_read_back_per_tenant,
         );
     };

@@ -450,6 +450,7 @@ pub async fn fire_writes_its_skip_records_and_a_window_reads_them_back(store: St
         to: at(to),
         count,
         reason,
+        alert: None,
     };
     let mut f = firing(&a, vec![run("t1", "a", 60)], Some(at(120)));
     f.skipped = vec![

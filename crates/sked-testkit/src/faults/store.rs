@@ -9,7 +9,7 @@
 
 use super::{FaultKind, Faulty};
 use async_trait::async_trait;
-use sked_core::alert::Alert;
+use sked_core::alert::{Alert, AlertKey, DueAlert};
 use sked_core::dependency::Wait;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::Job;
@@ -265,21 +265,15 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.after("expire_wait", r)
     }
 
-    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<DueAlert>, StoreError> {
         self.before("due_alerts").await?;
         let r = self.inner.due_alerts(now, limit).await;
         self.after("due_alerts", r)
     }
 
-    async fn save_alert(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        expected: Timestamp,
-        alert: &Alert,
-    ) -> Result<bool, StoreError> {
+    async fn save_alert(&self, key: &AlertKey, expected: Timestamp, alert: &Alert) -> Result<bool, StoreError> {
         self.before("save_alert").await?;
-        let r = self.inner.save_alert(tenant, run_id, expected, alert).await;
+        let r = self.inner.save_alert(key, expected, alert).await;
         self.after("save_alert", r)
     }
 }

@@ -7,7 +7,7 @@
 //! is one critical section, which is what makes `create_jobs` and `fire` atomic.
 
 use async_trait::async_trait;
-use sked_core::alert::{Alert, WebhookSecret};
+use sked_core::alert::{Alert, AlertKey, DueAlert, WebhookSecret};
 use sked_core::dependency::{self, DependencyTx, Wait};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
@@ -536,30 +536,32 @@ impl JobStore for MemStore {
         dependency::expire(&mut Locked(&mut self.lock()), wait, now)
     }
 
-    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<DueAlert>, StoreError> {
         let st = self.lock();
-        let mut due: Vec<(Timestamp, &Run)> = st
-            .runs
-            .values()
-            .filter_map(|r| Some((r.alert.as_ref()?.due?, r)))
+        let runs = st.runs.values().map(|r| DueAlert::Run(r.clone()));
+        let skips = st.skips.iter().map(|((tenant, job_id, _), record)| DueAlert::Skipped {
+            tenant: tenant.clone(),
+            job_id: job_id.clone(),
+            record: record.clone(),
+        });
+        let due: Vec<(Timestamp, DueAlert)> = runs
+            .chain(skips)
+            .filter_map(|d| Some((d.alert()?.due?, d)))
             .filter(|(due, _)| *due <= now)
             .collect();
-        due.sort_by(|a, b| (a.0, &a.1.run_id).cmp(&(b.0, &b.1.run_id)));
-        Ok(due.into_iter().take(limit).map(|(_, r)| r.clone()).collect())
+        Ok(sked_core::alert::earliest_first(due, limit))
     }
 
-    async fn save_alert(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        expected: Timestamp,
-        alert: &Alert,
-    ) -> Result<bool, StoreError> {
+    async fn save_alert(&self, key: &AlertKey, expected: Timestamp, alert: &Alert) -> Result<bool, StoreError> {
         let mut st = self.lock();
-        let Some(run) = st.run_mut(tenant, run_id) else {
-            return Ok(false);
+        let current = match key {
+            AlertKey::Run { tenant, run_id } => st.run_mut(tenant, run_id).and_then(|r| r.alert.as_mut()),
+            AlertKey::Skipped { tenant, job_id, from } => st
+                .skips
+                .get_mut(&(tenant.clone(), job_id.clone(), trunc_ms(*from)))
+                .and_then(|r| r.alert.as_mut()),
         };
-        match run.alert.as_mut() {
+        match current {
             Some(current) if current.due == Some(trunc_ms(expected)) => {
                 *current = alert.clone();
                 Ok(true)

@@ -9,7 +9,7 @@
 
 use async_trait::async_trait;
 use futures::FutureExt;
-use sked_core::alert::Alert;
+use sked_core::alert::{Alert, AlertKey, DueAlert};
 use sked_core::dependency::Wait;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId};
@@ -359,18 +359,12 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         self.inner.expire_wait(wait, now).await
     }
 
-    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<DueAlert>, StoreError> {
         self.inner.due_alerts(now, limit).await
     }
 
-    async fn save_alert(
-        &self,
-        tenant: &TenantId,
-        run_id: &RunId,
-        expected: Timestamp,
-        alert: &Alert,
-    ) -> Result<bool, StoreError> {
-        self.inner.save_alert(tenant, run_id, expected, alert).await
+    async fn save_alert(&self, key: &AlertKey, expected: Timestamp, alert: &Alert) -> Result<bool, StoreError> {
+        self.inner.save_alert(key, expected, alert).await
     }
 }
 
