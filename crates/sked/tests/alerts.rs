@@ -7,7 +7,7 @@
 mod common;
 
 use axum::http::StatusCode;
-use common::webhook::{WebhookReceiver, header};
+use common::webhook::{WebhookReceiver, header, wait_delivered};
 use common::*;
 use serde_json::{Value, json};
 use sked_core::alert;
@@ -55,17 +55,7 @@ async fn a_failed_run_is_posted_signed_and_retried_after_a_500() {
     assert_eq!(run["state"], "FAILED", "{run}");
 
     // The first try is answered 500; the second comes after the backoff (5 s) and is taken.
-    let run = wait_until("the alert delivered", Duration::from_secs(30), async || {
-        let run = api.run(&run_id).await;
-        (run["alert"]["state"] == "delivered").then_some(run)
-    })
-    .await;
-    let statuses: Vec<Value> = run["alert"]["deliveries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["status"].clone())
-        .collect();
+    let (run, statuses) = wait_delivered(&api, &run_id, Duration::from_secs(30)).await;
     assert_eq!(statuses, [json!(500), json!(200)], "{run}");
     assert_eq!(run["alert"]["event"], "failed");
 

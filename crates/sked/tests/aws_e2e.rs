@@ -25,7 +25,7 @@ mod common;
 
 use axum::http::StatusCode;
 use common::aws::Deployment;
-use common::webhook::{WebhookReceiver, header};
+use common::webhook::{WebhookReceiver, header, wait_delivered};
 use common::*;
 use serde_json::{Value, json};
 use sked_aws::testing::{MotoServer, freeze_ecs_tasks, fresh_config, fresh_ecs_on, with_logs};
@@ -427,17 +427,7 @@ async fn a_failed_run_s_alert_is_posted_by_the_worker_signed_with_the_secret_in_
     let run = &ended_runs(api, "nightly", 1, Duration::from_secs(60)).await[0];
     assert_eq!(run["state"], "FAILED", "{run}");
     let run_id = run["run_id"].as_str().unwrap().to_string();
-    let run = wait_until("the alert delivered", Duration::from_secs(60), async || {
-        let run = api.run(&run_id).await;
-        (run["alert"]["state"] == "delivered").then_some(run)
-    })
-    .await;
-    let statuses: Vec<Value> = run["alert"]["deliveries"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["status"].clone())
-        .collect();
+    let (run, statuses) = wait_delivered(api, &run_id, Duration::from_secs(60)).await;
     assert_eq!(statuses, [json!(503), json!(200)], "{run}");
     let posts = receiver.posts();
     assert_eq!(posts.len(), 2);

@@ -5,6 +5,7 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
+use serde_json::Value;
 use std::sync::{Arc, Mutex};
 
 /// Posts received and answers still to give.
@@ -42,6 +43,22 @@ async fn hook(State(r): State<Arc<WebhookReceiver>>, headers: HeaderMap, body: a
     } else {
         answers.remove(0)
     }
+}
+
+/// Polls run `run_id` until its alert is delivered; the run, and each try's status.
+pub async fn wait_delivered(api: &super::Api, run_id: &str, timeout: std::time::Duration) -> (Value, Vec<Value>) {
+    let run = super::wait_until("the alert delivered", timeout, async || {
+        let run = api.run(run_id).await;
+        (run["alert"]["state"] == "delivered").then_some(run)
+    })
+    .await;
+    let statuses = run["alert"]["deliveries"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|d| d["status"].clone())
+        .collect();
+    (run, statuses)
 }
 
 /// A header of a post, or "".
