@@ -32,7 +32,7 @@ fmt:
 clean:
 	$(CARGO) clean
 
-## Benchmarks (issue 4): build release, run every scenario, print JSON lines and a table.
+## Benchmarks: build release, run every scenario, print JSON lines and a table.
 ## Not part of `make test`. BENCH_ARGS passes flags to sked-bench (see `sked-bench --help`).
 bench:
 	$(CARGO) build --release -p sked -p sked-bench
@@ -80,7 +80,7 @@ dashboard-test:
 	CARGO="$(CARGO)" scripts/dashboard-test.sh
 test: dashboard-test
 
-## AWS deployment tools (issue 3): SAM CLI, cfn-lint, cargo-lambda and zig, installed once into
+## AWS deployment tools: SAM CLI, cfn-lint, cargo-lambda and zig, installed once into
 ## .venv-aws/ by scripts/aws-tools.sh; their bin directory goes first on PATH for these targets.
 AWS_ENV = SAM_CLI_TELEMETRY=0 PATH="$$(scripts/aws-tools.sh):$$PATH"
 ## Architecture of `make build-lambda`. This machine builds x86_64 only (no aarch64 std);
@@ -120,7 +120,7 @@ deploy: build-lambda
 local-aws:
 	scripts/local-aws.sh
 
-## Long reliability runs (issue 5), not part of `make test`: 100,000 simulation seeds in
+## Long reliability runs, not part of `make test`: 100,000 simulation seeds in
 ## release mode, the 10-minute crash soak with real processes, 5 minutes of each fuzz target,
 ## and the AWS deployment's 10-minute high-frequency soak (soak-aws).
 .PHONY: soak soak-aws

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The web dashboard in a real browser (issue 12 item 5): builds `sked` (debug), starts
+# The web dashboard in a real browser: builds `sked` (debug), starts
 # `sked server` on a free 127.0.0.1 port with a temporary data directory and 2 workers, and
 # drives headless Chromium through it with Playwright's core library (scripts/dashboard/test.mjs:
 # sign in, a one-shot's run succeeding on its job's page, a run's log followed live while it

@@ -4,6 +4,9 @@
 //! The checks are pure: they read the spec and `now`, and list *every* problem rather than
 //! stopping at the first. What the deployment can run (container tasks) is not checked here;
 //! the service adds that from its [`Capabilities`].
+//!
+//! Why one long file: the checks are 410 lines; the rest is their unit tests, one per field's
+//! rules, kept beside them.
 
 use crate::duration::Dur;
 use crate::error::FieldError;

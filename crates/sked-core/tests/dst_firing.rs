@@ -1,4 +1,4 @@
-//! Cron through the autumn repeat end to end (issue 13 item 4), on in-memory ports and a manual
+//! Cron through the autumn repeat end to end, on in-memory ports and a manual
 //! clock: what `preview` lists for a job is exactly what the sweeper fires, and the two passes
 //! of a repeated wall-clock time are two runs with two run ids (derived from the UTC instant).
 

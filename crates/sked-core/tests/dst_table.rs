@@ -1,4 +1,4 @@
-//! The DST table (issue 13 item 4): cron schedules at every 2027 transition of six zones
+//! The DST table: cron schedules at every 2027 transition of six zones
 //! (Europe/Berlin, America/New_York, Australia/Lord_Howe with its 30-minute change,
 //! America/Havana and America/Santiago changing at midnight, Pacific/Chatham at +12:45/+13:45),
 //! each checked against an oracle written from the rule rather than from the search.

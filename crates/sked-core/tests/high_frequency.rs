@@ -1,4 +1,4 @@
-//! High-frequency schedules stay cheap (issue 15): a per-second cron created with the AWS
+//! High-frequency schedules stay cheap: a per-second cron created with the AWS
 //! deployment's windows fires a bounded number of runs in the create call, successive sweeps
 //! keep it fed a bounded batch at a time, and across all of them every occurrence becomes
 //! exactly one run, delivered once — no gap, no duplicate. And one API call stops firing
@@ -109,7 +109,7 @@ fn secs(n: i64) -> chrono::Duration {
 
 #[tokio::test]
 async fn a_per_second_cron_created_with_the_whole_look_ahead_as_window_fires_at_most_the_bound() {
-    // What the API function did before issue 15: the direct window was the look-ahead.
+    // What the API function did before its firing was bounded: the direct window was the look-ahead.
     let h = Harness::new(LOOKAHEAD);
     let job = h.create("every-second", per_second()).await;
     assert_eq!(

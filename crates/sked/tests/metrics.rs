@@ -1,4 +1,4 @@
-//! `GET /metrics` of a real `sked server` (issue 12): the counters and the start-lag
+//! `GET /metrics` of a real `sked server`: the counters and the start-lag
 //! histogram move as runs fire, start, finish, retry and are skipped — read with a real
 //! exposition parser (`prometheus-parse`); the route needs a key, and a tenant's key sees its
 //! tenant's series only; with `SKED_LOG_FORMAT=json` every log line of a run's life carries

@@ -1,4 +1,4 @@
-//! scrape: the cost of `GET /metrics` against the number of jobs stored (issue 12: a scrape
+//! scrape: the cost of `GET /metrics` against the number of jobs stored (the promise: a scrape
 //! never scans the jobs or runs tables, so at 1M schedules it answers in ≤ 10 ms). N active
 //! jobs (one-shots far in the future: stored and indexed as due, none firing meanwhile, so
 //! nothing else loads the server) are written into a data dir through the core's batch path,
