@@ -97,7 +97,7 @@ async fn a_job_due_within_the_look_ahead_is_enqueued_by_the_api_call_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_per_second_cron_created_through_the_api_fires_only_until_the_next_sweep() {
-    // Issue 15: with the whole 10-minute look-ahead fired in the request (600 runs), the
+    // With the whole 10-minute look-ahead fired in the request (600 runs), the
     // create outlived the function's time limit. Now it fires the next 90 seconds.
     let (app, _) = api().await;
     let mut event: Value = serde_json::from_str(CREATE_JOB).unwrap();
