@@ -1,4 +1,4 @@
-//! Authentication and the role gate, in front of every route but `GET /healthz` and the web
+//! Authentication and the role gate, in front of every route but `GET /healthz`, `/readyz` and the web
 //! dashboard's static files ([`crate::ui::is_open`]: they hold no data; the API calls the
 //! dashboard makes carry the user's key).
 //!
@@ -33,10 +33,11 @@ pub enum Auth {
     Injected,
 }
 
-/// The routes open to anyone: the health check, and reading the dashboard's page and files.
+/// The routes open to anyone: the health and readiness checks, and reading the dashboard's
+/// page and files.
 fn is_open(req: &Request) -> bool {
     let path = req.uri().path();
-    (req.method() == Method::GET && path == "/healthz")
+    (req.method() == Method::GET && matches!(path, "/healthz" | "/readyz"))
         || (matches!(*req.method(), Method::GET | Method::HEAD) && crate::ui::is_open(path))
 }
 

@@ -88,7 +88,7 @@ pub fn router(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
     routes::build(sked, config, auth)
 }
 
-/// `/healthz` and `/metrics` alone, as [`router`] serves them: for a process that serves no
+/// `/healthz`, `/readyz` and `/metrics` alone, as [`router`] serves them: for a process that serves no
 /// API but has metrics of its own (`sked worker --metrics-listen`).
 pub fn ops_router(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
     routes::build_ops(sked, config, auth)

@@ -26,7 +26,7 @@ pub const BEARER: &str = "bearer";
 #[openapi(
     info(
         title = "sked",
-        description = "A distributed job scheduler. Timestamps are RFC 3339 (answered in UTC with milliseconds); durations are \"90s\", \"5m\", \"1h30m\", \"250ms\" or a number of seconds. Every route but `GET /healthz` needs `Authorization: Bearer <key>`; the key decides the tenant, and another tenant's job, run, log or key is 404 as if it did not exist. Bad input is answered 400 (malformed: a wrong JSON type, an unknown or missing field, a bad query parameter or header) or 422 (well formed, but breaking a rule only validation can check: a cron expression that never matches, a jitter not below the interval, end_at before start_at …), naming the field; nothing is changed. This document is generated from the code.",
+        description = "A distributed job scheduler. Timestamps are RFC 3339 (answered in UTC with milliseconds); durations are \"90s\", \"5m\", \"1h30m\", \"250ms\" or a number of seconds. Every route but `GET /healthz` and `GET /readyz` needs `Authorization: Bearer <key>`; the key decides the tenant, and another tenant's job, run, log or key is 404 as if it did not exist. Bad input is answered 400 (malformed: a wrong JSON type, an unknown or missing field, a bad query parameter or header) or 422 (well formed, but breaking a rule only validation can check: a cron expression that never matches, a jitter not below the interval, end_at before start_at …), naming the field; nothing is changed. This document is generated from the code.",
     ),
     components(schemas(
         crate::error::ErrorBody,

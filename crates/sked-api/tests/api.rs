@@ -1195,6 +1195,8 @@ async fn health_openapi_and_unknown_paths() {
     let api = api();
     let r = api.get("/healthz").await;
     assert_eq!((r.status, r.json.clone()), (StatusCode::OK, json!({"status": "ok"})));
+    let r = api.get("/readyz").await;
+    assert_eq!((r.status, r.json.clone()), (StatusCode::OK, json!({"status": "ready"})));
     let r = api.get("/v1/openapi.json").await;
     assert_eq!(r.status, StatusCode::OK);
     assert_eq!(r.json["openapi"], "3.1.0");
@@ -1204,6 +1206,7 @@ async fn health_openapi_and_unknown_paths() {
         "/v1/jobs/{id}",
         "/v1/runs/{run_id}/logs",
         "/healthz",
+        "/readyz",
         "/metrics",
     ] {
         assert!(
@@ -1346,7 +1349,7 @@ async fn the_document_is_openapi_3_1_with_every_answer_described() {
                     .unwrap_or_else(|| panic!("{name}: no operationId")),
             );
             let responses = op["responses"].as_object().unwrap();
-            let open = path == "/healthz";
+            let open = path == "/healthz" || path == "/readyz";
             assert_eq!(op["security"].as_array().unwrap().is_empty(), open, "{name}");
             if !open {
                 for status in ["401", "403", "500", "503"] {

@@ -241,7 +241,7 @@ async fn the_matrix_and_the_openapi_document_list_the_same_routes() {
                 .replace("{key}", "{id}");
             format!("{} {path}", r.method)
         })
-        .chain(["GET /healthz".to_string()])
+        .chain(["GET /healthz".to_string(), "GET /readyz".to_string()])
         .collect();
     listed.sort();
     // When the document is read, then it has exactly those operations: none undocumented,
@@ -266,10 +266,12 @@ async fn the_matrix_and_the_openapi_document_list_the_same_routes() {
 }
 
 #[tokio::test]
-async fn health_is_open_and_keys_answer_their_secret_only_once() {
+async fn health_and_readiness_are_open_and_keys_answer_their_secret_only_once() {
     let w = World::new();
     let (status, _, _) = w.call(&Method::GET, "/healthz", None, None, &[]).await;
     assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = w.call(&Method::GET, "/readyz", None, None, &[]).await;
+    assert_eq!(status, StatusCode::OK, "the readiness probe needs no key");
     let (_, admin) = w.key("acme", Role::Admin).await;
     let body = json!({"role": "write", "name": "deploy bot"});
     let (status, _, made) = w

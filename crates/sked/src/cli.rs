@@ -23,6 +23,9 @@ pub enum Command {
     Server(ServerArgs),
     /// Runs workers only (plus a reaper), on the SQLite file of a running `sked server`.
     Worker(WorkerArgs),
+    /// Runs the sweeper only (it fires due jobs), on the SQLite file of a `sked server
+    /// --no-sweeper`; any number may run at once.
+    Sweeper(SweeperArgs),
     /// Creates, lists and changes jobs.
     Jobs {
         /// Where the API is and how to print.
@@ -70,12 +73,39 @@ pub enum Command {
     },
 }
 
-/// Settings shared by `sked server` and `sked worker`.
+/// Where the data is and how to log: what every process on a data directory needs.
 #[derive(Debug, Args, Clone)]
-pub struct RuntimeArgs {
+pub struct StoreArgs {
     /// Data directory: `sked.db` (jobs, runs, queue) and `logs/` live here.
     #[arg(long, env = "SKED_DATA_DIR", default_value = "./sked-data")]
     pub data_dir: PathBuf,
+    /// How log lines are written on stderr: `text` for people, or `json`, one object a line
+    /// (every line of a run's life carries `job_id`, `run_id` and `attempt`, as fields or in
+    /// its `span`). The filter comes from `SKED_LOG`.
+    #[arg(long, value_enum, env = "SKED_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// The same as `--log-format json`.
+    #[arg(long)]
+    pub log_json: bool,
+}
+
+impl StoreArgs {
+    /// The log format asked for, `--log-json` included.
+    pub fn log_format(&self) -> LogFormat {
+        if self.log_json {
+            LogFormat::Json
+        } else {
+            self.log_format
+        }
+    }
+}
+
+/// Settings shared by `sked server` and `sked worker`.
+#[derive(Debug, Args, Clone)]
+pub struct RuntimeArgs {
+    /// Storage and logging.
+    #[command(flatten)]
+    pub store: StoreArgs,
     /// Worker tasks to run in this process.
     #[arg(long, default_value_t = 4)]
     pub workers: usize,
@@ -95,24 +125,12 @@ pub struct RuntimeArgs {
     /// the run over meanwhile. One host (the local deployment) has no skew.
     #[arg(long, default_value_t = 100)]
     pub max_clock_skew_ms: u64,
-    /// How log lines are written on stderr: `text` for people, or `json`, one object a line
-    /// (every line of a run's life carries `job_id`, `run_id` and `attempt`, as fields or in
-    /// its `span`). The filter comes from `SKED_LOG`.
-    #[arg(long, value_enum, env = "SKED_LOG_FORMAT", default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-    /// The same as `--log-format json`.
-    #[arg(long)]
-    pub log_json: bool,
 }
 
 impl RuntimeArgs {
     /// The log format asked for, `--log-json` included.
     pub fn log_format(&self) -> LogFormat {
-        if self.log_json {
-            LogFormat::Json
-        } else {
-            self.log_format
-        }
+        self.store.log_format()
     }
 }
 
@@ -136,6 +154,22 @@ pub struct ServerArgs {
     /// stdout names the actual one).
     #[arg(long, env = "SKED_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
+    /// Runs no sweeper in this process: `sked sweeper` processes fire the jobs instead (the
+    /// API, sweepers and workers as separate processes).
+    #[arg(long)]
+    pub no_sweeper: bool,
+}
+
+/// `sked sweeper`.
+#[derive(Debug, Args)]
+pub struct SweeperArgs {
+    /// Serve this process's `GET /metrics`, `/healthz` and `/readyz` on this address (port 0
+    /// picks one, printed as `sked sweeper metrics on http://<addr>`).
+    #[arg(long, env = "SKED_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    /// Storage and logging.
+    #[command(flatten)]
+    pub store: StoreArgs,
 }
 
 /// Where `sked worker` takes its work from.

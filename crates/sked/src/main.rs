@@ -3,6 +3,7 @@
 //! - [`cli`]: the clap definitions (flags, defaults, help).
 //! - [`server`]: `sked server` — API, sweeper, reaper and workers in one process.
 //! - [`worker`]: `sked worker` — workers (and a reaper) on a server's SQLite file.
+//! - [`sweeper`]: `sked sweeper` — the sweeper alone, beside a `sked server --no-sweeper`.
 //! - `aws` (build feature `aws`): `sked worker --backend aws` — workers of the AWS deployment.
 //! - [`runtime`]: what both share — opening the data dir, logging, shutdown signals.
 //! - [`client`]: the HTTP client and the `jobs`, `runs`, `logs`, `keys` and `tenants` commands.
@@ -18,6 +19,7 @@ mod client;
 mod output;
 mod runtime;
 mod server;
+mod sweeper;
 mod telemetry;
 mod worker;
 
@@ -44,6 +46,7 @@ async fn run() -> ExitCode {
     let result = match cli.command {
         cli::Command::Server(args) => server::run(args).await,
         cli::Command::Worker(args) => worker::run(args).await,
+        cli::Command::Sweeper(args) => sweeper::run(args).await,
         cli::Command::Jobs { client, command } => client::jobs::run(&client, command).await,
         cli::Command::Runs { client, command } => client::runs::run(&client, command).await,
         cli::Command::Logs { client, args } => client::logs::run(&client, args).await,

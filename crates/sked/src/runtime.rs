@@ -4,17 +4,18 @@
 //!
 //! This is wiring only. Scheduling behaviour lives in sked-core; storage in sked-embedded.
 
-use crate::cli::{LogFormat, RuntimeArgs};
+use crate::cli::{LogFormat, RuntimeArgs, StoreArgs};
 use crate::telemetry::Telemetry;
 use anyhow::Context as _;
 use sked_api::metrics::Recorder;
 use sked_core::WorkerId;
 use sked_core::duration::Dur;
 use sked_core::ports::{Clock, Executor, KeyStore, QuotaStore, SystemClock, WebhookSecrets};
-use sked_core::service::Ports;
 use sked_core::service::alerts::{Notifier, NotifierConfig, NotifierPorts};
+use sked_core::service::keys::Keys;
 use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_embedded::exec::{HttpExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
 use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore, SqliteWork};
@@ -98,7 +99,7 @@ pub struct Local {
 }
 
 /// Opens (creating if needed) `DIR/sked.db` and `DIR/logs`.
-pub fn open(args: &RuntimeArgs) -> anyhow::Result<Local> {
+pub fn open(args: &StoreArgs) -> anyhow::Result<Local> {
     let dir = &args.data_dir;
     std::fs::create_dir_all(dir).with_context(|| format!("creating data directory {}", dir.display()))?;
     let db_path = dir.join("sked.db");
@@ -174,6 +175,41 @@ pub fn spawn_background_tasks(
     let reaper = Reaper::new(local.ports.clone(), ReaperConfig::default());
     tasks.spawn(reaper.run(shutdown.clone()));
     tasks.spawn(notifier(&local.ports, local.webhook_secrets.clone()).run(shutdown.clone()));
+    Ok(())
+}
+
+/// Serves this process's `/metrics`, `/healthz` and `/readyz` on `listen` until `shutdown`,
+/// behind the data dir's API keys (the probes need none); prints `<who> metrics on
+/// http://<addr>` once bound.
+pub async fn serve_ops(
+    local: &Local,
+    listen: std::net::SocketAddr,
+    who: &str,
+    shutdown: &CancellationToken,
+    tasks: &mut JoinSet<()>,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("listening on {listen}"))?;
+    let addr = listener.local_addr().context("reading the listener's address")?;
+    let sked = Sked::new(local.ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let keys = Keys::new(local.keys.clone(), local.ports.clock.clone());
+    let config = sked_api::ApiConfig {
+        metrics: local.metrics.clone(),
+        ..sked_api::ApiConfig::default()
+    };
+    let router = sked_api::ops_router(sked, config, sked_api::Auth::Keys(keys));
+    let stop = shutdown.clone();
+    let what = who.to_string();
+    tasks.spawn(async move {
+        let served = axum::serve(listener, router)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, process = %what, "serving /metrics failed");
+        }
+    });
+    announce(&format!("{who} metrics on http://{addr}"));
     Ok(())
 }
 

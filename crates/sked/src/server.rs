@@ -1,5 +1,7 @@
 //! `sked server`: the whole local deployment in one process — the REST API on a TCP
-//! listener, the sweeper, a reaper and N workers, all over one SQLite file.
+//! listener, the sweeper, a reaper and N workers, all over one SQLite file. With
+//! `--no-sweeper --workers 0` it is the API alone, beside `sked sweeper` and `sked worker`
+//! processes on the same file.
 //!
 //! On an empty store it first creates an operator key for tenant `default` and writes it to
 //! `<data-dir>/admin.key` (mode 0600); the key never appears in a log.
@@ -29,7 +31,7 @@ use tokio::task::JoinSet;
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let _telemetry = runtime::init_tracing(args.runtime.log_format(), "sked-server")?;
     let shutdown = runtime::shutdown_on_signals()?;
-    let local = runtime::open(&args.runtime)?;
+    let local = runtime::open(&args.runtime.store)?;
 
     let signal = SweepSignal::default();
     let quotas = Quotas::new(local.quotas.clone(), local.ports.clock.clone());
@@ -39,8 +41,12 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .with_webhook_secrets(secrets);
 
     let mut tasks = JoinSet::new();
-    let sweeper = Sweeper::new(local.ports.clone(), signal, SweeperConfig::default());
-    tasks.spawn(sweeper.run(shutdown.clone()));
+    if args.no_sweeper {
+        tracing::info!("no sweeper in this process: `sked sweeper` processes fire the jobs");
+    } else {
+        let sweeper = Sweeper::new(local.ports.clone(), signal, SweeperConfig::default());
+        tasks.spawn(sweeper.run(shutdown.clone()));
+    }
     runtime::spawn_background_tasks(&local, &args.runtime, &shutdown, &mut tasks)?;
 
     let listener = tokio::net::TcpListener::bind(args.listen)
@@ -48,13 +54,13 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr().context("reading the listener's address")?;
     let keys = Keys::new(local.keys.clone(), local.ports.clock.clone());
-    first_operator_key(&keys, &args.runtime.data_dir).await?;
+    first_operator_key(&keys, &args.runtime.store.data_dir).await?;
     let api_config = sked_api::ApiConfig {
         metrics: local.metrics.clone(),
         ..sked_api::ApiConfig::default()
     };
     let router = sked_api::router(sked, api_config, sked_api::Auth::Keys(keys));
-    tracing::info!(%addr, data_dir = %args.runtime.data_dir.display(), workers = args.runtime.workers, "sked server started");
+    tracing::info!(%addr, data_dir = %args.runtime.store.data_dir.display(), workers = args.runtime.workers, "sked server started");
     runtime::announce(&format!("sked listening on http://{addr}"));
 
     let serve = axum::serve(listener, router).with_graceful_shutdown(shutdown.clone().cancelled_owned());

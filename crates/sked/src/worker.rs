@@ -13,13 +13,9 @@
 
 use crate::cli::{Backend, WorkerArgs};
 use crate::runtime;
-use anyhow::Context as _;
-use sked_core::service::keys::Keys;
-use sked_core::service::{Sked, SkedConfig, SweepSignal};
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::task::JoinSet;
-use tokio_util::sync::CancellationToken;
 
 /// Runs workers until a shutdown signal.
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
@@ -28,52 +24,20 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
     let _telemetry = runtime::init_tracing(args.runtime.log_format(), "sked-worker")?;
     let shutdown = runtime::shutdown_on_signals()?;
-    let local = runtime::open(&args.runtime)?;
+    let local = runtime::open(&args.runtime.store)?;
 
     let mut tasks = JoinSet::new();
     runtime::spawn_background_tasks(&local, &args.runtime, &shutdown, &mut tasks)?;
     if let Some(listen) = args.metrics_listen {
-        serve_metrics(&local, listen, &shutdown, &mut tasks).await?;
+        runtime::serve_ops(&local, listen, "sked worker", &shutdown, &mut tasks).await?;
     }
-    tracing::info!(data_dir = %args.runtime.data_dir.display(), workers = args.runtime.workers, "sked worker started");
+    tracing::info!(data_dir = %args.runtime.store.data_dir.display(), workers = args.runtime.workers, "sked worker started");
     runtime::announce("sked worker ready");
 
     shutdown.cancelled().await;
     runtime::drain(tasks, Duration::from_secs(args.runtime.grace + 5)).await;
     tracing::info!("sked worker stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-/// Serves this process's `/metrics` and `/healthz` on `listen` until `shutdown`, behind the
-/// data dir's API keys; prints `sked worker metrics on http://<addr>` once bound.
-async fn serve_metrics(
-    local: &runtime::Local,
-    listen: std::net::SocketAddr,
-    shutdown: &CancellationToken,
-    tasks: &mut JoinSet<()>,
-) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(listen)
-        .await
-        .with_context(|| format!("listening on {listen}"))?;
-    let addr = listener.local_addr().context("reading the listener's address")?;
-    let sked = Sked::new(local.ports.clone(), SkedConfig::default(), SweepSignal::default());
-    let keys = Keys::new(local.keys.clone(), local.ports.clock.clone());
-    let config = sked_api::ApiConfig {
-        metrics: local.metrics.clone(),
-        ..sked_api::ApiConfig::default()
-    };
-    let router = sked_api::ops_router(sked, config, sked_api::Auth::Keys(keys));
-    let stop = shutdown.clone();
-    tasks.spawn(async move {
-        let served = axum::serve(listener, router)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "serving /metrics failed");
-        }
-    });
-    runtime::announce(&format!("sked worker metrics on http://{addr}"));
-    Ok(())
 }
 
 #[cfg(feature = "aws")]

@@ -42,6 +42,7 @@ use utoipa_axum::routes;
 pub fn table() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(ops::healthz))
+        .routes(routes!(ops::readyz))
         .routes(routes!(ops::openapi))
         .routes(routes!(metrics::metrics))
         .routes(routes!(jobs::create, jobs::list))
@@ -73,11 +74,12 @@ pub fn build(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
     serve(router.merge(crate::ui::routes()), AppState { sked, config, auth })
 }
 
-/// Builds a router of `/healthz` and `/metrics` only (a process that serves no API, such as
+/// Builds a router of `/healthz`, `/readyz` and `/metrics` only (a process that serves no API, such as
 /// `sked worker`), with the same authentication and request counting.
 pub fn build_ops(sked: Sked, config: ApiConfig, auth: Auth) -> Router {
     let ops_only = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(ops::healthz))
+        .routes(routes!(ops::readyz))
         .routes(routes!(metrics::metrics));
     let (router, _) = ops_only.split_for_parts();
     serve(router, AppState { sked, config, auth })

@@ -1,8 +1,10 @@
-//! Operational routes: health, the OpenAPI document ([`crate::openapi`]), and the JSON answers
+//! Operational routes: health and readiness, the OpenAPI document ([`crate::openapi`]), and the JSON answers
 //! for unknown paths and methods.
 
+use crate::AppState;
 use crate::error::ApiError;
 use axum::Json;
+use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 
@@ -26,6 +28,33 @@ pub struct Health {
 )]
 pub async fn healthz() -> Json<Health> {
     Json(Health { status: "ok" })
+}
+
+/// `GET /readyz`'s answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct Ready {
+    /// Always `ready`.
+    #[schema(pattern = "^ready$")]
+    pub status: &'static str,
+}
+
+/// `GET /readyz`: the process can reach its store (one primary-key read within 2 s); 503
+/// otherwise. For readiness probes: no key needed.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    operation_id = "readyz",
+    tag = "ops",
+    summary = "Readiness: the store answers (no key needed)",
+    security(()),
+    responses(
+        (status = 200, description = "Ready", body = Ready),
+        (status = 503, description = "The store did not answer (`unavailable`)", body = crate::error::ErrorBody)
+    )
+)]
+pub async fn readyz(State(st): State<AppState>) -> Result<Json<Ready>, ApiError> {
+    st.sked.ready().await?;
+    Ok(Json(Ready { status: "ready" }))
 }
 
 /// `GET /v1/openapi.json`: the document generated from the code ([`crate::openapi`]).

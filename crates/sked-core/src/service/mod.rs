@@ -126,6 +126,9 @@ pub struct SkedConfig {
     pub fire_within: crate::duration::Dur,
 }
 
+/// How long [`Sked::ready`] waits for the store.
+pub const READY_WITHIN: crate::duration::Dur = crate::duration::Dur::secs(2);
+
 /// The API-facing service: every user action goes through here.
 #[derive(Clone)]
 pub struct Sked {
@@ -178,6 +181,20 @@ impl Sked {
         match &self.quotas {
             Some(quotas) => quotas.admit(tenant, n).await,
             None => Ok(()),
+        }
+    }
+
+    /// Whether the store answers, for a readiness probe: one primary-key read, within
+    /// [`READY_WITHIN`]; a transient store error otherwise.
+    pub async fn ready(&self) -> Result<(), CoreError> {
+        let clock = &self.ports.clock;
+        let (tenant, run_id) = (crate::ids::TenantId::default(), crate::ids::RunId::from("readyz@probe"));
+        let probe = self.ports.store.get_run(&tenant, &run_id);
+        tokio::select! {
+            read = probe => read.map(|_| ()).map_err(CoreError::from),
+            _ = clock.sleep_until(clock.now() + READY_WITHIN.to_chrono()) => Err(CoreError::Store(
+                crate::ports::StoreError::Transient(format!("the store did not answer within {READY_WITHIN}").into()),
+            )),
         }
     }
 

@@ -130,6 +130,25 @@ impl Sandbox {
         proc.wait_for_line("sked worker ready", Duration::from_secs(30));
         proc
     }
+
+    /// Starts `sked sweeper` on the sandbox's data dir (its log `sweeper-<n>.log`), serving its
+    /// `/metrics`, `/healthz` and `/readyz` on a free port (its `url`).
+    pub fn sweeper(&self, n: usize) -> Proc {
+        let data = self.data_dir();
+        let args = [
+            "sweeper",
+            "--data-dir",
+            data.to_str().unwrap(),
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ];
+        let log = self.path().join(format!("sweeper-{n}.log"));
+        let mut proc = Proc::spawn(&format!("sweeper-{n}"), &args, &log);
+        let line = proc.wait_for_line("sked sweeper metrics on ", Duration::from_secs(30));
+        proc.url = Some(line.trim_start_matches("sked sweeper metrics on ").trim().to_string());
+        proc.wait_for_line("sked sweeper ready", Duration::from_secs(30));
+        proc
+    }
 }
 
 /// A running `sked` child process. Killed (SIGKILL) on drop.
