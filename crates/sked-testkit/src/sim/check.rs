@@ -31,6 +31,7 @@ use super::audit::JobEvent;
 use super::payload::Execution;
 use crate::faults::{FaultCounts, FaultKind};
 use crate::memory::queue::Take;
+use sked_core::alert::{AlertOn, AlertState};
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
@@ -92,6 +93,7 @@ impl Checker {
         }
         for run in runs {
             self.check_run(now, run, jobs);
+            self.check_alert(now, run);
         }
         self.check_executions(now, execs);
         self.check_concurrency_keys(now, runs);
@@ -176,6 +178,25 @@ impl Checker {
                 );
                 self.report(now, what);
             }
+        }
+    }
+
+    /// A run's alert is armed exactly when the run has ended as its `notify.on` asks: whatever
+    /// ended it (a worker, a claim, a cancel, a skip, the reaper) armed it in the same write.
+    fn check_alert(&mut self, now: Timestamp, run: &Run) {
+        let Some(alert) = &run.alert else { return };
+        let asked = AlertOn::of(run).filter(|e| alert.notify.on.contains(e));
+        let armed = alert.state != AlertState::Idle;
+        if armed != asked.is_some() || (armed && alert.event != asked) {
+            let id = &run.run_id;
+            let state = run.state;
+            self.report(
+                now,
+                format!("{id} is {state} but its alert is {} for {:?}", alert.state, alert.event),
+            );
+        }
+        if armed && alert.due.is_some_and(|due| run.finished_at.is_none_or(|end| due < end)) {
+            self.report(now, format!("{} has an alert due before the run ended", run.run_id));
         }
     }
 
