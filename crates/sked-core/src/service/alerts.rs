@@ -4,7 +4,7 @@
 //!
 //! The notifier never holds up a run: runs end with their alert armed in the same write, and
 //! the notifier finds them later from the store's index of due alerts. Any number of notifiers
-//! may run (every `sked server`, every AWS worker, the sweeper function): each try is taken by
+//! may run (in every `sked server` and `sked worker`, local or AWS): each try is taken by
 //! a conditional save of the alert's lease first, so one delivery is posted by one of them at a
 //! time; a notifier that dies mid-try leaves the lease to expire
 //! ([`crate::alert::DELIVERY_LEASE`]) and the try is made again (at least once).
@@ -74,11 +74,15 @@ impl Notifier {
         }
     }
 
-    /// Runs passes every `interval` until `shutdown` is cancelled.
+    /// Runs passes every `interval` until `shutdown` is cancelled; at once again after a pass
+    /// that found a whole batch due (a backlog drains at the receivers' pace, not a batch a
+    /// second).
     pub async fn run(self, shutdown: CancellationToken) {
         while !shutdown.is_cancelled() {
-            if let Err(e) = self.deliver_due().await {
-                tracing::warn!(error = %e, "alert pass failed");
+            match self.deliver_due().await {
+                Ok(tries) if tries >= self.config.batch => continue,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "alert pass failed"),
             }
             tokio::select! {
                 biased;
