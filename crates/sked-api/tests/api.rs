@@ -176,6 +176,19 @@ impl Api {
         r.json
     }
 
+    /// Creates a job whose `key` is `value`, expecting `status` with `field` named and nothing
+    /// stored.
+    async fn refused_creating(&self, key: &str, value: Value, status: StatusCode, field: &str) {
+        let r = self.post("/v1/jobs", with(every_job("bad"), key, value.clone())).await;
+        assert_eq!(r.status, status, "{value}: {}", r.text);
+        assert!(r.text.contains(field), "{value}: {field} not named in {}", r.text);
+        assert_eq!(
+            self.get("/v1/jobs/bad").await.status,
+            StatusCode::NOT_FOUND,
+            "nothing stored"
+        );
+    }
+
     /// Triggers a job and returns the run id.
     async fn trigger(&self, id: &str) -> String {
         let r = self.post_empty(&format!("/v1/jobs/{id}/trigger")).await;
@@ -1523,16 +1536,7 @@ async fn a_concurrency_key_reads_back_reaches_its_runs_and_bad_ones_are_named() 
             "concurrency",
         ),
     ] {
-        let r = api
-            .post("/v1/jobs", with(every_job("bad"), "concurrency", body.clone()))
-            .await;
-        assert_eq!(r.status, status, "{body}: {}", r.text);
-        assert!(r.text.contains(field), "{body}: {field} not named in {}", r.text);
-        assert_eq!(
-            api.get("/v1/jobs/bad").await.status,
-            StatusCode::NOT_FOUND,
-            "nothing stored"
-        );
+        api.refused_creating("concurrency", body, status, field).await;
     }
 }
 
@@ -1577,16 +1581,7 @@ async fn notify_reads_back_reaches_its_runs_and_bad_ones_are_named() {
         ),
         (json!({"on": ["failed"]}), StatusCode::BAD_REQUEST, "notify"),
     ] {
-        let r = api
-            .post("/v1/jobs", with(every_job("bad"), "notify", body.clone()))
-            .await;
-        assert_eq!(r.status, status, "{body}: {}", r.text);
-        assert!(r.text.contains(field), "{body}: {field} not named in {}", r.text);
-        assert_eq!(
-            api.get("/v1/jobs/bad").await.status,
-            StatusCode::NOT_FOUND,
-            "nothing stored"
-        );
+        api.refused_creating("notify", body, status, field).await;
     }
 }
 
