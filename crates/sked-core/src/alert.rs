@@ -187,6 +187,13 @@ impl Alert {
         }
     }
 
+    /// Makes the alert pending for `event`, its first try due at `at`.
+    fn arm(&mut self, event: AlertOn, at: Timestamp) {
+        self.event = Some(event);
+        self.state = AlertState::Pending;
+        self.due = Some(timestamp::trunc_ms(at));
+    }
+
     /// Takes a due alert for one try at `now`: its `due` moves past the try's longest time, so
     /// no other notifier takes it meanwhile. `false` if it is not due.
     pub fn lease(&mut self, now: Timestamp) -> bool {
@@ -234,9 +241,7 @@ impl Run {
             && alert.state == AlertState::Idle
             && alert.notify.on.contains(&event)
         {
-            alert.event = Some(event);
-            alert.state = AlertState::Pending;
-            alert.due = at.or(Some(self.created_at));
+            alert.arm(event, at.unwrap_or(self.created_at));
         }
     }
 }
@@ -375,9 +380,7 @@ pub fn arm_skips(notify: Option<&Notify>, records: &mut [SkipRecord], at: Timest
     };
     for record in records.iter_mut().filter(|r| !r.is_pause()) {
         let mut alert = Alert::new(notify.clone());
-        alert.event = Some(AlertOn::Skipped);
-        alert.state = AlertState::Pending;
-        alert.due = Some(timestamp::trunc_ms(at));
+        alert.arm(AlertOn::Skipped, at);
         record.alert = Some(alert);
     }
 }
