@@ -1,0 +1,16 @@
+//! sked's self-hosted adapters on PostgreSQL (≥ 14): what lets API servers, sweepers and
+//! workers on many hosts share one database.
+//!
+//! - [`PgDb`] (`db`): the connection pool and the versioned migrations (`migrations/`,
+//!   embedded at build time, applied on connect).
+//! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
+//!
+//! Everything that must hold across processes is a condition checked inside one transaction
+//! (row locks, `FOR UPDATE SKIP LOCKED`), never an in-process lock; the rules themselves stay
+//! in `sked-core`.
+
+pub mod db;
+#[cfg(feature = "testing")]
+pub mod testing;
+
+pub use db::{ConnectError, PgDb, PgOptions};

@@ -1,0 +1,202 @@
+//! Test fixture (feature `testing`): a private PostgreSQL cluster per test binary on a free
+//! 127.0.0.1 port, and a fresh database per test. Used by this crate's tests and by the
+//! end-to-end tests of the `sked` binary.
+//!
+//! The server binaries come from Debian's `postgresql` package (installed by
+//! `scripts/postgres-env.sh` if missing); `scripts/postgres-server.sh` creates the cluster in a
+//! temporary directory and serves it. As with the moto fixture, a small shell wrapper stops
+//! the server (fast shutdown) when its stdin closes — when the fixture is dropped or the test
+//! process exits, however it exits. [`PgServer::stop`] and [`PgServer::start_again`] restart
+//! it on the same port and data, for tests of a database restart.
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// The repository root (this crate lives in `crates/sked-postgres`).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a free port")
+        .port()
+}
+
+/// A running private cluster; stopped on drop (its directory is removed with it).
+pub struct PgServer {
+    /// `127.0.0.1`'s port it listens on.
+    pub port: u16,
+    dir: tempdir::Dir,
+    running: Mutex<Option<(Child, Option<ChildStdin>)>>,
+}
+
+mod tempdir {
+    //! A directory under the system's temporary directory, removed on drop.
+    use std::path::{Path, PathBuf};
+
+    pub struct Dir(PathBuf);
+
+    impl Dir {
+        pub fn new(name: &str) -> Dir {
+            let path = std::env::temp_dir().join(name);
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).expect("create the cluster's directory");
+            Dir(path)
+        }
+
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl PgServer {
+    /// Creates a cluster in a fresh directory, starts it on a free port and waits until it
+    /// accepts connections.
+    pub fn start() -> PgServer {
+        let port = free_port();
+        let server = PgServer {
+            port,
+            dir: tempdir::Dir::new(&format!("sked-pg-{}-{port}", std::process::id())),
+            running: Mutex::new(None),
+        };
+        server.start_again();
+        server
+    }
+
+    fn data_dir(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("server.log")
+    }
+
+    /// Starts the server again on the same port and data (after [`PgServer::stop`]); waits
+    /// until it accepts connections.
+    pub fn start_again(&self) {
+        let mut running = self.running.lock().unwrap();
+        assert!(running.is_none(), "the server is already running");
+        // `$0` server script, `$1` data dir, `$2` port, `$3` log file.
+        let script = r#"
+            "$0" "$1" "$2" >>"$3" 2>&1 </dev/null &
+            pid=$!
+            read -r _ || true
+            kill -INT "$pid" 2>/dev/null
+            wait "$pid" 2>/dev/null
+            exit 0
+        "#;
+        let mut child = Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .arg(repo_root().join("scripts/postgres-server.sh"))
+            .arg(self.data_dir())
+            .arg(self.port.to_string())
+            .arg(self.log_path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start scripts/postgres-server.sh");
+        let stdin = child.stdin.take();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while !self.accepts_connections() {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("PostgreSQL exited ({status}); log in {}", self.log_path().display());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "PostgreSQL did not accept connections in 120 s; log in {}",
+                self.log_path().display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        *running = Some((child, stdin));
+    }
+
+    /// Stops the server (fast shutdown: open connections are closed) and waits until it has
+    /// exited.
+    pub fn stop(&self) {
+        if let Some((mut child, stdin)) = self.running.lock().unwrap().take() {
+            drop(stdin);
+            let _ = child.wait();
+        }
+    }
+
+    /// Whether the server completes a startup handshake (`pg_isready`'s test: the port
+    /// accepts a connection and the server is not starting up or shutting down).
+    fn accepts_connections(&self) -> bool {
+        let Some(bin) = pg_bin() else { return false };
+        if TcpStream::connect_timeout(&([127, 0, 0, 1], self.port).into(), Duration::from_millis(200)).is_err() {
+            return false;
+        }
+        Command::new(bin.join("pg_isready"))
+            .args(["-q", "-h", "127.0.0.1", "-p", &self.port.to_string(), "-t", "2"])
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// The URL of database `name` on this server (user `sked`, trust authentication).
+    pub fn url(&self, name: &str) -> String {
+        format!("postgres://sked@127.0.0.1:{}/{name}", self.port)
+    }
+
+    /// Creates a new, empty, uniquely named database and returns its URL.
+    pub fn fresh_database(&self) -> String {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let name = format!("t{}_{}", std::process::id(), N.fetch_add(1, Ordering::Relaxed));
+        let bin = pg_bin().expect("PostgreSQL binaries");
+        let status = Command::new(bin.join("createdb"))
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-U", "sked", &name])
+            .status()
+            .expect("run createdb");
+        assert!(status.success(), "createdb {name} failed: {status}");
+        self.url(&name)
+    }
+
+    /// The server's log file.
+    pub fn log(&self) -> PathBuf {
+        self.log_path()
+    }
+}
+
+impl Drop for PgServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The directory of the server binaries, from `scripts/postgres-env.sh` (which installs them
+/// if missing), once per process.
+pub fn pg_bin() -> Option<&'static Path> {
+    static BIN: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = Command::new("bash")
+            .arg(repo_root().join("scripts/postgres-env.sh"))
+            .stderr(Stdio::inherit())
+            .output()
+            .ok()?;
+        out.status
+            .success()
+            .then(|| PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
+    })
+    .as_deref()
+}
+
+/// The server shared by this test binary's tests (stopped when the process exits).
+pub fn postgres() -> &'static PgServer {
+    static SERVER: OnceLock<PgServer> = OnceLock::new();
+    SERVER.get_or_init(PgServer::start)
+}
