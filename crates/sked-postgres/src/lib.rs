@@ -3,6 +3,8 @@
 //!
 //! - [`PgDb`] (`db`): the connection pool and the versioned migrations (`migrations/`,
 //!   embedded at build time, applied on connect).
+//! - [`Tx`] (`tx`): transactions run on a blocking thread, so `sked-core`'s synchronous
+//!   transaction traits drive them; `SERIALIZABLE` with retries by default.
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
@@ -12,5 +14,7 @@
 pub mod db;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tx;
 
 pub use db::{ConnectError, PgDb, PgOptions};
+pub use tx::{Isolation, Tx, TxError};

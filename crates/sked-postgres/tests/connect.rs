@@ -39,3 +39,70 @@ async fn connect_to_nothing_fails() {
         .unwrap_err();
     assert!(matches!(err, ConnectError::Connect(_)), "{err}");
 }
+
+/// Two transactions that each read a counter and write it plus one, racing: serializable
+/// isolation aborts one of each conflicting pair and the closure runs again, so no increment
+/// is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_read_then_write_transactions_lose_nothing() {
+    let db = PgDb::connect(&postgres().fresh_database(), &PgOptions::default())
+        .await
+        .unwrap();
+    db.get()
+        .await
+        .unwrap()
+        .batch_execute("CREATE TABLE counter (n BIGINT NOT NULL); INSERT INTO counter VALUES (0);")
+        .await
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let db = db.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..10 {
+                db.transaction(|tx| {
+                    let n: i64 = tx.query_one("SELECT n FROM counter", &[])?.get(0);
+                    tx.execute("UPDATE counter SET n = $1", &[&(n + 1)])?;
+                    Ok(())
+                })
+                .await
+                .unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let n: i64 = db
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT n FROM counter", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 80);
+}
+
+/// A refusal decided inside the closure rolls the transaction back and comes back as is.
+#[tokio::test]
+async fn a_refusal_rolls_back() {
+    let db = PgDb::connect(&postgres().fresh_database(), &PgOptions::default())
+        .await
+        .unwrap();
+    db.get()
+        .await
+        .unwrap()
+        .batch_execute("CREATE TABLE t (n BIGINT)")
+        .await
+        .unwrap();
+    let err = db
+        .transaction(|tx| {
+            tx.execute("INSERT INTO t VALUES (1)", &[])?;
+            Err::<(), _>(sked_core::ports::StoreError::NotFound.into())
+        })
+        .await
+        .unwrap_err();
+    assert!(matches!(err.into_store(), sked_core::ports::StoreError::NotFound));
+    let rows = db.get().await.unwrap().query("SELECT n FROM t", &[]).await.unwrap();
+    assert!(rows.is_empty());
+}

@@ -1,0 +1,201 @@
+//! Transactions the rules of `sked-core` drive: [`PgDb::transaction`] runs a closure on a
+//! blocking thread with a [`Tx`] whose statements block on the async connection, so the
+//! core's synchronous transaction traits (`ClaimTx`, `DependencyTx`, `WorkTx`) are implemented
+//! here as they are for SQLite, and the decisions stay written once in `sked-core`.
+//!
+//! Transactions are `SERIALIZABLE` unless the caller asks otherwise: a closure reads, decides
+//! and writes as if it were alone — the guarantee the SQLite store gets from its file lock —
+//! and PostgreSQL aborts the one that would break that (SQLSTATE 40001, or 40P01 for a
+//! deadlock); the closure is then run again from the start on a new transaction, up to
+//! [`MAX_TRIES`] times. A closure must therefore depend only on what it captured and what it
+//! reads in its transaction (`FnMut`). Answers are returned only after `COMMIT` succeeded.
+
+use crate::db::{PgDb, PoolError};
+use deadpool_postgres::Object;
+use sked_core::ports::StoreError;
+use std::time::Duration;
+use tokio::runtime::Handle;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Statement};
+
+/// Most runs of one transaction's closure before its serialization failure is returned (as
+/// [`StoreError::Transient`]).
+pub const MAX_TRIES: u32 = 20;
+
+/// A transaction's isolation level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// As if alone: the default for anything that reads, decides and writes.
+    Serializable,
+    /// Each statement sees what committed before it; for writes whose conditions are in the
+    /// statements themselves (`UPDATE … WHERE`, `FOR UPDATE SKIP LOCKED`).
+    ReadCommitted,
+}
+
+impl Isolation {
+    fn begin(self) -> &'static str {
+        match self {
+            Isolation::Serializable => "BEGIN ISOLATION LEVEL SERIALIZABLE",
+            Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED",
+        }
+    }
+}
+
+/// A transaction's failure: a refusal decided inside it (rolled back, returned as is), or the
+/// database's.
+#[derive(Debug, thiserror::Error)]
+pub enum TxError {
+    /// A decision of the closure (not found, conflict, fenced, …).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A statement failed.
+    #[error("PostgreSQL: {0}")]
+    Pg(#[from] tokio_postgres::Error),
+    /// No connection could be had.
+    #[error("PostgreSQL connection: {0}")]
+    Pool(#[from] PoolError),
+    /// A value could not be encoded or decoded.
+    #[error("codec: {0}")]
+    Codec(String),
+}
+
+impl TxError {
+    /// Whether running the closure again on a new transaction may succeed.
+    fn is_retryable(&self) -> bool {
+        matches!(self, TxError::Pg(e) if lost_a_race(e))
+    }
+
+    /// As a port's error: refusals as they are; a lost connection, a database that does not
+    /// answer or is shutting down (SQLSTATE classes 08, 57P), or a transaction that kept
+    /// losing races is transient (the API answers 503); anything else is `Other`.
+    pub fn into_store(self) -> StoreError {
+        match self {
+            TxError::Store(e) => e,
+            TxError::Pool(e) => StoreError::Transient(Box::new(e)),
+            TxError::Pg(e) => {
+                let transient = e.is_closed()
+                    || lost_a_race(&e)
+                    || e.code()
+                        .is_none_or(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
+                if transient {
+                    StoreError::Transient(Box::new(e))
+                } else {
+                    StoreError::Other(Box::new(e))
+                }
+            }
+            TxError::Codec(e) => StoreError::Other(e.into()),
+        }
+    }
+}
+
+/// A serialization failure or a deadlock: PostgreSQL aborted this transaction for another's.
+fn lost_a_race(e: &tokio_postgres::Error) -> bool {
+    matches!(
+        e.code(),
+        Some(&SqlState::T_R_SERIALIZATION_FAILURE) | Some(&SqlState::T_R_DEADLOCK_DETECTED)
+    )
+}
+
+impl From<TxError> for StoreError {
+    fn from(e: TxError) -> Self {
+        e.into_store()
+    }
+}
+
+/// One open transaction, used from a blocking thread: each statement blocks on the async
+/// connection (prepared once per connection and cached).
+pub struct Tx {
+    client: Object,
+    handle: Handle,
+}
+
+impl Tx {
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.handle.block_on(f)
+    }
+
+    fn prepare(&self, sql: &str) -> Result<Statement, tokio_postgres::Error> {
+        self.block_on(self.client.prepare_cached(sql))
+    }
+
+    /// Runs `sql`, answering every row.
+    pub fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, TxError> {
+        let stmt = self.prepare(sql)?;
+        Ok(self.block_on(self.client.query(&stmt, params))?)
+    }
+
+    /// Runs `sql`, answering its row if there is one (an error if there are several).
+    pub fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, TxError> {
+        let stmt = self.prepare(sql)?;
+        Ok(self.block_on(self.client.query_opt(&stmt, params))?)
+    }
+
+    /// Runs `sql`, answering its one row.
+    pub fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, TxError> {
+        let stmt = self.prepare(sql)?;
+        Ok(self.block_on(self.client.query_one(&stmt, params))?)
+    }
+
+    /// Runs `sql`, answering how many rows it changed.
+    pub fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, TxError> {
+        let stmt = self.prepare(sql)?;
+        Ok(self.block_on(self.client.execute(&stmt, params))?)
+    }
+
+    fn simple(&self, sql: &str) -> Result<(), tokio_postgres::Error> {
+        self.block_on(self.client.batch_execute(sql))
+    }
+}
+
+impl PgDb {
+    /// Runs `f` in one `SERIALIZABLE` transaction and commits; see the module's header.
+    pub async fn transaction<T, F>(&self, f: F) -> Result<T, TxError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Tx) -> Result<T, TxError> + Send + 'static,
+    {
+        self.transaction_with(Isolation::Serializable, f).await
+    }
+
+    /// Runs `f` in one transaction at `isolation` and commits; see the module's header.
+    pub async fn transaction_with<T, F>(&self, isolation: Isolation, mut f: F) -> Result<T, TxError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Tx) -> Result<T, TxError> + Send + 'static,
+    {
+        let db = self.clone();
+        let handle = Handle::current();
+        tokio::task::spawn_blocking(move || {
+            let mut tries = 0;
+            loop {
+                tries += 1;
+                let client = handle.block_on(db.get())?;
+                let mut tx = Tx {
+                    client,
+                    handle: handle.clone(),
+                };
+                let result = tx
+                    .simple(isolation.begin())
+                    .map_err(TxError::from)
+                    .and_then(|()| f(&mut tx))
+                    .and_then(|answer| tx.simple("COMMIT").map(|()| answer).map_err(TxError::from));
+                match result {
+                    Ok(answer) => return Ok(answer),
+                    Err(e) => {
+                        // A failed COMMIT has ended the transaction already; ROLLBACK is then
+                        // a harmless warning.
+                        let _ = tx.simple("ROLLBACK");
+                        if !e.is_retryable() || tries >= MAX_TRIES {
+                            return Err(e);
+                        }
+                    }
+                }
+                // Let the winner finish before trying again (1, 2, 4 … ms, at most 32).
+                std::thread::sleep(Duration::from_millis(1 << tries.min(5)));
+            }
+        })
+        .await
+        .map_err(|e| TxError::Codec(format!("transaction thread: {e}")))?
+    }
+}
