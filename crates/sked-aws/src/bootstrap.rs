@@ -13,8 +13,8 @@ use crate::dynamo::codec::{key, n};
 use crate::dynamo::keys::*;
 use crate::error::{CallError, classify};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
-    ScalarAttributeType, TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, LocalSecondaryIndex, Projection,
+    ProjectionType, ScalarAttributeType, TimeToLiveSpecification,
 };
 use aws_sdk_sqs::types::QueueAttributeName;
 use std::collections::HashMap;
@@ -90,6 +90,14 @@ pub async fn create_table(client: &aws_sdk_dynamodb::Client, config: &AwsConfig)
         .key_schema(key_elem(GSI2_SK, KeyType::Range)?)
         .projection(list_projection.build())
         .build()?;
+    // A job's active runs: keys only (a claim reads the runs themselves, consistent), so only
+    // a run's insert and its end write to it.
+    let active = LocalSecondaryIndex::builder()
+        .index_name(ACTIVE_INDEX)
+        .key_schema(key_elem(PK, KeyType::Hash)?)
+        .key_schema(key_elem(ACTIVE_SK, KeyType::Range)?)
+        .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+        .build()?;
     let mut req = client
         .create_table()
         .table_name(&config.table)
@@ -97,8 +105,9 @@ pub async fn create_table(client: &aws_sdk_dynamodb::Client, config: &AwsConfig)
         .key_schema(key_elem(PK, KeyType::Hash)?)
         .key_schema(key_elem(SK, KeyType::Range)?)
         .global_secondary_indexes(sched)
-        .global_secondary_indexes(list);
-    for a in [PK, SK, GSI1_PK, GSI1_SK, GSI2_PK, GSI2_SK] {
+        .global_secondary_indexes(list)
+        .local_secondary_indexes(active);
+    for a in [PK, SK, GSI1_PK, GSI1_SK, GSI2_PK, GSI2_SK, ACTIVE_SK] {
         req = req.attribute_definitions(string_attr(a)?);
     }
     match req.send().await {

@@ -6,7 +6,10 @@
 //! billing counts them: a write is one WRU per started KiB of item (two in a transaction),
 //! a read one RRU per started 4 KiB read (half for eventually consistent reads, two in a
 //! transaction). Item sizes are taken from the request (writes) and the answer (reads) as
-//! JSON on the wire, which overstates DynamoDB's own item size a little: an upper estimate.
+//! JSON on the wire, which overstates DynamoDB's own item size a little: an upper estimate —
+//! except for a `Query` or `Scan` with a filter, which DynamoDB bills for every item it
+//! evaluated, returned or not. Those are counted apart: [`RequestCounter::items_scanned`]
+//! sums the answers' `ScannedCount`.
 //!
 //! Attach one to every client [`connect`](crate::connect) builds through
 //! [`AwsConfig::request_counter`](crate::AwsConfig); clones share the counts.
@@ -14,7 +17,7 @@
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::{
-    BeforeDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
+    AfterDeserializationInterceptorContextRef, BeforeTransmitInterceptorContextRef,
 };
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
@@ -30,6 +33,7 @@ pub type Operation = (String, String);
 pub struct RequestCounter {
     counts: Arc<Mutex<BTreeMap<Operation, u64>>>,
     capacity: Arc<Mutex<Capacity>>,
+    scanned: Arc<Mutex<u64>>,
 }
 
 /// Estimated DynamoDB capacity units consumed.
@@ -46,6 +50,8 @@ pub struct Capacity {
 struct ReadBilling {
     /// Units per started 4 KiB: 0.5 eventually consistent, 1 consistent, 2 transactional.
     per_4k: f64,
+    /// A `Query` or `Scan`, whose answer says how many items it evaluated.
+    scans: bool,
 }
 
 impl Storable for ReadBilling {
@@ -79,8 +85,15 @@ impl RequestCounter {
         *self.capacity.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Items DynamoDB evaluated for the `Query` and `Scan` requests so far (their answers'
+    /// `ScannedCount`), those a filter dropped included.
+    pub fn items_scanned(&self) -> u64 {
+        *self.scanned.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Back to zero.
     pub fn reset(&self) {
+        *self.scanned.lock().unwrap_or_else(|e| e.into_inner()) = 0;
         self.counts.lock().unwrap_or_else(|e| e.into_inner()).clear();
         *self.capacity.lock().unwrap_or_else(|e| e.into_inner()) = Capacity::default();
     }
@@ -132,24 +145,32 @@ impl Intercept for RequestCounter {
             let request: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
             self.add_units(0.0, write_units(&operation, &request));
             if let Some(per_4k) = read_billing(&operation, &request) {
-                cfg.interceptor_state().store_put(ReadBilling { per_4k });
+                let scans = matches!(operation.as_str(), "Query" | "Scan");
+                cfg.interceptor_state().store_put(ReadBilling { per_4k, scans });
             }
         }
         Ok(())
     }
 
-    /// Runs once per answer: a DynamoDB read is billed by the size it returned.
-    fn read_before_deserialization(
+    /// Runs once per answer, once its body is loaded (before deserialization it is still a
+    /// stream, whose bytes are not there to measure): a DynamoDB read is billed by the size it
+    /// returned.
+    fn read_after_deserialization(
         &self,
-        context: &BeforeDeserializationInterceptorContextRef<'_>,
+        context: &AfterDeserializationInterceptorContextRef<'_>,
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         if let Some(billing) = cfg.load::<ReadBilling>().copied()
             && context.response().status().is_success()
         {
-            let bytes = context.response().body().bytes().map_or(0, <[u8]>::len);
-            self.add_units(billing.per_4k * started(bytes, 4096).max(1) as f64, 0.0);
+            let body = context.response().body().bytes().unwrap_or_default();
+            self.add_units(billing.per_4k * started(body.len(), 4096).max(1) as f64, 0.0);
+            if billing.scans {
+                let answer: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+                let scanned = answer["ScannedCount"].as_u64().unwrap_or(0);
+                *self.scanned.lock().unwrap_or_else(|e| e.into_inner()) += scanned;
+            }
         }
         Ok(())
     }

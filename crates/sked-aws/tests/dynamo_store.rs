@@ -310,3 +310,61 @@ async fn aws_errors_keep_their_source_and_code() {
             && sked_aws::error::is_transient_code("InternalServerError")
     );
 }
+
+/// A job's overlap check at claim reads its active runs through the sparse local index
+/// `active`, not its partition: with 300 ended runs kept in the job's partition, reading its
+/// two active runs evaluates two index entries, where a query of the partition filtered on
+/// state evaluated (and was billed for) every run kept — a per-second job keeps 86,400 a day.
+#[tokio::test]
+async fn active_runs_read_costs_nothing_per_ended_run() {
+    let (clients, config) = common::fresh_table().await;
+    let counter = sked_aws::RequestCounter::new();
+    let counted = sked_aws::connect(&sked_aws::AwsConfig {
+        request_counter: Some(counter.clone()),
+        ..config.clone()
+    })
+    .await;
+    let plain = DynamoStore::new(clients.dynamodb.clone(), &config, Arc::new(SystemClock));
+    let store = DynamoStore::new(counted.dynamodb.clone(), &config, Arc::new(SystemClock));
+    let t0 = now() - chrono::Duration::hours(1);
+    plain.create_jobs(&[job_at("busy", t0)], None).await.unwrap();
+    for i in 0..300 {
+        let mut ended = run_at("busy", t0 + chrono::Duration::seconds(i));
+        ended.state = RunState::Succeeded;
+        ended.finished_at = Some(ended.scheduled_for);
+        assert!(plain.insert_run(&ended).await.unwrap());
+    }
+    let active = [
+        run_at("busy", t0 + chrono::Duration::seconds(400)),
+        run_at("busy", t0 + chrono::Duration::seconds(401)),
+    ];
+    for run in &active {
+        assert!(plain.insert_run(run).await.unwrap());
+    }
+
+    let found = store
+        .active_runs_of(&TenantId::from("t1"), &JobId::from("busy"))
+        .await
+        .unwrap();
+    let ids: Vec<_> = found.iter().map(|r| r.run_id.clone()).collect();
+    assert_eq!(ids, active.iter().map(|r| r.run_id.clone()).collect::<Vec<_>>());
+    assert_eq!(
+        counter.items_scanned(),
+        2,
+        "items evaluated to find 2 active runs among 302"
+    );
+    let read = counter.dynamodb_capacity().read_units;
+    assert!(read <= 4.0, "{read} read units for 2 active runs");
+
+    // A run leaves the index when it ends.
+    store
+        .cancel_run(&TenantId::from("t1"), &found[0].run_id, now(), "test")
+        .await
+        .unwrap();
+    let left = store
+        .active_runs_of(&TenantId::from("t1"), &JobId::from("busy"))
+        .await
+        .unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].run_id, active[1].run_id);
+}

@@ -42,6 +42,7 @@ struct IndexShape {
 struct TableShape {
     keys: Vec<Key>,
     attributes: BTreeSet<(String, String)>,
+    /// Global and local secondary indexes, a local one's name prefixed `local:`.
     indexes: BTreeMap<String, IndexShape>,
     billing_mode: String,
     ttl_attribute: String,
@@ -243,25 +244,33 @@ impl Template {
                 .map(|k| (text(&k["AttributeName"], what), text(&k["KeyType"], what)))
                 .collect()
         };
-        let indexes = list(&p["GlobalSecondaryIndexes"], "GlobalSecondaryIndexes")
+        let index = |g: &Value, prefix: &str| {
+            let name = text(&g["IndexName"], "IndexName");
+            let non_key = match &g["Projection"]["NonKeyAttributes"] {
+                Value::Null => BTreeSet::new(),
+                v => list(v, "NonKeyAttributes")
+                    .iter()
+                    .map(|a| text(a, "NonKeyAttributes"))
+                    .collect(),
+            };
+            let shape = IndexShape {
+                keys: keys(&g["KeySchema"], &format!("{name}.KeySchema")),
+                projection: text(&g["Projection"]["ProjectionType"], "ProjectionType"),
+                non_key_attributes: non_key,
+            };
+            (format!("{prefix}{name}"), shape)
+        };
+        let mut indexes: BTreeMap<String, IndexShape> = list(&p["GlobalSecondaryIndexes"], "GlobalSecondaryIndexes")
             .iter()
-            .map(|g| {
-                let name = text(&g["IndexName"], "IndexName");
-                let non_key = match &g["Projection"]["NonKeyAttributes"] {
-                    Value::Null => BTreeSet::new(),
-                    v => list(v, "NonKeyAttributes")
-                        .iter()
-                        .map(|a| text(a, "NonKeyAttributes"))
-                        .collect(),
-                };
-                let shape = IndexShape {
-                    keys: keys(&g["KeySchema"], &format!("{name}.KeySchema")),
-                    projection: text(&g["Projection"]["ProjectionType"], "ProjectionType"),
-                    non_key_attributes: non_key,
-                };
-                (name, shape)
-            })
+            .map(|g| index(g, ""))
             .collect();
+        if !p["LocalSecondaryIndexes"].is_null() {
+            indexes.extend(
+                list(&p["LocalSecondaryIndexes"], "LocalSecondaryIndexes")
+                    .iter()
+                    .map(|g| index(g, "local:")),
+            );
+        }
         let ttl = &p["TimeToLiveSpecification"];
         assert_eq!(
             scalar(&ttl["Enabled"]).as_deref(),
@@ -356,22 +365,29 @@ async fn bootstrap_table() -> TableShape {
             .map(|k| (k.attribute_name().to_string(), k.key_type().as_str().to_string()))
             .collect()
     };
-    let indexes = t
+    let shape = |name: Option<&str>,
+                 key_schema: &[aws_sdk_dynamodb::types::KeySchemaElement],
+                 projection: Option<&aws_sdk_dynamodb::types::Projection>| {
+        let projection = projection.expect("a projection");
+        let shape = IndexShape {
+            keys: keys(key_schema),
+            projection: projection
+                .projection_type()
+                .map(|p| p.as_str().to_string())
+                .unwrap_or_default(),
+            non_key_attributes: projection.non_key_attributes().iter().cloned().collect(),
+        };
+        (name.unwrap_or_default().to_string(), shape)
+    };
+    let mut indexes: BTreeMap<String, IndexShape> = t
         .global_secondary_indexes()
         .iter()
-        .map(|g| {
-            let projection = g.projection().expect("a projection");
-            let shape = IndexShape {
-                keys: keys(g.key_schema()),
-                projection: projection
-                    .projection_type()
-                    .map(|p| p.as_str().to_string())
-                    .unwrap_or_default(),
-                non_key_attributes: projection.non_key_attributes().iter().cloned().collect(),
-            };
-            (g.index_name().unwrap_or_default().to_string(), shape)
-        })
+        .map(|g| shape(g.index_name(), g.key_schema(), g.projection()))
         .collect();
+    indexes.extend(t.local_secondary_indexes().iter().map(|l| {
+        let (name, index) = shape(l.index_name(), l.key_schema(), l.projection());
+        (format!("local:{name}"), index)
+    }));
     let ttl = ddb
         .describe_time_to_live()
         .table_name(&config.table)
@@ -513,6 +529,7 @@ async fn the_template_table_is_the_bootstrap_table() {
     );
     // Not vacuous: the indexes the store queries are there.
     assert!(template.indexes.contains_key("sched") && template.indexes.contains_key("list"));
+    assert!(template.indexes.contains_key("local:active"));
 }
 
 #[tokio::test]

@@ -318,6 +318,9 @@ pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<
         item.insert("lease_token".into(), n(l.token));
         item.insert("lease_expires".into(), n(ms(l.expires_at)));
     }
+    if !run.state.is_terminal() {
+        item.insert(ACTIVE_SK.into(), s(run_sk(ms(run.scheduled_for))));
+    }
     match (run.state, &run.lease) {
         (RunState::Pending, _) => {
             item.insert(GSI1_PK.into(), s(pending_pk(shard)));

@@ -24,6 +24,11 @@ pub const GSI2_SK: &str = "gsi2sk";
 pub const SCHED_INDEX: &str = "sched";
 /// The index listings query.
 pub const LIST_INDEX: &str = "list";
+/// Sort key of the `active` local index: a copy of a run's `sk`, present only while the run
+/// is PENDING or RUNNING.
+pub const ACTIVE_SK: &str = "act";
+/// The local index of a job's active runs (overlap checks at claim).
+pub const ACTIVE_INDEX: &str = "active";
 /// The TTL attribute (epoch seconds).
 pub const TTL: &str = "ttl";
 
