@@ -15,10 +15,9 @@
 //! Fencing tokens grow per run (`runs.last_token`): a claim hands out
 //! `max(last_token, attempts) + 1`.
 //!
-//! The transactions' bodies are functions over a [`Tx`] ([`apply_firings`],
-//! [`finish_attempt`], [`renew_lease`]) and [`PgTx`], on which `sked-core`'s claim and
-//! dependency rules run, so that a one-transaction work port makes the same writes with the
-//! queue's in one transaction.
+//! The transactions' bodies are functions over a [`Tx`] (`apply_firings`, `finish_attempt`,
+//! `renew_lease`) and `PgTx`, on which `sked-core`'s claim and dependency rules run, so that a
+//! one-transaction work port makes the same writes with the queue's in one transaction.
 //! Must not: decide a run's life — `sked-core`'s `Run` methods and rules do.
 
 use crate::codec::{
