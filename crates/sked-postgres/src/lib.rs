@@ -5,16 +5,31 @@
 //!   embedded at build time, applied on connect).
 //! - [`Tx`] (`tx`): transactions run on a blocking thread, so `sked-core`'s synchronous
 //!   transaction traits drive them; `SERIALIZABLE` with retries by default.
+//! - [`PgStore`] (`store`): the [`sked_core::ports::JobStore`], with its sibling modules
+//!   `codec` (rows ↔ domain values), `dependencies` (`after` edges and waits, the
+//!   `DependencyTx`), `ledger` (skip records), `quotas` (the
+//!   [`sked_core::ports::QuotaStore`] and the checks in creates and claims) and `alerts`
+//!   (due alerts, the [`sked_core::ports::WebhookSecrets`]).
+//! - [`PgKeys`] (`keys`): the [`sked_core::ports::KeyStore`].
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
 //! (row locks, `FOR UPDATE SKIP LOCKED`), never an in-process lock; the rules themselves stay
 //! in `sked-core`.
 
+mod alerts;
+mod codec;
 pub mod db;
+mod dependencies;
+pub mod keys;
+mod ledger;
+mod quotas;
+pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tx;
 
 pub use db::{ConnectError, PgDb, PgOptions};
+pub use keys::PgKeys;
+pub use store::PgStore;
 pub use tx::{Isolation, Tx, TxError};

@@ -1,0 +1,429 @@
+//! Rows to domain values and back: `jobs` rows ↔ [`Job`], `runs` rows ↔ [`Run`], and the
+//! conversions every store module shares (instants, wire names, JSON columns).
+//!
+//! Timestamps are BIGINT milliseconds since the Unix epoch; enums are their wire names
+//! (`ACTIVE`, `PENDING`, `schedule`, …); a job's spec and a run's attempts and alert are JSON
+//! text, a job's labels JSONB (bound as text and cast: tokio-postgres is built here without
+//! its serde_json feature). A port of the SQLite adapter's `codec`.
+//! Must not: decide anything. Conditions live in `store` and the rules in `sked-core`.
+
+use crate::tx::{Tx, TxError};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use sked_core::alert::Alert;
+use sked_core::concurrency::Concurrency;
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::job::{Job, JobSpec, JobState};
+use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
+use sked_core::timestamp::{self, Timestamp};
+use std::str::FromStr;
+use tokio_postgres::Row;
+use tokio_postgres::types::{FromSql, ToSql};
+
+/// An instant as stored.
+pub(crate) fn ms(t: Timestamp) -> i64 {
+    t.timestamp_millis()
+}
+
+/// An optional instant as stored.
+pub(crate) fn ms_opt(t: Option<Timestamp>) -> Option<i64> {
+    t.map(ms)
+}
+
+/// A stored instant.
+pub(crate) fn ts(ms: i64) -> Timestamp {
+    timestamp::from_ms(ms)
+}
+
+/// A `LIMIT` as bound (PostgreSQL's is a BIGINT).
+pub(crate) fn limit_param(n: usize) -> i64 {
+    n.min(i64::MAX as usize) as i64
+}
+
+/// Column `i` of `row`. A value of the wrong type is a [`TxError::Codec`] (not `Pg`: an
+/// error without SQLSTATE would read as a lost connection).
+pub(crate) fn get<'a, T: FromSql<'a>>(row: &'a Row, i: usize) -> Result<T, TxError> {
+    row.try_get(i).map_err(|e| TxError::Codec(format!("column {i}: {e}")))
+}
+
+/// A value that cannot be what it claims.
+pub(crate) fn bad(msg: impl std::fmt::Display) -> TxError {
+    TxError::Codec(msg.to_string())
+}
+
+/// `value` as JSON text.
+pub(crate) fn to_json<T: Serialize + ?Sized>(value: &T) -> Result<String, TxError> {
+    serde_json::to_string(value).map_err(bad)
+}
+
+/// A JSON text column's value.
+pub(crate) fn from_json<T: DeserializeOwned>(text: &str) -> Result<T, TxError> {
+    serde_json::from_str(text).map_err(bad)
+}
+
+/// Parses a wire name stored in a text column.
+fn parse<T: FromStr<Err = String>>(s: &str) -> Result<T, TxError> {
+    s.parse().map_err(bad)
+}
+
+/// Decodes every row with `decode`.
+pub(crate) fn decode_all<T>(rows: &[Row], decode: impl Fn(&Row) -> Result<T, TxError>) -> Result<Vec<T>, TxError> {
+    rows.iter().map(decode).collect()
+}
+
+// ----- jobs -----
+
+/// The `jobs` columns, in the order [`job_from_row`] reads them.
+pub(crate) const JOB_COLS: &str = "tenant, id, state, next_fire_at, version, created_at, updated_at, spec";
+
+/// Decodes a row selected with [`JOB_COLS`].
+pub(crate) fn job_from_row(row: &Row) -> Result<Job, TxError> {
+    let state: &str = get(row, 2)?;
+    let spec: &str = get(row, 7)?;
+    Ok(Job {
+        tenant: TenantId(get(row, 0)?),
+        id: JobId(get(row, 1)?),
+        state: parse(state)?,
+        next_fire_at: get::<Option<i64>>(row, 3)?.map(ts),
+        version: get::<i64>(row, 4)? as u64,
+        created_at: ts(get(row, 5)?),
+        updated_at: ts(get(row, 6)?),
+        spec: from_json::<JobSpec>(spec)?,
+    })
+}
+
+/// Inserts `job`, replacing a row of the same (tenant, id), and keeps its `after` edges.
+pub(crate) fn put_job(tx: &mut Tx, job: &Job) -> Result<(), TxError> {
+    let labels = to_json(&job.spec.labels)?;
+    let spec = to_json(&job.spec)?;
+    tx.execute(
+        "INSERT INTO jobs (tenant, id, state, next_fire_at, version, created_at, updated_at, labels, spec)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::jsonb, $9)
+         ON CONFLICT (tenant, id) DO UPDATE SET
+           state = excluded.state, next_fire_at = excluded.next_fire_at, version = excluded.version,
+           created_at = excluded.created_at, updated_at = excluded.updated_at,
+           labels = excluded.labels, spec = excluded.spec",
+        &[
+            &job.tenant.as_str(),
+            &job.id.as_str(),
+            &job.state.as_str(),
+            &ms_opt(job.next_fire_at),
+            &(job.version as i64),
+            &ms(job.created_at),
+            &ms(job.updated_at),
+            &labels,
+            &spec,
+        ],
+    )?;
+    crate::dependencies::write_edges(tx, job)
+}
+
+/// One job by key.
+pub(crate) fn load_job(tx: &mut Tx, tenant: &str, id: &str) -> Result<Option<Job>, TxError> {
+    let row = tx.query_opt(
+        &format!("SELECT {JOB_COLS} FROM jobs WHERE tenant = $1 AND id = $2"),
+        &[&tenant, &id],
+    )?;
+    row.as_ref().map(job_from_row).transpose()
+}
+
+/// A job's state, if it exists.
+pub(crate) fn job_state(tx: &mut Tx, tenant: &str, id: &str) -> Result<Option<JobState>, TxError> {
+    let row = tx.query_opt("SELECT state FROM jobs WHERE tenant = $1 AND id = $2", &[&tenant, &id])?;
+    row.map(|r| parse(get::<&str>(&r, 0)?)).transpose()
+}
+
+// ----- runs -----
+
+/// The `runs` columns, in the order [`run_from_row`] reads and [`RunRow::insert`] binds.
+pub(crate) const RUN_COLS: &str = "tenant, run_id, job_id, scheduled_for, trigger_kind, state, priority, not_before, \
+     max_attempts, created_at, started_at, finished_at, lease_owner, lease_token, lease_expires, \
+     cancel_requested, reason, attempts, last_token, concurrency_key, concurrency_limit, alert, alert_due";
+
+/// One attempt as kept in the `attempts` JSON array (instants in ms); the same shape as the
+/// SQLite adapter's.
+#[derive(Debug, Serialize, Deserialize)]
+struct AttemptJson {
+    attempt: u32,
+    worker: String,
+    started_at: i64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    finished_at: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outcome: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    http_status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    #[serde(default)]
+    log_bytes: u64,
+    #[serde(default)]
+    log_truncated: bool,
+}
+
+impl AttemptJson {
+    fn from_attempt(a: &Attempt) -> Self {
+        AttemptJson {
+            attempt: a.attempt,
+            worker: a.worker.0.clone(),
+            started_at: ms(a.started_at),
+            finished_at: ms_opt(a.finished_at),
+            outcome: a.outcome.map(|o| o.as_str().to_string()),
+            exit_code: a.exit_code,
+            http_status: a.http_status,
+            error: a.error.clone(),
+            log_bytes: a.log_bytes,
+            log_truncated: a.log_truncated,
+        }
+    }
+
+    fn into_attempt(self) -> Result<Attempt, TxError> {
+        Ok(Attempt {
+            attempt: self.attempt,
+            worker: WorkerId(self.worker),
+            started_at: ts(self.started_at),
+            finished_at: self.finished_at.map(ts),
+            outcome: self.outcome.as_deref().map(parse::<AttemptOutcome>).transpose()?,
+            exit_code: self.exit_code,
+            http_status: self.http_status,
+            error: self.error,
+            log_bytes: self.log_bytes,
+            log_truncated: self.log_truncated,
+        })
+    }
+}
+
+/// A run and the highest fencing token ever issued for it (kept apart from the lease,
+/// which is cleared when an attempt ends).
+#[derive(Debug, Clone)]
+pub(crate) struct StoredRun {
+    /// The run.
+    pub run: Run,
+    /// `last_token`.
+    pub last_token: u64,
+}
+
+/// Decodes a row selected with [`RUN_COLS`].
+pub(crate) fn run_from_row(row: &Row) -> Result<StoredRun, TxError> {
+    run_from_row_at(row, 0)
+}
+
+/// Decodes a row whose columns from `first` on are [`RUN_COLS`].
+pub(crate) fn run_from_row_at(row: &Row, first: usize) -> Result<StoredRun, TxError> {
+    let col = |i: usize| first + i;
+    let trigger: &str = get(row, col(4))?;
+    let state: &str = get(row, col(5))?;
+    let attempts: Vec<AttemptJson> = from_json(get::<&str>(row, col(17))?)?;
+    let lease_owner: Option<String> = get(row, col(12))?;
+    let lease_token: Option<i64> = get(row, col(13))?;
+    let lease_expires: Option<i64> = get(row, col(14))?;
+    let lease = match (lease_owner, lease_token, lease_expires) {
+        (Some(owner), Some(token), Some(expires)) => Some(Lease {
+            owner: WorkerId(owner),
+            token: token as u64,
+            expires_at: ts(expires),
+        }),
+        (None, None, None) => None,
+        _ => return Err(bad("run with a partial lease")),
+    };
+    let concurrency = match (get::<Option<String>>(row, col(19))?, get::<Option<i64>>(row, col(20))?) {
+        (Some(key), Some(limit)) => Some(Concurrency {
+            key,
+            limit: u32::try_from(limit).map_err(bad)?,
+        }),
+        (None, None) => None,
+        _ => return Err(bad("run with a partial concurrency key")),
+    };
+    let alert = get::<Option<&str>>(row, col(21))?.map(from_json::<Alert>).transpose()?;
+    Ok(StoredRun {
+        run: Run {
+            tenant: TenantId(get(row, col(0))?),
+            run_id: RunId(get(row, col(1))?),
+            job_id: JobId(get(row, col(2))?),
+            scheduled_for: ts(get(row, col(3))?),
+            trigger: parse::<Trigger>(trigger)?,
+            state: parse::<RunState>(state)?,
+            priority: u8::try_from(get::<i64>(row, col(6))?).map_err(bad)?,
+            not_before: ts(get(row, col(7))?),
+            max_attempts: get::<i64>(row, col(8))? as u32,
+            created_at: ts(get(row, col(9))?),
+            started_at: get::<Option<i64>>(row, col(10))?.map(ts),
+            finished_at: get::<Option<i64>>(row, col(11))?.map(ts),
+            lease,
+            cancel_requested: get(row, col(15))?,
+            reason: get(row, col(16))?,
+            attempts: attempts
+                .into_iter()
+                .map(AttemptJson::into_attempt)
+                .collect::<Result<_, _>>()?,
+            concurrency,
+            alert,
+        },
+        last_token: get::<i64>(row, col(18))? as u64,
+    })
+}
+
+/// Decodes every row selected with [`RUN_COLS`] into its run.
+pub(crate) fn runs_of(rows: &[Row]) -> Result<Vec<Run>, TxError> {
+    decode_all(rows, |r| Ok(run_from_row(r)?.run))
+}
+
+/// A run's column values, owned, ready to bind as `$1..$23` in [`RUN_COLS`] order.
+pub(crate) struct RunRow {
+    tenant: String,
+    run_id: String,
+    job_id: String,
+    scheduled_for: i64,
+    trigger: &'static str,
+    state: &'static str,
+    priority: i64,
+    not_before: i64,
+    max_attempts: i64,
+    created_at: i64,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+    lease_owner: Option<String>,
+    lease_token: Option<i64>,
+    lease_expires: Option<i64>,
+    cancel_requested: bool,
+    reason: Option<String>,
+    attempts: String,
+    last_token: i64,
+    concurrency_key: Option<String>,
+    concurrency_limit: Option<i64>,
+    alert: Option<String>,
+    alert_due: Option<i64>,
+}
+
+impl RunRow {
+    /// Encodes `run`; `last_token` is raised to cover its lease and attempt count, so the
+    /// next claim's token is greater than any this run has seen.
+    pub(crate) fn new(run: &Run, last_token: u64) -> Result<Self, TxError> {
+        let attempts: Vec<AttemptJson> = run.attempts.iter().map(AttemptJson::from_attempt).collect();
+        let last_token = last_token
+            .max(run.lease.as_ref().map_or(0, |l| l.token))
+            .max(run.attempts.len() as u64);
+        Ok(RunRow {
+            tenant: run.tenant.0.clone(),
+            run_id: run.run_id.0.clone(),
+            job_id: run.job_id.0.clone(),
+            scheduled_for: ms(run.scheduled_for),
+            trigger: run.trigger.as_str(),
+            state: run.state.as_str(),
+            priority: i64::from(run.priority),
+            not_before: ms(run.not_before),
+            max_attempts: i64::from(run.max_attempts),
+            created_at: ms(run.created_at),
+            started_at: ms_opt(run.started_at),
+            finished_at: ms_opt(run.finished_at),
+            lease_owner: run.lease.as_ref().map(|l| l.owner.0.clone()),
+            lease_token: run.lease.as_ref().map(|l| l.token as i64),
+            lease_expires: run.lease.as_ref().map(|l| ms(l.expires_at)),
+            cancel_requested: run.cancel_requested,
+            reason: run.reason.clone(),
+            attempts: to_json(&attempts)?,
+            last_token: last_token as i64,
+            concurrency_key: run.concurrency.as_ref().map(|c| c.key.clone()),
+            concurrency_limit: run.concurrency.as_ref().map(|c| i64::from(c.limit)),
+            alert: run.alert.as_ref().map(to_json).transpose()?,
+            alert_due: run.alert.as_ref().and_then(|a| a.due).map(ms),
+        })
+    }
+
+    /// Inserts the run unless (tenant, run_id) exists; returns whether it was inserted.
+    pub(crate) fn insert(&self, tx: &mut Tx) -> Result<bool, TxError> {
+        let n = tx.execute(
+            &format!(
+                "INSERT INTO runs ({RUN_COLS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23)
+                 ON CONFLICT (tenant, run_id) DO NOTHING"
+            ),
+            &[
+                &self.tenant,
+                &self.run_id,
+                &self.job_id,
+                &self.scheduled_for,
+                &self.trigger,
+                &self.state,
+                &self.priority,
+                &self.not_before,
+                &self.max_attempts,
+                &self.created_at,
+                &self.started_at,
+                &self.finished_at,
+                &self.lease_owner,
+                &self.lease_token,
+                &self.lease_expires,
+                &self.cancel_requested,
+                &self.reason,
+                &self.attempts,
+                &self.last_token,
+                &self.concurrency_key,
+                &self.concurrency_limit,
+                &self.alert,
+                &self.alert_due,
+            ],
+        )?;
+        Ok(n == 1)
+    }
+
+    /// Overwrites the stored run of the same (tenant, run_id): the columns a run's life
+    /// changes (job, nominal time, trigger, priority, creation and concurrency key are fixed
+    /// at creation). Unlike SQLite's, the statement binds only the values it sets: PostgreSQL
+    /// must infer a type for every parameter it is given.
+    pub(crate) fn update(&self, tx: &mut Tx) -> Result<(), TxError> {
+        let values: [&(dyn ToSql + Sync); 15] = [
+            &self.tenant,
+            &self.run_id,
+            &self.state,
+            &self.not_before,
+            &self.started_at,
+            &self.finished_at,
+            &self.lease_owner,
+            &self.lease_token,
+            &self.lease_expires,
+            &self.cancel_requested,
+            &self.reason,
+            &self.attempts,
+            &self.last_token,
+            &self.alert,
+            &self.alert_due,
+        ];
+        tx.execute(
+            "UPDATE runs SET state = $3, not_before = $4, started_at = $5, finished_at = $6,
+               lease_owner = $7, lease_token = $8, lease_expires = $9, cancel_requested = $10,
+               reason = $11, attempts = $12, last_token = $13, alert = $14, alert_due = $15
+             WHERE tenant = $1 AND run_id = $2",
+            &values,
+        )?;
+        Ok(())
+    }
+}
+
+/// One run by key.
+pub(crate) fn load_run(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<Option<StoredRun>, TxError> {
+    let row = tx.query_opt(
+        &format!("SELECT {RUN_COLS} FROM runs WHERE tenant = $1 AND run_id = $2"),
+        &[&tenant, &run_id],
+    )?;
+    row.as_ref().map(run_from_row).transpose()
+}
+
+/// `run` as it reads back: every instant truncated to whole milliseconds.
+pub(crate) fn truncated(run: &Run) -> Run {
+    let mut r = run.clone();
+    r.scheduled_for = timestamp::trunc_ms(r.scheduled_for);
+    r.not_before = timestamp::trunc_ms(r.not_before);
+    r.created_at = timestamp::trunc_ms(r.created_at);
+    r.started_at = r.started_at.map(timestamp::trunc_ms);
+    r.finished_at = r.finished_at.map(timestamp::trunc_ms);
+    for a in &mut r.attempts {
+        a.started_at = timestamp::trunc_ms(a.started_at);
+        a.finished_at = a.finished_at.map(timestamp::trunc_ms);
+    }
+    if let Some(l) = &mut r.lease {
+        l.expires_at = timestamp::trunc_ms(l.expires_at);
+    }
+    r
+}

@@ -1,0 +1,749 @@
+//! [`PgStore`]: the [`JobStore`] over the `jobs`, `runs` and `idempotency_keys` tables (and,
+//! through its sibling modules, the ledger, the `after` edges and waits, quotas and alerts).
+//!
+//! Every conditional write (create, update, fire, claim, heartbeat, complete, cancel) is one
+//! [`PgDb::transaction`]: SERIALIZABLE, run again from the start when PostgreSQL aborts it for
+//! a concurrent one, so its read-decide-write holds against every other connection and host.
+//! A refused write returns its error from inside the transaction, which rolls it back:
+//! nothing changes. Plain reads (gets, listings, the sweeper's and reaper's scans) are single
+//! statements on a pooled connection.
+//!
+//! Cursors, as SQLite's: jobs page on the last id (`id > cursor`); runs on
+//! `<scheduled_for ms>|<run id>` of the last item (`(scheduled_for, run_id) < cursor`, newest
+//! first, a row-value comparison both databases have). Keys compare bytewise (`COLLATE "C"`).
+//!
+//! Fencing tokens grow per run (`runs.last_token`): a claim hands out
+//! `max(last_token, attempts) + 1`.
+//!
+//! The transactions' bodies are functions over a [`Tx`] (`apply_firings`, `finish_attempt`,
+//! `renew_lease`) and `PgTx`, on which `sked-core`'s claim and dependency rules run, so that a
+//! one-transaction work port makes the same writes with the queue's in one transaction.
+//! Must not: decide a run's life — `sked-core`'s `Run` methods and rules do.
+
+use crate::codec::{
+    JOB_COLS, RUN_COLS, RunRow, StoredRun, decode_all, from_json, get, job_from_row, job_state, limit_param, load_job,
+    load_run, ms, runs_of, to_json, truncated, ts,
+};
+use crate::db::PgDb;
+use crate::dependencies::{EXPIRED_WAITS, ended, wait_from_row};
+use crate::ledger::{SKIP_RECORDS_IN, skip_record_of, write_skip_records};
+use crate::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_holders};
+use crate::tx::{Tx, TxError};
+use async_trait::async_trait;
+use sked_core::alert::{Alert, AlertKey, DueAlert};
+use sked_core::dependency::{self, Wait};
+use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::job::{Job, JobState};
+use sked_core::ledger::SkipRecord;
+use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
+use sked_core::ports::store::{
+    ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
+    StoreError,
+};
+use sked_core::run::{Run, RunState};
+use sked_core::timestamp::{Timestamp, trunc_ms};
+use std::collections::HashMap;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
+
+/// Jobs and runs in PostgreSQL.
+#[derive(Debug, Clone)]
+pub struct PgStore {
+    /// The shared pool.
+    db: PgDb,
+}
+
+impl PgStore {
+    /// A store over `db` (whose pool the crate's other adapters may share).
+    pub fn new(db: PgDb) -> Self {
+        PgStore { db }
+    }
+
+    /// The pool.
+    pub(crate) fn db(&self) -> &PgDb {
+        &self.db
+    }
+
+    /// Runs `f` in one SERIALIZABLE transaction (see the module header), as a port's answer.
+    pub(crate) async fn write<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Tx) -> Result<T, TxError> + Send + 'static,
+    {
+        self.db.transaction(f).await.map_err(TxError::into_store)
+    }
+}
+
+/// Runs one read statement on a pooled connection (prepared once per connection).
+pub(crate) async fn read_rows(db: &PgDb, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+    let conn = db.get().await.map_err(|e| TxError::from(e).into_store())?;
+    let stmt = conn
+        .prepare_cached(sql)
+        .await
+        .map_err(|e| TxError::from(e).into_store())?;
+    conn.query(&stmt, params)
+        .await
+        .map_err(|e| TxError::from(e).into_store())
+}
+
+/// Runs one read statement built for this call (a listing's filters) on a pooled connection,
+/// unprepared: its shapes are too many to cache per connection.
+async fn read_built(db: &PgDb, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, StoreError> {
+    let conn = db.get().await.map_err(|e| TxError::from(e).into_store())?;
+    conn.query(sql, params).await.map_err(|e| TxError::from(e).into_store())
+}
+
+/// Decodes, as a port's answer.
+fn decoded<T>(decoding: Result<T, TxError>) -> Result<T, StoreError> {
+    decoding.map_err(TxError::into_store)
+}
+
+/// Loads a run for a conditional write, or `NotFound`.
+fn must_load(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<StoredRun, TxError> {
+    load_run(tx, tenant, run_id)?.ok_or(TxError::Store(StoreError::NotFound))
+}
+
+/// Writes back a run changed in this transaction.
+fn save(tx: &mut Tx, stored: &StoredRun) -> Result<(), TxError> {
+    RunRow::new(&stored.run, stored.last_token)?.update(tx)
+}
+
+/// The job's PENDING and RUNNING runs, oldest nominal time first.
+pub(crate) fn load_active_runs(tx: &mut Tx, tenant: &str, job_id: &str) -> Result<Vec<Run>, TxError> {
+    let rows = tx.query(
+        &format!(
+            "SELECT {RUN_COLS} FROM runs
+             WHERE tenant = $1 AND job_id = $2 AND state IN ('PENDING', 'RUNNING')
+             ORDER BY scheduled_for, run_id"
+        ),
+        &[&tenant, &job_id],
+    )?;
+    runs_of(&rows)
+}
+
+/// Applies one sweep decision in the current transaction (see [`JobStore::fire`]).
+pub(crate) fn apply_firing(tx: &mut Tx, firing: &Firing) -> Result<Vec<Run>, TxError> {
+    let job =
+        load_job(tx, firing.tenant.as_str(), firing.job_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
+    if !firing.still_applies_to(&job) {
+        return Err(conflict(format!("job {} moved on", firing.job_id)));
+    }
+    let mut released = Vec::new();
+    for id in &firing.cancel {
+        if let Some(mut stored) = load_run(tx, firing.tenant.as_str(), id.as_str())?
+            && !stored.run.state.is_terminal()
+        {
+            stored.run.request_cancel(firing.at, REPLACED);
+            save(tx, &stored)?;
+            released.extend(ended(tx, stored.run)?.released);
+        }
+    }
+    let mut inserted = Vec::new();
+    for run in &firing.runs {
+        if RunRow::new(run, 0)?.insert(tx)? {
+            inserted.push(truncated(run));
+        }
+    }
+    // The runs the cancellations released, to enqueue with the firing's.
+    inserted.extend(released.into_iter().filter(|r| r.state == RunState::Pending));
+    tx.execute(
+        "UPDATE jobs SET next_fire_at = $3, state = $4 WHERE tenant = $1 AND id = $2",
+        &[
+            &firing.tenant.as_str(),
+            &firing.job_id.as_str(),
+            &firing.next_fire_at.map(ms),
+            &firing.state.as_str(),
+        ],
+    )?;
+    write_skip_records(tx, firing.tenant.as_str(), firing.job_id.as_str(), &firing.skipped)?;
+    Ok(inserted)
+}
+
+/// Applies sweep decisions in the current transaction, each on its own (see
+/// [`JobStore::fire`]): a refusal (the job moved on, or is gone) comes before any write of
+/// its firing, so it needs no savepoint; an SQL failure fails the whole call.
+pub(crate) fn apply_firings(tx: &mut Tx, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, TxError> {
+    let mut out = Vec::with_capacity(firings.len());
+    for firing in firings {
+        match apply_firing(tx, firing) {
+            Err(TxError::Store(refused)) => out.push(Err(refused)),
+            written => out.push(Ok(written?)),
+        }
+    }
+    Ok(out)
+}
+
+/// The current transaction, as a claim's ([`claim_batch`] decides, this reads and writes), as
+/// a release's ([`sked_core::dependency::DependencyTx`], in `dependencies`), and as a step of a
+/// one-transaction work port.
+pub(crate) struct PgTx<'a>(pub(crate) &'a mut Tx);
+
+impl ClaimTx for PgTx<'_> {
+    type Error = TxError;
+
+    fn job(&mut self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, TxError> {
+        load_job(self.0, tenant.as_str(), id.as_str())
+    }
+
+    fn active_runs(&mut self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, TxError> {
+        load_active_runs(self.0, tenant.as_str(), job_id.as_str())
+    }
+
+    fn run(&mut self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, TxError> {
+        Ok(load_run(self.0, tenant.as_str(), run_id.as_str())?.map(|stored| stored.run))
+    }
+
+    /// A run that does not exist (found before any write) is that run's answer; an SQL
+    /// failure fails the whole call.
+    fn claim_run(
+        &mut self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        batch: &ClaimBatch,
+    ) -> Result<Result<ClaimOutcome, StoreError>, TxError> {
+        match claim_run(self.0, tenant.as_str(), run_id.as_str(), batch) {
+            Err(TxError::Store(refused)) => Ok(Err(refused)),
+            answer => Ok(Ok(answer?)),
+        }
+    }
+}
+
+/// Decides and writes one claim in the current transaction (see [`JobStore::claim`]).
+/// [`StoreError::NotFound`] before any write if the run does not exist.
+fn claim_run(tx: &mut Tx, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Result<ClaimOutcome, TxError> {
+    let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
+    let mut stored = must_load(tx, tenant, run_id)?;
+    if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
+        if changed {
+            save(tx, &stored)?;
+            // Ended here: what it released is written in this transaction.
+            ended(tx, stored.run)?;
+        }
+        return Ok(outcome);
+    }
+    if at_capacity(tx, tenant, now)? {
+        return Ok(ClaimOutcome::AtCapacity);
+    }
+    if let Some(concurrency) = &stored.run.concurrency
+        && concurrency.full(key_holders(tx, tenant, &concurrency.key, now)?)
+    {
+        return Ok(ClaimOutcome::KeyAtLimit {
+            key: concurrency.key.clone(),
+        });
+    }
+    let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
+    stored.run.start_attempt(&batch.worker, now, lease_until, token);
+    stored.last_token = token;
+    save(tx, &stored)?;
+    Ok(ClaimOutcome::Claimed { run: stored.run, token })
+}
+
+/// Closes the attempt holding `done.token` in the current transaction (see
+/// [`JobStore::complete`]); what the run's end released is written with it.
+pub(crate) fn finish_attempt(tx: &mut Tx, done: &Completion) -> Result<Ended, TxError> {
+    let mut stored = must_load(tx, done.tenant.as_str(), done.run_id.as_str())?;
+    stored
+        .run
+        .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)
+        .map_err(TxError::Store)?;
+    save(tx, &stored)?;
+    ended(tx, stored.run)
+}
+
+/// A heartbeat's write ([`JobStore::heartbeat`]): which attempt, when, and until when.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LeaseRenewal<'a> {
+    /// Owner of the run.
+    pub tenant: &'a str,
+    /// The run.
+    pub run_id: &'a str,
+    /// The fencing token of the attempt whose lease is renewed.
+    pub token: u64,
+    /// When the worker asks (a lease expired before it is not renewed).
+    pub now: Timestamp,
+    /// The lease's new end.
+    pub lease_until: Timestamp,
+}
+
+/// Renews the lease of the attempt holding `renewal.token` in the current transaction (see
+/// [`JobStore::heartbeat`]).
+pub(crate) fn renew_lease(tx: &mut Tx, renewal: LeaseRenewal<'_>) -> Result<Run, TxError> {
+    let lease_until = trunc_ms(renewal.lease_until);
+    let mut stored = must_load(tx, renewal.tenant, renewal.run_id)?;
+    stored
+        .run
+        .renew_lease(renewal.token, renewal.now, lease_until)
+        .map_err(TxError::Store)?;
+    tx.execute(
+        "UPDATE runs SET lease_expires = $3 WHERE tenant = $1 AND run_id = $2",
+        &[&renewal.tenant, &renewal.run_id, &ms(lease_until)],
+    )?;
+    Ok(stored.run)
+}
+
+fn conflict(msg: String) -> TxError {
+    TxError::Store(StoreError::Conflict(msg))
+}
+
+/// Parses a run listing cursor `<scheduled_for ms>|<run id>`.
+fn parse_run_cursor(c: &str) -> Result<(i64, String), StoreError> {
+    let malformed = || StoreError::BadCursor("malformed run cursor".into());
+    let (ms, id) = c.split_once('|').ok_or_else(malformed)?;
+    Ok((ms.parse().map_err(|_| malformed())?, id.to_string()))
+}
+
+/// Splits `limit + 1` fetched rows into a page and its next cursor.
+fn paginate<T>(mut items: Vec<T>, limit: usize, cursor: impl Fn(&T) -> String) -> Page<T> {
+    let more = items.len() > limit;
+    items.truncate(limit);
+    let next_cursor = if more { items.last().map(cursor) } else { None };
+    Page { items, next_cursor }
+}
+
+/// A statement's text and its values, built clause by clause (`$n` numbered as pushed).
+#[derive(Default)]
+struct Built {
+    sql: String,
+    values: Vec<Box<dyn ToSql + Sync + Send>>,
+}
+
+impl Built {
+    fn new(sql: impl Into<String>) -> Self {
+        Built {
+            sql: sql.into(),
+            values: Vec::new(),
+        }
+    }
+
+    /// Appends `clause`, whose `{}` is replaced by the placeholder of `value`.
+    fn push(&mut self, clause: &str, value: impl ToSql + Sync + Send + 'static) {
+        self.values.push(Box::new(value));
+        self.sql
+            .push_str(&clause.replace("{}", &format!("${}", self.values.len())));
+    }
+
+    fn params(&self) -> Vec<&(dyn ToSql + Sync)> {
+        self.values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect()
+    }
+}
+
+/// The (tenant, id) pairs as two parallel text arrays, for `unnest($1::text[], $2::text[])`.
+fn key_arrays(keys: &[(TenantId, JobId)]) -> (Vec<&str>, Vec<&str>) {
+    keys.iter().map(|(t, j)| (t.as_str(), j.as_str())).unzip()
+}
+
+#[async_trait]
+impl JobStore for PgStore {
+    async fn create_jobs(&self, jobs: &[Job], idempotency: Option<(&str, &str)>) -> Result<(), StoreError> {
+        let jobs = jobs.to_vec();
+        let idempotency = idempotency.map(|(k, f)| (k.to_string(), f.to_string()));
+        self.write(move |tx| {
+            let tenants: std::collections::BTreeSet<&str> = jobs.iter().map(|j| j.tenant.as_str()).collect();
+            let before = tenants
+                .iter()
+                .map(|t| Ok((*t, active_jobs_before(tx, t)?)))
+                .collect::<Result<Vec<_>, TxError>>()?;
+            for job in &jobs {
+                match job_state(tx, job.tenant.as_str(), job.id.as_str())? {
+                    Some(state) if state != JobState::Deleted => {
+                        return Err(conflict(format!("job {} exists", job.id)));
+                    }
+                    _ => crate::codec::put_job(tx, job)?,
+                }
+            }
+            for (tenant, before) in before {
+                check_active_jobs(tx, tenant, before)?;
+            }
+            if let (Some((key, fingerprint)), Some(first)) = (&idempotency, jobs.first()) {
+                let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+                let inserted = tx.execute(
+                    "INSERT INTO idempotency_keys (tenant, key, fingerprint, job_ids, created_at)
+                     VALUES ($1, $2, $3, $4, $5) ON CONFLICT (tenant, key) DO NOTHING",
+                    &[
+                        &first.tenant.as_str(),
+                        key,
+                        fingerprint,
+                        &to_json(&ids)?,
+                        &ms(first.created_at),
+                    ],
+                )?;
+                if inserted == 0 {
+                    return Err(conflict(format!("idempotency key {key} already recorded")));
+                }
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn idempotency_lookup(
+        &self,
+        tenant: &TenantId,
+        key: &str,
+    ) -> Result<Option<(String, Vec<JobId>)>, StoreError> {
+        let rows = read_rows(
+            &self.db,
+            "SELECT fingerprint, job_ids FROM idempotency_keys WHERE tenant = $1 AND key = $2",
+            &[&tenant.as_str(), &key],
+        )
+        .await?;
+        decoded(
+            rows.first()
+                .map(|r| Ok((get(r, 0)?, from_json::<Vec<JobId>>(get(r, 1)?)?)))
+                .transpose(),
+        )
+    }
+
+    async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One statement for the batch; the answers are put back in the asked order.
+        let (tenants, job_ids) = key_arrays(ids);
+        let rows = read_rows(
+            &self.db,
+            &format!(
+                "SELECT {JOB_COLS} FROM jobs
+                 WHERE (tenant, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
+            ),
+            &[&tenants, &job_ids],
+        )
+        .await?;
+        let found: HashMap<(TenantId, JobId), Job> = decoded(decode_all(&rows, job_from_row))?
+            .into_iter()
+            .map(|j| ((j.tenant.clone(), j.id.clone()), j))
+            .collect();
+        Ok(ids.iter().map(|key| found.get(key).cloned()).collect())
+    }
+
+    async fn update_job(
+        &self,
+        job: &Job,
+        expected_version: u64,
+        expected_next_fire_at: Option<Timestamp>,
+    ) -> Result<(), StoreError> {
+        let job = job.clone();
+        self.write(move |tx| {
+            let stored = tx.query_opt(
+                "SELECT version, next_fire_at FROM jobs WHERE tenant = $1 AND id = $2",
+                &[&job.tenant.as_str(), &job.id.as_str()],
+            )?;
+            let stored: Option<(i64, Option<i64>)> = match stored {
+                Some(row) => Some((get(&row, 0)?, get(&row, 1)?)),
+                None => None,
+            };
+            match stored {
+                None => Err(TxError::Store(StoreError::NotFound)),
+                Some((v, _)) if v as u64 != expected_version => Err(conflict(format!(
+                    "job {} is at version {v}, not {expected_version}",
+                    job.id
+                ))),
+                Some((_, next)) if next != expected_next_fire_at.map(ms) => {
+                    Err(conflict(format!("job {} was swept meanwhile", job.id)))
+                }
+                Some(_) => {
+                    let before = active_jobs_before(tx, job.tenant.as_str())?;
+                    crate::codec::put_job(tx, &job)?;
+                    check_active_jobs(tx, job.tenant.as_str(), before)
+                }
+            }
+        })
+        .await
+    }
+
+    async fn list_jobs(
+        &self,
+        tenant: &TenantId,
+        filter: &JobFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Job>, StoreError> {
+        let mut q = Built::new(format!("SELECT {JOB_COLS} FROM jobs WHERE "));
+        q.push("tenant = {}", tenant.0.clone());
+        match filter.state {
+            Some(state) => q.push(" AND state = {}", state.as_str()),
+            None => q.sql.push_str(" AND state <> 'DELETED'"),
+        }
+        for (k, v) in &filter.labels {
+            // SQLite looks each pair up with `json_each`; here JSONB containment, one pair each
+            // (a filter may name a key twice, which one object could not say).
+            let pair = serde_json::json!({ k: v }).to_string();
+            q.push(" AND labels @> {}::text::jsonb", pair);
+        }
+        if let Some(after) = &page.cursor {
+            q.push(" AND id > {}", after.clone());
+        }
+        q.push(" ORDER BY id LIMIT {}", limit_param(page.limit.saturating_add(1)));
+        let rows = read_built(&self.db, &q.sql, &q.params()).await?;
+        let jobs = decoded(decode_all(&rows, job_from_row))?;
+        Ok(paginate(jobs, page.limit, |j| j.id.0.clone()))
+    }
+
+    async fn due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError> {
+        let rows = read_rows(
+            &self.db,
+            &format!(
+                "SELECT {JOB_COLS} FROM jobs WHERE state = 'ACTIVE' AND next_fire_at <= $1
+                 ORDER BY next_fire_at, tenant, id LIMIT $2"
+            ),
+            &[&ms(horizon), &limit_param(limit)],
+        )
+        .await?;
+        decoded(decode_all(&rows, job_from_row))
+    }
+
+    async fn next_due_at(&self) -> Result<Option<Timestamp>, StoreError> {
+        let rows = read_rows(
+            &self.db,
+            "SELECT min(next_fire_at) FROM jobs WHERE state = 'ACTIVE'",
+            &[],
+        )
+        .await?;
+        let min: Option<i64> = match rows.first() {
+            Some(row) => decoded(get(row, 0))?,
+            None => None,
+        };
+        Ok(min.map(ts))
+    }
+
+    async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
+        let firings = firings.to_vec();
+        self.write(move |tx| apply_firings(tx, &firings)).await
+    }
+
+    async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
+        let row = RunRow::new(run, 0).map_err(TxError::into_store)?;
+        self.write(move |tx| row.insert(tx)).await
+    }
+
+    async fn get_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError> {
+        let rows = read_rows(
+            &self.db,
+            &format!("SELECT {RUN_COLS} FROM runs WHERE tenant = $1 AND run_id = $2"),
+            &[&tenant.as_str(), &run_id.as_str()],
+        )
+        .await?;
+        Ok(decoded(runs_of(&rows))?.pop())
+    }
+
+    async fn list_runs(
+        &self,
+        tenant: &TenantId,
+        filter: &RunFilter,
+        page: &PageRequest,
+    ) -> Result<Page<Run>, StoreError> {
+        let after = page.cursor.as_deref().map(parse_run_cursor).transpose()?;
+        let mut q = Built::new(format!("SELECT {RUN_COLS} FROM runs WHERE "));
+        q.push("tenant = {}", tenant.0.clone());
+        if let Some(job) = &filter.job_id {
+            q.push(" AND job_id = {}", job.0.clone());
+        }
+        if let Some(state) = filter.state {
+            q.push(" AND state = {}", state.as_str());
+        }
+        if let Some(since) = filter.since {
+            q.push(" AND scheduled_for >= {}", ms(since));
+        }
+        if let Some(until) = filter.until {
+            q.push(" AND scheduled_for < {}", ms(until));
+        }
+        if let Some((at, id)) = after {
+            // Newest first: the next page holds keys strictly below the cursor.
+            q.push(" AND (scheduled_for, run_id) < ({}", at);
+            q.push(", {})", id);
+        }
+        q.push(
+            " ORDER BY scheduled_for DESC, run_id DESC LIMIT {}",
+            limit_param(page.limit.saturating_add(1)),
+        );
+        let rows = read_built(&self.db, &q.sql, &q.params()).await?;
+        let runs = decoded(runs_of(&rows))?;
+        Ok(paginate(runs, page.limit, |r| {
+            format!("{}|{}", ms(r.scheduled_for), r.run_id)
+        }))
+    }
+
+    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+        if jobs.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One statement for the batch, grouped back by job in the asked order.
+        let (tenants, job_ids) = key_arrays(jobs);
+        let rows = read_rows(
+            &self.db,
+            &format!(
+                "SELECT {RUN_COLS} FROM runs
+                 WHERE state IN ('PENDING', 'RUNNING')
+                   AND (tenant, job_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+                 ORDER BY scheduled_for, run_id"
+            ),
+            &[&tenants, &job_ids],
+        )
+        .await?;
+        let mut by_job: HashMap<(TenantId, JobId), Vec<Run>> = HashMap::new();
+        for run in decoded(runs_of(&rows))? {
+            by_job
+                .entry((run.tenant.clone(), run.job_id.clone()))
+                .or_default()
+                .push(run);
+        }
+        Ok(jobs
+            .iter()
+            .map(|key| by_job.get(key).cloned().unwrap_or_default())
+            .collect())
+    }
+
+    async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
+        let batch = batch.clone();
+        self.write(move |tx| claim_batch(&mut PgTx(tx), &batch)).await
+    }
+
+    async fn heartbeat(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        token: u64,
+        now: Timestamp,
+        lease_until: Timestamp,
+    ) -> Result<Run, StoreError> {
+        let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
+        self.write(move |tx| {
+            let renewal = LeaseRenewal {
+                tenant: &tenant,
+                run_id: &run_id,
+                token,
+                now,
+                lease_until,
+            };
+            renew_lease(tx, renewal)
+        })
+        .await
+    }
+
+    async fn complete(&self, done: &Completion) -> Result<Ended, StoreError> {
+        let done = done.clone();
+        self.write(move |tx| finish_attempt(tx, &done)).await
+    }
+
+    async fn cancel_run(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        now: Timestamp,
+        reason: &str,
+    ) -> Result<Ended, StoreError> {
+        let (tenant, run_id, reason) = (tenant.0.clone(), run_id.0.clone(), reason.to_string());
+        self.write(move |tx| {
+            let mut stored = must_load(tx, &tenant, &run_id)?;
+            if !stored.run.request_cancel(now, &reason) {
+                return Ok(Ended {
+                    run: stored.run,
+                    released: Vec::new(),
+                });
+            }
+            save(tx, &stored)?;
+            ended(tx, stored.run)
+        })
+        .await
+    }
+
+    async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
+        let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
+        self.write(move |tx| {
+            let Some(mut stored) = load_run(tx, &tenant, &run_id)? else {
+                return Ok(false);
+            };
+            let changed = stored.run.defer(until);
+            if changed {
+                save(tx, &stored)?;
+            }
+            Ok(changed)
+        })
+        .await
+    }
+
+    async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let rows = read_rows(
+            &self.db,
+            &format!(
+                "SELECT {RUN_COLS} FROM runs WHERE state = 'RUNNING' AND lease_expires < $1
+                 ORDER BY lease_expires, run_id LIMIT $2"
+            ),
+            &[&ms(now), &limit_param(limit)],
+        )
+        .await?;
+        decoded(runs_of(&rows))
+    }
+
+    async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let rows = read_rows(
+            &self.db,
+            &format!(
+                "SELECT {RUN_COLS} FROM runs WHERE state = 'PENDING' AND not_before <= $1
+                 ORDER BY not_before, scheduled_for, run_id LIMIT $2"
+            ),
+            &[&ms(ready_before), &limit_param(limit)],
+        )
+        .await?;
+        decoded(runs_of(&rows))
+    }
+
+    async fn skip_records(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+        (since, until): (Timestamp, Timestamp),
+        limit: usize,
+    ) -> Result<Vec<SkipRecord>, StoreError> {
+        let rows = read_rows(
+            &self.db,
+            SKIP_RECORDS_IN,
+            &[
+                &tenant.as_str(),
+                &job_id.as_str(),
+                &ms(since),
+                &ms(until),
+                &limit_param(limit),
+            ],
+        )
+        .await?;
+        decoded(decode_all(&rows, |r| skip_record_of(r, 0)))
+    }
+
+    async fn record_skips(&self, tenant: &TenantId, job_id: &JobId, records: &[SkipRecord]) -> Result<(), StoreError> {
+        let (tenant, job_id, records) = (tenant.0.clone(), job_id.0.clone(), records.to_vec());
+        self.write(move |tx| write_skip_records(tx, &tenant, &job_id, &records))
+            .await
+    }
+
+    async fn dependents(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<JobId>, StoreError> {
+        // SQLite reads the edges, then each job; one join here.
+        let rows = read_rows(
+            &self.db,
+            "SELECT j.id FROM job_after a JOIN jobs j ON j.tenant = a.tenant AND j.id = a.downstream
+             WHERE a.tenant = $1 AND a.upstream = $2 AND j.state <> 'DELETED'
+             ORDER BY j.id",
+            &[&tenant.as_str(), &job_id.as_str()],
+        )
+        .await?;
+        decoded(decode_all(&rows, |r| Ok(JobId(get(r, 0)?))))
+    }
+
+    async fn expired_waits(&self, now: Timestamp, limit: usize) -> Result<Vec<Wait>, StoreError> {
+        let rows = read_rows(&self.db, EXPIRED_WAITS, &[&ms(now), &limit_param(limit)]).await?;
+        decoded(decode_all(&rows, wait_from_row))
+    }
+
+    async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError> {
+        let wait = wait.clone();
+        self.write(move |tx| dependency::expire(&mut PgTx(tx), &wait, now))
+            .await
+    }
+
+    async fn due_alerts(&self, now: Timestamp, limit: usize) -> Result<Vec<DueAlert>, StoreError> {
+        self.read_due_alerts(now, limit).await
+    }
+
+    async fn save_alert(&self, key: &AlertKey, expected: Timestamp, alert: &Alert) -> Result<bool, StoreError> {
+        self.write_alert(key, expected, alert).await
+    }
+}
