@@ -50,7 +50,7 @@ pub enum TxError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A statement failed.
-    #[error("PostgreSQL: {0}")]
+    #[error("PostgreSQL: {}", describe(.0))]
     Pg(#[from] tokio_postgres::Error),
     /// No connection could be had.
     #[error("PostgreSQL connection: {0}")]
@@ -66,18 +66,21 @@ impl TxError {
         matches!(self, TxError::Pg(e) if lost_a_race(e))
     }
 
-    /// As a port's error: refusals as they are; a lost connection, a database that does not
-    /// answer or is shutting down (SQLSTATE classes 08, 57P), or a transaction that kept
-    /// losing races is transient (the API answers 503); anything else is `Other`.
+    /// As a port's error: refusals as they are; a lost connection (closed, or an I/O error
+    /// underneath), a database that refuses connections, is short of resources or is shutting
+    /// down (SQLSTATE classes 08, 53, 57P), or a transaction that kept losing races is
+    /// transient (the API answers 503); anything else — a failed statement, a row that does
+    /// not decode — is `Other`.
     pub fn into_store(self) -> StoreError {
         match self {
             TxError::Store(e) => e,
             TxError::Pool(e) => StoreError::Transient(Box::new(e)),
             TxError::Pg(e) => {
+                let unavailable = |code: &str| ["08", "53", "57P"].iter().any(|class| code.starts_with(class));
                 let transient = e.is_closed()
                     || lost_a_race(&e)
-                    || e.code()
-                        .is_none_or(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
+                    || e.code().is_some_and(|c| unavailable(c.code()))
+                    || io_underneath(&e);
                 if transient {
                     StoreError::Transient(Box::new(e))
                 } else {
@@ -87,6 +90,30 @@ impl TxError {
             TxError::Codec(e) => StoreError::Other(e.into()),
         }
     }
+}
+
+/// The server's own message when there is one (tokio-postgres's `Display` says only "db
+/// error" and keeps it in the source), else the error as it displays.
+fn describe(e: &tokio_postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} ({}): {}", db.severity(), db.code().code(), db.message()),
+        None => match std::error::Error::source(e) {
+            Some(source) => format!("{e}: {source}"),
+            None => e.to_string(),
+        },
+    }
+}
+
+/// Whether the connection failed underneath: an I/O error (refused, reset, timed out).
+fn io_underneath(e: &tokio_postgres::Error) -> bool {
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    false
 }
 
 /// A serialization failure or a deadlock: PostgreSQL aborted this transaction for another's.
