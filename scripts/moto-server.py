@@ -14,9 +14,9 @@ A second change, for speed only: moto's `TransactWriteItems` deep-copies the who
 per item of the transaction to restore it on failure; here the backup is the table's item maps
 with a copy of each item the transaction names (`transactions_back_up_what_they_touch`), which
 restores the same state. Without it a transaction costs items × table size: a 91-item firing on
-a table of 540 items took 2.5 s. A Query of the base table reads its partition only, not the whole table sorted
-(`queries_read_their_partition`): a table growing by a run a second made every claim slower by
-the minute. Likewise moto's SendMessage builds every attribute of the queue, three of them counting its
+a table of 540 items took 2.5 s. A Query reads its partition only (base table, local index) or
+every item unsorted (global index), not the whole table sorted (`queries_read_their_partition`):
+a table growing by a run a second made every claim and sweep slower by the minute. Likewise moto's SendMessage builds every attribute of the queue, three of them counting its
 messages, to read one attribute only FIFO queues have; on a standard queue it now skips that
 (`send_without_counting`): without it sending 90 messages to a queue holding 600 took 0.8 s.
 
@@ -64,6 +64,11 @@ def _is_dynamodb(environ):
     return target.startswith("DynamoDB_") or _service(environ) == "dynamodb"
 
 
+# A DynamoDB request that waited for its turn, or took, longer than this is written to stderr
+# (the server's log): what to look at when a test on moto times out.
+SLOW_SECONDS = 1.0
+
+
 class SerializeDynamoDb:
     """WSGI middleware: one DynamoDB request at a time, the response body included."""
 
@@ -74,9 +79,20 @@ class SerializeDynamoDb:
     def __call__(self, environ, start_response):
         if not _is_dynamodb(environ):
             return self.app(environ, start_response)
+        asked = time.monotonic()
         with self.lock:
+            started = time.monotonic()
             # Consume the whole response under the lock: moto may produce it lazily.
-            return list(self.app(environ, start_response))
+            answer = list(self.app(environ, start_response))
+            done = time.monotonic()
+        if done - asked > SLOW_SECONDS:
+            operation = environ.get("HTTP_X_AMZ_TARGET", "?").rsplit(".", 1)[-1]
+            print(
+                f"slow DynamoDB request {operation}: waited {started - asked:.2f} s, took {done - started:.2f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+        return answer
 
 
 def transactions_back_up_what_they_touch():
@@ -146,29 +162,48 @@ def transactions_back_up_what_they_touch():
 
 
 def queries_read_their_partition():
-    """Makes a Query of the base table look at its partition's items only. moto's `Table.query`
-    starts from `all_items()`, which lists and sorts every item of the table, then keeps the
-    partition's: each query of one job's runs costs the whole table, and a table that grows by a
-    run a second (a per-second cron) makes every claim and every overlap check slower by the
-    minute. The partition's items, sorted as `all_items()` sorts them, are the same items in the
-    same order, so the answer is unchanged. Index queries (which need every item) are left as
-    they are. Safe because DynamoDB requests run one at a time (`SerializeDynamoDb`)."""
+    """Makes a Query look only at the items it can match, without sorting the whole table first.
+    moto's `Table.query` starts from `all_items()`, which lists and sorts every item of the
+    table, then keeps those of the partition (or of the index's key) and sorts them again: each
+    query of one job's runs, and each of the sweeper's queries of the `sched` index, costs the
+    whole table, and a table that grows by a run a second (a per-second cron) makes every claim,
+    overlap check and sweep slower by the minute — until, with a ten-minute look-ahead, moto
+    spent seconds per sweep and requests waited their turn for tens of seconds.
+
+    Here a base-table query, and a query of a local index (whose partition key is the table's),
+    starts from its partition's items; a global index query starts from every item unsorted,
+    since moto sorts the matches by the index's keys (then the table's, a total order) anyway.
+    The same items in the same order, so the answers are unchanged. Safe because DynamoDB
+    requests run one at a time (`SerializeDynamoDb`)."""
     from moto.dynamodb.models.table import Table
 
     original = Table.query
 
     def query(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key,
               scan_index_forward, projection_expressions, index_name=None, *args, **kwargs):
-        if index_name is not None or hash_key is None:
+        def partition_items():
+            partition = self.items.get(hash_key)
+            if partition is None:
+                return []
+            if self.range_key_attr:
+                return sorted(partition.values(), key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
+            return [partition]
+
+        def every_item():
+            if self.range_key_attr:
+                return [item for partition in self.items.values() for item in partition.values()]
+            return list(self.items.values())
+
+        local = {index.name for index in self.indexes or []}
+        if hash_key is None:
+            items = None
+        elif index_name is None or index_name in local:
+            items = partition_items()
+        else:
+            items = every_item()
+        if items is None:
             return original(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key,
                             scan_index_forward, projection_expressions, index_name, *args, **kwargs)
-        partition = self.items.get(hash_key)
-        if partition is None:
-            items = []
-        elif self.range_key_attr:
-            items = sorted(partition.values(), key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
-        else:
-            items = [partition]
         self.all_items = lambda: items
         try:
             return original(self, hash_key, range_comparison, range_objs, limit, exclusive_start_key,
