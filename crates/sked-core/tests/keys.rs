@@ -146,3 +146,50 @@ async fn a_key_revoked_elsewhere_is_refused_within_the_check_ttl() {
         "other keys still authenticate"
     );
 }
+
+/// A deployment's own operator key (`SKED_OPERATOR_KEY`): stored once whichever server adopts
+/// it first, then authenticates; adopted again it is known; revoked it stays revoked; a
+/// malformed one is refused naming the variable, and nothing is stored.
+#[tokio::test]
+async fn an_operator_key_from_the_deployment_is_adopted_once_and_never_revived() {
+    use sked_core::service::keys::Adopted;
+    let (keys, store) = setup();
+    let secret = format!("sked_{}", "0123456789abcdef".repeat(3));
+    let tenant = TenantId::default();
+
+    let Adopted::Stored(id) = keys.adopt_operator_key(&tenant, &secret).await.unwrap() else {
+        panic!("stored on first adoption")
+    };
+    assert_eq!(
+        keys.adopt_operator_key(&tenant, &secret).await.unwrap(),
+        Adopted::Known(id.clone())
+    );
+    assert!(
+        keys.bootstrap(&tenant).await.unwrap().is_none(),
+        "no first key beside it"
+    );
+    let who = keys.authenticate(&secret).await.unwrap();
+    assert_eq!((&who.tenant, who.role), (&tenant, Role::Operator));
+
+    keys.revoke(&who, &id).await.unwrap();
+    assert_eq!(
+        keys.adopt_operator_key(&tenant, &secret).await.unwrap(),
+        Adopted::Revoked(id)
+    );
+    assert!(keys.authenticate(&secret).await.is_err(), "a revoked key stays revoked");
+
+    for bad in [
+        "",
+        "sked_short",
+        &secret.to_uppercase(),
+        &format!("{secret}0"),
+        "x".repeat(53).as_str(),
+    ] {
+        let err = keys.adopt_operator_key(&tenant, bad).await.unwrap_err();
+        assert!(
+            matches!(&err, CoreError::Invalid(e) if e[0].field == "SKED_OPERATOR_KEY"),
+            "{bad:?}: {err:?}"
+        );
+    }
+    assert_eq!(store.list_keys(None).await.unwrap().len(), 1);
+}

@@ -166,6 +166,49 @@ impl Keys {
         Ok(revoked)
     }
 
+    /// An operator key chosen outside sked (a deployment's Secret, `SKED_OPERATOR_KEY`) made
+    /// known to the store: stored for `tenant` unless a key with that secret exists. Servers
+    /// that start at once all adopt it, one of them stores it; a revoked one stays revoked.
+    /// The secret must look like a key sked makes (`sked_` and 48 hex digits): `sked keys
+    /// create` or `openssl rand -hex 24` make one.
+    pub async fn adopt_operator_key(&self, tenant: &TenantId, secret: &str) -> Result<Adopted, CoreError> {
+        if !auth::looks_like_key(secret) {
+            return Err(CoreError::invalid(
+                "SKED_OPERATOR_KEY",
+                format!("an operator key is {}<48 hex digits>", auth::KEY_PREFIX),
+            ));
+        }
+        let hash = auth::key_hash(secret);
+        let known = |key: ApiKey| match key.revoked_at {
+            Some(_) => Adopted::Revoked(key.id),
+            None => Adopted::Known(key.id),
+        };
+        if let Some(key) = self.store.key_by_hash(&hash).await? {
+            return Ok(known(key));
+        }
+        let now = trunc_ms(self.clock.now());
+        let key = ApiKey {
+            id: auth::new_key_id(now),
+            tenant: tenant.clone(),
+            role: Role::Operator,
+            name: "operator key from SKED_OPERATOR_KEY".into(),
+            created_at: now,
+            revoked_at: None,
+        };
+        match self.store.insert_key(&key, &hash).await {
+            Ok(()) => {
+                tracing::info!(key_id = %key.id, tenant = %key.tenant, "operator key from SKED_OPERATOR_KEY stored");
+                Ok(Adopted::Stored(key.id))
+            }
+            // Another server stored it first.
+            Err(StoreError::Conflict(_)) => match self.store.key_by_hash(&hash).await? {
+                Some(key) => Ok(known(key)),
+                None => Err(CoreError::Store(StoreError::Conflict("key id taken".into()))),
+            },
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The first start: when the store holds no key at all, creates an operator key for
     /// `tenant` and returns it (its secret is for the caller to hand over, never to log).
     pub async fn bootstrap(&self, tenant: &TenantId) -> Result<Option<CreatedKey>, CoreError> {
@@ -180,6 +223,17 @@ impl Keys {
         };
         self.create(&first, new).await.map(Some)
     }
+}
+
+/// What [`Keys::adopt_operator_key`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Adopted {
+    /// The key was stored now (its id).
+    Stored(String),
+    /// The store already held it (its id), e.g. from another server's start.
+    Known(String),
+    /// The store holds it revoked: it stays revoked and authenticates nothing.
+    Revoked(String),
 }
 
 /// `PermissionDenied` with `why` unless `caller` may do what `needed` may.
