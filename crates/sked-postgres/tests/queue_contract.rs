@@ -127,3 +127,94 @@ async fn a_waiting_receive_is_woken_by_an_enqueue_from_another_pool() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].dispatch, dispatch("woken", 5, at(0)));
 }
+
+/// The listener's connection is cut (a database restart, a proxy's idle timeout) while a
+/// receive waits, and a message is enqueued meanwhile: the notification may be lost, but the
+/// listener reconnects and the receive looks again, so the message arrives although the
+/// fallback poll is an hour away. Later enqueues are heard on the new connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receive_outlives_the_loss_of_the_listen_connection() {
+    let url = postgres().fresh_database();
+    let clock = Arc::new(ManualClock::new(t0()));
+    let (waiting_tx, mut waiting_rx) = tokio::sync::mpsc::unbounded_channel();
+    let watched = Arc::new(Watched {
+        clock: clock.clone(),
+        waiting: waiting_tx,
+    });
+    let hour = Duration::from_secs(3600);
+    let waiter = Arc::new(PgQueue::new(connect(&url).await, watched).with_fallback_poll(hour));
+    let other_db = connect(&url).await;
+    let other = PgQueue::new(other_db.clone(), clock.clone());
+
+    for (round, job) in ["after-cut", "after-reconnect"].into_iter().enumerate() {
+        let received = tokio::spawn({
+            let waiter = waiter.clone();
+            async move { waiter.receive(10, Dur::secs(60), Dur::secs(3600)).await }
+        });
+        tokio::time::timeout(HANG, waiting_rx.recv())
+            .await
+            .expect("the receive never started waiting");
+        if round == 0 {
+            let cut: i64 = other_db
+                .get()
+                .await
+                .unwrap()
+                .query_one(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+                     WHERE datname = current_database() AND query = 'LISTEN sked_dispatch'",
+                    &[],
+                )
+                .await
+                .unwrap()
+                .get(0);
+            // The waiter's listener at least (it listened before the receive waited).
+            assert!(cut >= 1, "no LISTEN connection to cut");
+        }
+        other.enqueue(&[dispatch(job, 5, at(0))]).await.unwrap();
+        let got = tokio::time::timeout(HANG, received)
+            .await
+            .expect("the waiting receive never got the message")
+            .unwrap()
+            .unwrap();
+        assert_eq!(got.len(), 1, "{job}");
+        assert_eq!(got[0].dispatch, dispatch(job, 5, at(0)));
+        // Drain the wake-ups of the reconnection before the next round.
+        while waiting_rx.try_recv().is_ok() {}
+    }
+}
+
+/// `depth` counts every message per tenant and priority: waiting, delayed and in flight;
+/// acked ones no longer.
+#[tokio::test]
+async fn depth_counts_messages_per_tenant_and_priority() {
+    let clock = Arc::new(ManualClock::new(t0()));
+    let queue = PgQueue::new(connect(&postgres().fresh_database()).await, clock.clone());
+    assert_eq!(queue.depth().await.unwrap(), Some(Vec::new()));
+    let of = |t: &str, job: &str, priority: u8, secs: i64| Dispatch {
+        tenant: tenant(t),
+        ..dispatch(job, priority, at(secs))
+    };
+    queue
+        .enqueue(&[
+            of("a", "a1", 5, 0),
+            of("a", "a2", 5, 60),
+            of("a", "a3", 9, 0),
+            of("b", "b1", 5, 0),
+        ])
+        .await
+        .unwrap();
+    let leased = queue.receive(1, Dur::secs(30), Dur::ZERO).await.unwrap();
+    assert_eq!(leased.len(), 1);
+    let depth = |t: &str, priority: u8, messages: u64| sked_core::ports::queue::QueueDepth {
+        tenant: tenant(t),
+        priority,
+        messages,
+    };
+    assert_eq!(
+        queue.depth().await.unwrap(),
+        Some(vec![depth("a", 5, 2), depth("a", 9, 1), depth("b", 5, 1)])
+    );
+    queue.ack(&leased[0].receipt).await.unwrap();
+    let total: u64 = queue.depth().await.unwrap().unwrap().iter().map(|d| d.messages).sum();
+    assert_eq!(total, 3);
+}
