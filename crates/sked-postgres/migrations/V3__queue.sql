@@ -4,11 +4,12 @@
 -- `rank = not_before - least(priority, 9) * 5000` (sked-core's `dispatch_rank`, priority
 -- with aging). A message is receivable once `visible_at <= now`; a delivery sets `receipt`
 -- ("<seq>.<receive_count>", unique for ever: `seq` is never reused and the count only grows)
--- and pushes `visible_at` to the end of its visibility lease.
+-- and pushes `visible_at` to the end of its visibility lease. Identifiers are `COLLATE "C"`
+-- (byte order), as in the store's tables (migration 2), so they compare and join alike.
 CREATE TABLE dispatch (
     seq            BIGINT   GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    tenant         TEXT     NOT NULL,
-    run_id         TEXT     NOT NULL,
+    tenant         TEXT COLLATE "C" NOT NULL,
+    run_id         TEXT COLLATE "C" NOT NULL,
     priority       SMALLINT NOT NULL,
     not_before     BIGINT   NOT NULL,
     rank           BIGINT   NOT NULL,
@@ -17,7 +18,7 @@ CREATE TABLE dispatch (
     receipt        TEXT,
     receive_count  INTEGER  NOT NULL DEFAULT 0,
     -- The concurrency key the message waits on (set aside until a run holding it ends).
-    parked_on      TEXT,
+    parked_on      TEXT COLLATE "C",
     UNIQUE (tenant, run_id)
 );
 -- Serving order of one tenant's queue, or of a queue with one tenant: receive walks it and
@@ -33,6 +34,6 @@ CREATE INDEX dispatch_parked ON dispatch (tenant, parked_on, rank, seq) WHERE pa
 
 -- Per tenant, the turn it was last served in (sked-core's `fairness`): tenants take turns.
 CREATE TABLE dispatch_turns (
-    tenant  TEXT   PRIMARY KEY,
+    tenant  TEXT COLLATE "C" PRIMARY KEY,
     turn    BIGINT NOT NULL
 );
