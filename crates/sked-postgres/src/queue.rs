@@ -22,9 +22,9 @@
 //!   being the row's current one.
 //! - Wake-ups: every transaction that makes messages receivable calls
 //!   `pg_notify('sked_dispatch')` (delivered at commit, to every host). A waiting receive
-//!   listens through [`Listener`] and also wakes on the injected clock reaching the earliest
-//!   `visible_at` or its deadline, and on a fallback poll ([`DEFAULT_FALLBACK_POLL`] of real
-//!   time) in case a notification was lost. The receives of one process take turns to wait, so
+//!   hears it through the `listen` module, and also wakes on the injected clock reaching the
+//!   earliest `visible_at` or its deadline, and on a fallback poll ([`DEFAULT_FALLBACK_POLL`]
+//!   of real time) in case a notification was lost. The receives of one process take turns to wait, so
 //!   a notification wakes one of them, not every idle slot.
 //!
 //! The steps (`insert_dispatches`, `take_visible`, `extend_delivered`, `delete_delivered`,

@@ -8,7 +8,7 @@
 //! (the port allows either; core shows both as an empty log).
 //!
 //! A store may write in the background, so a line appended by a writer still open is awaited
-//! (read again until it shows, for at most [`VISIBLE`] of real time); once `finish` has
+//! (read again until it shows, for at most 5 s of real time); once `finish` has
 //! returned, every line must read back at once. Cursors are opaque: the cases only pass back
 //! what a page answered.
 //! Run them all with [`log_contract!`](crate::log_contract).
