@@ -35,7 +35,14 @@ pub(crate) struct Listener {
 impl Listener {
     /// Starts listening on `channel` (a lower-case SQL identifier) over a connection opened
     /// from `config`. Must be called within a Tokio runtime: the task runs on it.
-    pub(crate) fn start(config: tokio_postgres::Config, channel: &'static str) -> Listener {
+    pub(crate) fn start(mut config: tokio_postgres::Config, channel: &'static str) -> Listener {
+        // An idle connection whose peer vanished (a host gone, a NAT entry dropped) is noticed
+        // in about a minute, not after the operating system's two hours.
+        config
+            .keepalives(true)
+            .keepalives_idle(Duration::from_secs(30))
+            .keepalives_interval(Duration::from_secs(10))
+            .keepalives_retries(3);
         let wake = Arc::new(Notify::new());
         let (listening_tx, listening) = watch::channel(false);
         let stop = CancellationToken::new();

@@ -21,13 +21,18 @@
 //! records the summary on the attempt).
 
 use crate::db::PgDb;
+use crate::tx::TxError;
 use async_trait::async_trait;
 use sked_core::log_record::marker_text;
 use sked_core::ports::logs::DEFAULT_LOG_CAP_BYTES;
-use sked_core::ports::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogStream, LogSummary, LogWriter};
+use sked_core::ports::{
+    LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogStream, LogSummary, LogWriter, StoreError,
+};
 use sked_core::timestamp;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
 
 /// Lines a writer may have queued before `append` waits for the database.
 const QUEUE: usize = 1024;
@@ -37,6 +42,13 @@ pub const BATCH_LINES: usize = 500;
 
 /// Most bytes of line text inserted by one statement (a batch holds at least one line).
 pub const BATCH_BYTES: usize = 256 * 1024;
+
+/// How long one batch's insert is retried while its failures are worth retrying (a database
+/// restarting or failing over): the writer's queue holds the lines meanwhile.
+pub const RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// The longest pause between two tries of a batch.
+const MOST_BACKOFF: Duration = Duration::from_secs(2);
 
 /// Attempt logs in PostgreSQL.
 #[derive(Debug, Clone)]
@@ -244,9 +256,11 @@ impl LogWriter for PgLogWriter {
 
 /// Inserts queued rows until the writer is gone: whatever has queued up at a time goes in one
 /// statement (up to [`BATCH_LINES`] lines, [`BATCH_BYTES`] bytes), committed (readable) before
-/// the next wait. Numbers the lines after those the attempt already has.
+/// the next wait. Numbers the lines after those the attempt already has. A batch that fails
+/// for a reason worth retrying (the database restarting, a connection lost) is tried again
+/// for up to [`RETRY_FOR`], so an outage that short does not cut the log.
 async fn insert_batches(db: PgDb, key: LogKey, mut queue: mpsc::Receiver<Row>) -> Result<(), LogError> {
-    let (tenant, run_id, attempt) = key_params(&key);
+    let attempt = key_params(&key);
     let mut next_seq: Option<i64> = None;
     let mut batch: Vec<Row> = Vec::new();
     while let Some(first) = queue.recv().await {
@@ -262,35 +276,75 @@ async fn insert_batches(db: PgDb, key: LogKey, mut queue: mpsc::Receiver<Row>) -
                 Err(_) => break,
             }
         }
-        let conn = db.get().await.map_err(db_error)?;
-        let start = match next_seq {
-            Some(seq) => seq,
-            None => {
-                let row = conn
-                    .query_one(
-                        "SELECT coalesce(max(seq), 0) FROM log_lines WHERE tenant = $1 AND run_id = $2 AND attempt = $3",
-                        &[&tenant, &run_id, &attempt],
-                    )
-                    .await
-                    .map_err(db_error)?;
-                row.get::<_, i64>(0) + 1
+        // Fixed once known, so a retry writes the same lines under the same numbers.
+        let mut start = next_seq;
+        let mut tries = 0;
+        let mut failing_since = None;
+        loop {
+            tries += 1;
+            match insert_batch(&db, &attempt, &mut start, &batch).await {
+                Ok(()) => break,
+                // A retry that finds its rows there: the try before committed, only its answer
+                // was lost.
+                Err(e) if tries > 1 && is_duplicate(&e) => break,
+                Err(e) => {
+                    let since = *failing_since.get_or_insert_with(Instant::now);
+                    match e.into_store() {
+                        StoreError::Transient(e) if since.elapsed() < RETRY_FOR => {
+                            tracing::debug!(error = %e, "a log batch failed; trying again");
+                        }
+                        e => return Err(LogError::Io(Box::new(e))),
+                    }
+                }
             }
-        };
-        let seqs: Vec<i64> = (start..).take(batch.len()).collect();
-        let ts: Vec<i64> = batch.iter().map(|r| r.ts).collect();
-        let streams: Vec<&str> = batch.iter().map(|r| r.stream.as_str()).collect();
-        let lines: Vec<&str> = batch.iter().map(|r| r.line.as_str()).collect();
-        let markers: Vec<bool> = batch.iter().map(|r| r.marker).collect();
-        conn.execute(
-            "INSERT INTO log_lines (tenant, run_id, attempt, seq, ts, stream, line, marker)
-             SELECT $1, $2, $3, b.seq, b.ts, b.stream, b.line, b.marker
-             FROM unnest($4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::bool[])
-                  AS b(seq, ts, stream, line, marker)",
-            &[&tenant, &run_id, &attempt, &seqs, &ts, &streams, &lines, &markers],
-        )
-        .await
-        .map_err(db_error)?;
+            // 100, 200, 400 … ms, at most MOST_BACKOFF.
+            let pause = Duration::from_millis(50 << tries.min(8)).min(MOST_BACKOFF);
+            tokio::time::sleep(pause).await;
+        }
+        let start = start.ok_or_else(|| LogError::Io("a log batch was inserted without its numbers".into()))?;
         next_seq = Some(start + batch.len() as i64);
     }
     Ok(())
+}
+
+/// Inserts `batch` as the lines numbered from `start`, first setting `start` after the
+/// attempt's last line if it is `None`.
+async fn insert_batch(
+    db: &PgDb,
+    (tenant, run_id, attempt): &(String, String, i64),
+    start: &mut Option<i64>,
+    batch: &[Row],
+) -> Result<(), TxError> {
+    let conn = db.get().await?;
+    let first = match *start {
+        Some(seq) => seq,
+        None => {
+            let row = conn
+                .query_one(
+                    "SELECT coalesce(max(seq), 0) FROM log_lines WHERE tenant = $1 AND run_id = $2 AND attempt = $3",
+                    &[tenant, run_id, attempt],
+                )
+                .await?;
+            *start.insert(row.get::<_, i64>(0) + 1)
+        }
+    };
+    let seqs: Vec<i64> = (first..).take(batch.len()).collect();
+    let ts: Vec<i64> = batch.iter().map(|r| r.ts).collect();
+    let streams: Vec<&str> = batch.iter().map(|r| r.stream.as_str()).collect();
+    let lines: Vec<&str> = batch.iter().map(|r| r.line.as_str()).collect();
+    let markers: Vec<bool> = batch.iter().map(|r| r.marker).collect();
+    conn.execute(
+        "INSERT INTO log_lines (tenant, run_id, attempt, seq, ts, stream, line, marker)
+         SELECT $1, $2, $3, b.seq, b.ts, b.stream, b.line, b.marker
+         FROM unnest($4::bigint[], $5::bigint[], $6::text[], $7::text[], $8::bool[])
+              AS b(seq, ts, stream, line, marker)",
+        &[tenant, run_id, attempt, &seqs, &ts, &streams, &lines, &markers],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Whether `e` is a unique violation (the rows are there already).
+fn is_duplicate(e: &TxError) -> bool {
+    matches!(e, TxError::Pg(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION))
 }
