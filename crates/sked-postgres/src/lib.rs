@@ -11,6 +11,10 @@
 //!   [`sked_core::ports::QuotaStore`] and the checks in creates and claims) and `alerts`
 //!   (due alerts, the [`sked_core::ports::WebhookSecrets`]).
 //! - [`PgKeys`] (`keys`): the [`sked_core::ports::KeyStore`].
+//! - [`PgQueue`] (`queue`): the dispatch queue, received with `FOR UPDATE SKIP LOCKED`,
+//!   tenants in turns, waiting receives woken by `LISTEN`/`NOTIFY` (`listen`).
+//! - [`PgLogs`] (`logs`): attempts' logs, a row per line, readable from any server while
+//!   they are written.
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
@@ -23,6 +27,9 @@ pub mod db;
 mod dependencies;
 pub mod keys;
 mod ledger;
+mod listen;
+pub mod logs;
+pub mod queue;
 mod quotas;
 pub mod store;
 #[cfg(feature = "testing")]
@@ -31,5 +38,7 @@ pub mod tx;
 
 pub use db::{ConnectError, PgDb, PgOptions};
 pub use keys::PgKeys;
+pub use logs::PgLogs;
+pub use queue::PgQueue;
 pub use store::PgStore;
 pub use tx::{Isolation, Tx, TxError};

@@ -8,7 +8,8 @@
 //!   seeded generator.
 //! - [`sim`]: the deterministic simulation of the whole scheduler, with invariant checks.
 //! - [`contract`]: the contract suites every adapter runs, through [`store_contract!`],
-//!   [`queue_contract!`], [`work_contract!`], [`keys_contract!`] and [`quota_contract!`].
+//!   [`queue_contract!`], [`work_contract!`], [`keys_contract!`], [`quota_contract!`] and
+//!   [`log_contract!`].
 //!
 //! Nothing here reads the wall clock except the real-time timeouts that turn a hung
 //! contract case into a failure.

@@ -1,11 +1,11 @@
-//! Runs the store, queue, work, key store and quota contract suites against the in-memory
+//! Runs the store, queue, work, key store, quota and log contract suites against the in-memory
 //! adapters (the work port in both shapes over them: [`QueueThenStore`] and [`MemWork`]).
 
-use sked_core::ports::{DispatchQueue, JobStore, KeyStore, QuotaStore, WebhookSecrets};
+use sked_core::ports::{DispatchQueue, JobStore, KeyStore, LogStore, QuotaStore, WebhookSecrets};
 use sked_core::work::QueueThenStore;
 use sked_testkit::clock::ManualClock;
 use sked_testkit::contract::work::WorkPorts;
-use sked_testkit::memory::{MemKeys, MemQueue, MemStore, MemWork};
+use sked_testkit::memory::{MemKeys, MemLogs, MemQueue, MemStore, MemWork};
 use std::sync::Arc;
 
 sked_testkit::store_contract!(async || Arc::new(MemStore::new()) as Arc<dyn JobStore>);
@@ -51,3 +51,5 @@ sked_testkit::alert_contract!(async || {
     let store = Arc::new(MemStore::new());
     (store.clone() as Arc<dyn JobStore>, store as Arc<dyn WebhookSecrets>)
 });
+
+sked_testkit::log_contract!(|cap: u64| async move { Arc::new(MemLogs::with_cap(cap)) as Arc<dyn LogStore> });

@@ -22,6 +22,8 @@
 //! - [`work`]: the same for a [`WorkPort`] over its store and queue on a [`ManualClock`],
 //!   checked through the store and the queue; run them with
 //!   [`work_contract!`](crate::work_contract).
+//! - [`logs`]: the same for `Arc<dyn LogStore>` with a cap of [`logs::CAP`] bytes per
+//!   attempt; run them with [`log_contract!`](crate::log_contract).
 //! - [`claiming`]: claims as the cases make them (a batch's outcomes, racing claims).
 //! - [`fixtures`]: the jobs, runs and instants the cases use (millisecond-exact, so every
 //!   store can round-trip them).
@@ -52,6 +54,7 @@ pub mod concurrency;
 pub mod dependencies;
 pub mod fixtures;
 pub mod keys;
+pub mod logs;
 pub mod queue;
 pub mod quotas;
 pub mod store;
@@ -285,6 +288,27 @@ macro_rules! alert_contract {
     };
 }
 
+/// Expands to one `#[tokio::test]` per log store contract case, in a module `log_contract`.
+///
+/// `$make` is evaluated in each test and called with the cap, in bytes of line text per
+/// attempt, the store must keep ([`logs::CAP`]); it returns a future of a fresh, empty store
+/// coercing to `Arc<dyn LogStore>`:
+/// `sked_testkit::log_contract!(|cap: u64| async move { Arc::new(MemLogs::with_cap(cap)) as Arc<dyn LogStore> });`
+#[macro_export]
+macro_rules! log_contract {
+    ($make:expr $(,)?) => {
+        $crate::__contract_cases!(log_contract, logs, $make;
+            lines_read_back_in_order_with_a_stream_filter,
+            tail_answers_the_last_matching_lines,
+            a_follower_reads_from_its_cursor_while_the_writer_appends,
+            the_cap_keeps_one_marker_and_finish_reports_it,
+            a_log_exactly_at_the_cap_is_not_truncated,
+            attempts_and_tenants_are_kept_apart,
+            a_log_without_lines_reads_as_not_found_or_empty,
+        );
+    };
+}
+
 /// Shared body of the contract macros. Not public API.
 #[doc(hidden)]
 #[macro_export]
@@ -353,6 +377,20 @@ macro_rules! __contract_cases {
                 async fn $case() {
                     let store: ::std::sync::Arc<dyn $crate::contract::dependencies::JobStore> = ($make)().await;
                     $crate::contract::dependencies::$case(store).await;
+                }
+            )+
+        }
+    };
+    (log_contract, logs, $make:expr; $($case:ident),+ $(,)?) => {
+        #[allow(unused_imports)]
+        mod log_contract {
+            use super::*;
+            $(
+                #[::tokio::test]
+                async fn $case() {
+                    let logs: ::std::sync::Arc<dyn $crate::contract::logs::LogStore> =
+                        ($make)($crate::contract::logs::CAP).await;
+                    $crate::contract::logs::$case(logs).await;
                 }
             )+
         }
