@@ -5,6 +5,8 @@
 //!   embedded at build time, applied on connect).
 //! - [`Tx`] (`tx`): transactions run on a blocking thread, so `sked-core`'s synchronous
 //!   transaction traits drive them; `SERIALIZABLE` with retries by default.
+//! - [`PgQueue`] (`queue`): the dispatch queue, received with `FOR UPDATE SKIP LOCKED`,
+//!   tenants in turns, waiting receives woken by `LISTEN`/`NOTIFY` (`listen`).
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
@@ -12,9 +14,12 @@
 //! in `sked-core`.
 
 pub mod db;
+mod listen;
+pub mod queue;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tx;
 
 pub use db::{ConnectError, PgDb, PgOptions};
+pub use queue::PgQueue;
 pub use tx::{Isolation, Tx, TxError};
