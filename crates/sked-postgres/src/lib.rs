@@ -11,6 +11,8 @@
 //!   [`sked_core::ports::QuotaStore`] and the checks in creates and claims) and `alerts`
 //!   (due alerts, the [`sked_core::ports::WebhookSecrets`]).
 //! - [`PgKeys`] (`keys`): the [`sked_core::ports::KeyStore`].
+//! - [`PgQueue`] (`queue`): the dispatch queue, received with `FOR UPDATE SKIP LOCKED`,
+//!   tenants in turns, waiting receives woken by `LISTEN`/`NOTIFY` (`listen`).
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
@@ -23,7 +25,9 @@ pub mod db;
 mod dependencies;
 pub mod keys;
 mod ledger;
+mod listen;
 mod quotas;
+pub mod queue;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -31,5 +35,6 @@ pub mod tx;
 
 pub use db::{ConnectError, PgDb, PgOptions};
 pub use keys::PgKeys;
+pub use queue::PgQueue;
 pub use store::PgStore;
 pub use tx::{Isolation, Tx, TxError};
