@@ -13,6 +13,8 @@
 //! - [`PgKeys`] (`keys`): the [`sked_core::ports::KeyStore`].
 //! - [`PgQueue`] (`queue`): the dispatch queue, received with `FOR UPDATE SKIP LOCKED`,
 //!   tenants in turns, waiting receives woken by `LISTEN`/`NOTIFY` (`listen`).
+//! - [`PgWork`] (`work`): the [`sked_core::ports::WorkPort`] whose every step is one
+//!   transaction over the store's tables and the queue's (as SQLite's work port).
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
@@ -26,15 +28,17 @@ mod dependencies;
 pub mod keys;
 mod ledger;
 mod listen;
-mod quotas;
 pub mod queue;
+mod quotas;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tx;
+pub mod work;
 
 pub use db::{ConnectError, PgDb, PgOptions};
 pub use keys::PgKeys;
 pub use queue::PgQueue;
 pub use store::PgStore;
 pub use tx::{Isolation, Tx, TxError};
+pub use work::PgWork;
