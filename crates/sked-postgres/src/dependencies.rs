@@ -3,19 +3,22 @@
 //! occurrences with a `within`, and [`DependencyTx`] on the current transaction, so that the
 //! transaction that ends a run also writes what it released.
 //!
-//! Unlike SQLite's, a released run is not enqueued here: the queue's tables are the queue
-//! adapter's. The port leaves it to the caller (`complete` and `cancel_run` answer the runs
-//! to enqueue, the repair pass finds those a claim released); the one-transaction work port
-//! may enqueue them in the same transaction.
+//! As SQLite's, a released run is enqueued by the transaction that releases it (the queue is
+//! a table of this database, `dispatch`), whichever write ended its upstream — a completion,
+//! a cancellation, a claim that found its run expired or replaced, an expired wait — so it
+//! does not wait for the repair pass, and the listeners are notified at that commit.
+//! Enqueuing again what `complete` and `cancel_run` answer (as a caller with a separate
+//! queue does) merges with that message.
 //! Must not: decide which occurrence runs — `sked-core` does.
 
 use crate::codec::{RunRow, get, load_job, ms, ts};
+use crate::queue::insert_dispatches;
 use crate::store::PgTx;
 use crate::tx::{Tx, TxError};
 use sked_core::dependency::{self, DependencyTx, Wait};
 use sked_core::ids::{JobId, TenantId};
 use sked_core::job::{Job, JobState};
-use sked_core::ports::Ended;
+use sked_core::ports::{Dispatch, Ended};
 use sked_core::run::Run;
 use sked_core::timestamp::Timestamp;
 
@@ -58,7 +61,7 @@ pub(crate) fn downstream_jobs(tx: &mut Tx, tenant: &str, upstream: &str) -> Resu
 }
 
 /// `run` as just written in this transaction, with what its end released (nothing unless it
-/// ended): downstream runs written in this transaction.
+/// ended): downstream runs written, and enqueued, in this transaction.
 pub(crate) fn ended(tx: &mut Tx, run: Run) -> Result<Ended, TxError> {
     let released = if run.state.is_terminal() {
         dependency::release(&mut PgTx(tx), &run)?
@@ -89,7 +92,13 @@ impl DependencyTx for PgTx<'_> {
     }
 
     fn insert_run(&mut self, run: &Run) -> Result<bool, TxError> {
-        RunRow::new(run, 0)?.insert(self.0)
+        let inserted = RunRow::new(run, 0)?.insert(self.0)?;
+        // The queue is in this database: a released run is enqueued by the transaction that
+        // releases it, whichever write ended its upstream.
+        if inserted && !run.state.is_terminal() {
+            insert_dispatches(self.0, &[Dispatch::from(run)])?;
+        }
+        Ok(inserted)
     }
 
     fn put_wait(&mut self, wait: &Wait) -> Result<(), TxError> {

@@ -15,6 +15,8 @@
 //!   tenants in turns, waiting receives woken by `LISTEN`/`NOTIFY` (`listen`).
 //! - [`PgLogs`] (`logs`): attempts' logs, a row per line, readable from any server while
 //!   they are written.
+//! - [`PgWork`] (`work`): the [`sked_core::ports::WorkPort`] whose every step is one
+//!   transaction over the store's tables and the queue's (as SQLite's work port).
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
@@ -35,6 +37,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tx;
+pub mod work;
 
 pub use db::{ConnectError, PgDb, PgOptions};
 pub use keys::PgKeys;
@@ -42,3 +45,4 @@ pub use logs::PgLogs;
 pub use queue::PgQueue;
 pub use store::PgStore;
 pub use tx::{Isolation, Tx, TxError};
+pub use work::PgWork;

@@ -101,7 +101,7 @@ pub(crate) struct Poller {
     /// Wake-ups from other sessions' commits.
     listener: Listener,
     /// Real time between looks while waiting, notified or not.
-    fallback_poll: Duration,
+    pub(crate) fallback_poll: Duration,
     /// Held by the one receive of this process that looks and waits: an enqueue wakes one
     /// receive, not every idle one.
     turn: tokio::sync::Mutex<()>,
@@ -431,10 +431,6 @@ pub(crate) fn delete_delivered(tx: &mut Tx, seq: i64, receipt: &str) -> Result<b
 /// Sets delivered message `seq` aside on its tenant's concurrency `key` if `receipt` is still
 /// its current delivery (whether it was): unleased, invisible until `fallback` unless
 /// [`wake_parked`] wakes it, its rank kept.
-#[allow(
-    dead_code,
-    reason = "a step of the one-transaction work port, which calls it from the store's transactions"
-)]
 pub(crate) fn park_delivered(
     tx: &mut Tx,
     seq: i64,
@@ -452,10 +448,6 @@ pub(crate) fn park_delivered(
 /// Makes the first `n` messages parked on `tenant`'s `key` (by rank, then enqueue order)
 /// visible at `now`, and notifies the listeners at commit; how many. Rows another
 /// transaction holds are skipped (their fallback still bounds their wait).
-#[allow(
-    dead_code,
-    reason = "a step of the one-transaction work port, which calls it from the store's transactions"
-)]
 pub(crate) fn wake_parked(tx: &mut Tx, tenant: &str, key: &str, n: usize, now: Timestamp) -> Result<usize, TxError> {
     let limit = i64::try_from(n).unwrap_or(i64::MAX);
     let woken = tx.execute(
