@@ -76,9 +76,15 @@ pub enum Command {
 /// Where the data is and how to log: what every process on a data directory needs.
 #[derive(Debug, Args, Clone)]
 pub struct StoreArgs {
-    /// Data directory: `sked.db` (jobs, runs, queue) and `logs/` live here.
+    /// Data directory: `sked.db` (jobs, runs, queue) and `logs/` live here; with
+    /// `--database-url`, only the first operator key (`admin.key`).
     #[arg(long, env = "SKED_DATA_DIR", default_value = "./sked-data")]
     pub data_dir: PathBuf,
+    /// A PostgreSQL database (`postgres://user:password@host:port/db`) instead of the data
+    /// dir's SQLite file: jobs, runs, the queue, run logs and keys, shared by every process
+    /// given the same URL on any host. The schema is migrated on start. Never logged.
+    #[arg(long, env = "SKED_DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
     /// How log lines are written on stderr: `text` for people, or `json`, one object a line
     /// (every line of a run's life carries `job_id`, `run_id` and `attempt`, as fields or in
     /// its `span`). The filter comes from `SKED_LOG`.

@@ -20,6 +20,7 @@ use sked_embedded::exec::{HttpExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
 use sked_embedded::sqlite::{SqliteDb, SqliteKeys, SqliteQueue, SqliteStore, SqliteWork};
 use sked_embedded::webhook::HttpWebhookSender;
+use sked_postgres::{PgDb, PgKeys, PgLogs, PgOptions, PgQueue, PgStore, PgWork};
 use std::sync::Arc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -98,33 +99,77 @@ pub struct Local {
     pub metrics: Arc<Recorder>,
 }
 
-/// Opens (creating if needed) `DIR/sked.db` and `DIR/logs`.
-pub fn open(args: &StoreArgs) -> anyhow::Result<Local> {
+/// Opens the store `args` names: the PostgreSQL database of `--database-url`, or else
+/// (creating it if needed) the data dir's `sked.db` and `logs/`.
+pub async fn open(args: &StoreArgs) -> anyhow::Result<Local> {
     let dir = &args.data_dir;
     std::fs::create_dir_all(dir).with_context(|| format!("creating data directory {}", dir.display()))?;
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let metrics = Arc::new(Recorder::new());
+    let executor = Arc::new(payload_executor(clock.clone())?);
+    match &args.database_url {
+        Some(url) => open_postgres(url, clock, metrics, executor).await,
+        None => open_sqlite(dir, clock, metrics, executor),
+    }
+}
+
+fn open_sqlite(
+    dir: &std::path::Path,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Recorder>,
+    executor: Arc<dyn Executor>,
+) -> anyhow::Result<Local> {
     let db_path = dir.join("sked.db");
     let db = Arc::new(SqliteDb::open(&db_path).with_context(|| format!("opening {}", db_path.display()))?);
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let keys = Arc::new(SqliteKeys::new(db.clone()));
     let store = Arc::new(SqliteStore::new(db.clone()));
     // The queue is a table of the store's file: the work port makes each hand-over of a run
     // one transaction over both, and the process's workers share its one receive turn.
-    let metrics = Arc::new(Recorder::new());
     let ports = Ports {
         store: store.clone(),
         queue: Arc::new(SqliteQueue::new(db.clone(), clock.clone())),
-        work: Arc::new(SqliteWork::new(db, clock.clone())),
+        work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
         logs: Arc::new(FileLogStore::new(dir.join("logs"))),
-        clock: clock.clone(),
+        clock,
         observer: metrics.clone(),
     };
     Ok(Local {
         ports,
         metrics,
-        keys,
+        keys: Arc::new(SqliteKeys::new(db)),
         quotas: store.clone(),
         webhook_secrets: store,
-        executor: Arc::new(payload_executor(clock)?),
+        executor,
+    })
+}
+
+/// Everything in the database at `url` (migrated first), run logs included, so that any
+/// process on any host reads any run and its log.
+async fn open_postgres(
+    url: &str,
+    clock: Arc<dyn Clock>,
+    metrics: Arc<Recorder>,
+    executor: Arc<dyn Executor>,
+) -> anyhow::Result<Local> {
+    // The URL may hold a password: errors name the database's host, never the URL.
+    let db = PgDb::connect(url, &PgOptions::default())
+        .await
+        .context("opening the PostgreSQL database of --database-url")?;
+    let store = Arc::new(PgStore::new(db.clone()));
+    let ports = Ports {
+        store: store.clone(),
+        queue: Arc::new(PgQueue::new(db.clone(), clock.clone())),
+        work: Arc::new(PgWork::new(db.clone(), clock.clone())),
+        logs: Arc::new(PgLogs::new(db.clone())),
+        clock,
+        observer: metrics.clone(),
+    };
+    Ok(Local {
+        ports,
+        metrics,
+        keys: Arc::new(PgKeys::new(db)),
+        quotas: store.clone(),
+        webhook_secrets: store,
+        executor,
     })
 }
 

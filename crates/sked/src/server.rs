@@ -3,8 +3,10 @@
 //! `--no-sweeper --workers 0` it is the API alone, beside `sked sweeper` and `sked worker`
 //! processes on the same file.
 //!
-//! On an empty store it first creates an operator key for tenant `default` and writes it to
-//! `<data-dir>/admin.key` (mode 0600); the key never appears in a log.
+//! With `SKED_OPERATOR_KEY` set (a deployment's Secret: several API servers, no shared disk)
+//! it makes that operator key of tenant `default` known to the store. Otherwise, on an empty
+//! store, it creates an operator key for tenant `default` and writes it to
+//! `<data-dir>/admin.key` (mode 0600). Keys never appear in a log.
 //!
 //! Once everything is started it prints exactly one line on stdout,
 //! `sked listening on http://<addr>` (with the actual port when `--listen` asked for 0),
@@ -16,7 +18,7 @@ use crate::runtime;
 use anyhow::Context as _;
 use sked_core::ids::TenantId;
 use sked_core::service::alerts::WebhookSecretService;
-use sked_core::service::keys::Keys;
+use sked_core::service::keys::{Adopted, Keys};
 use sked_core::service::quotas::Quotas;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::{Sked, SkedConfig, SweepSignal};
@@ -31,7 +33,7 @@ use tokio::task::JoinSet;
 pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     let _telemetry = runtime::init_tracing(args.runtime.log_format(), "sked-server")?;
     let shutdown = runtime::shutdown_on_signals()?;
-    let local = runtime::open(&args.runtime.store)?;
+    let local = runtime::open(&args.runtime.store).await?;
 
     let signal = SweepSignal::default();
     let quotas = Quotas::new(local.quotas.clone(), local.ports.clock.clone());
@@ -54,6 +56,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
         .with_context(|| format!("listening on {}", args.listen))?;
     let addr = listener.local_addr().context("reading the listener's address")?;
     let keys = Keys::new(local.keys.clone(), local.ports.clock.clone());
+    deployment_operator_key(&keys).await?;
     first_operator_key(&keys, &args.runtime.store.data_dir).await?;
     let api_config = sked_api::ApiConfig {
         metrics: local.metrics.clone(),
@@ -75,6 +78,29 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
 
 /// The file the first operator key is written to, in the data directory.
 pub const ADMIN_KEY_FILE: &str = "admin.key";
+
+/// The variable holding an operator key chosen by the deployment.
+pub const OPERATOR_KEY_ENV: &str = "SKED_OPERATOR_KEY";
+
+/// Makes the key in `SKED_OPERATOR_KEY`, if set, known to the store ([`Keys::adopt_operator_key`]).
+async fn deployment_operator_key(keys: &Keys) -> anyhow::Result<()> {
+    let Ok(secret) = std::env::var(OPERATOR_KEY_ENV) else {
+        return Ok(());
+    };
+    match keys
+        .adopt_operator_key(&TenantId::default(), secret.trim())
+        .await
+        .with_context(|| format!("adopting the operator key of {OPERATOR_KEY_ENV}"))?
+    {
+        Adopted::Revoked(id) => {
+            tracing::warn!(key_id = %id, "the key of {OPERATOR_KEY_ENV} was revoked: it authenticates nothing")
+        }
+        Adopted::Stored(id) | Adopted::Known(id) => {
+            tracing::info!(key_id = %id, "operator key of {OPERATOR_KEY_ENV} in use")
+        }
+    }
+    Ok(())
+}
 
 /// On a store without keys: creates the first operator key (tenant `default`) and writes it
 /// to `<data_dir>/admin.key`, readable by this user only. Written to a temporary file first

@@ -28,7 +28,7 @@ pub const POLL: Dur = Dur::millis(250);
 pub async fn run(args: SweeperArgs) -> anyhow::Result<ExitCode> {
     let _telemetry = runtime::init_tracing(args.store.log_format(), "sked-sweeper")?;
     let shutdown = runtime::shutdown_on_signals()?;
-    let local = runtime::open(&args.store)?;
+    let local = runtime::open(&args.store).await?;
 
     let mut tasks = JoinSet::new();
     let config = SweeperConfig {

@@ -24,7 +24,7 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     }
     let _telemetry = runtime::init_tracing(args.runtime.log_format(), "sked-worker")?;
     let shutdown = runtime::shutdown_on_signals()?;
-    let local = runtime::open(&args.runtime.store)?;
+    let local = runtime::open(&args.runtime.store).await?;
 
     let mut tasks = JoinSet::new();
     runtime::spawn_background_tasks(&local, &args.runtime, &shutdown, &mut tasks)?;

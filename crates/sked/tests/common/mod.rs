@@ -29,16 +29,38 @@ pub const SKED: &str = env!("CARGO_BIN_EXE_sked");
 pub const LEASE: &str = "3";
 pub const GRACE: &str = "1";
 
-/// A test's sandbox: a temporary directory holding the data dir and child logs.
+/// A test's sandbox: a temporary directory holding the data dir and child logs, and the
+/// PostgreSQL database its processes share instead of the data dir's SQLite file, if any.
 pub struct Sandbox {
     dir: tempfile::TempDir,
+    database_url: Option<String>,
 }
 
 impl Sandbox {
     pub fn new() -> Self {
         Sandbox {
             dir: tempfile::Builder::new().prefix("sked-e2e-").tempdir().expect("tempdir"),
+            database_url: None,
         }
+    }
+
+    /// A sandbox whose processes store everything in the PostgreSQL database at `url`
+    /// (`--database-url`); the data dir then holds only the first operator key.
+    #[allow(dead_code)] // only the PostgreSQL tests use it
+    pub fn on_postgres(url: &str) -> Self {
+        Sandbox {
+            database_url: Some(url.to_string()),
+            ..Sandbox::new()
+        }
+    }
+
+    /// `--data-dir <dir>`, and `--database-url <url>` on PostgreSQL.
+    fn store_args(&self) -> Vec<String> {
+        let mut args = vec!["--data-dir".to_string(), self.data_dir().to_str().unwrap().to_string()];
+        if let Some(url) = &self.database_url {
+            args.extend(["--database-url".to_string(), url.clone()]);
+        }
+        args
     }
 
     /// The root of the sandbox.
@@ -59,20 +81,9 @@ impl Sandbox {
     /// The arguments of `sked server` on this sandbox's data dir (free port, test lease and
     /// grace) plus `extra`.
     pub fn server_args(&self, extra: &[&str]) -> Vec<String> {
-        let data = self.data_dir();
-        let mut args: Vec<String> = [
-            "server",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--listen",
-            "127.0.0.1:0",
-            "--lease",
-            LEASE,
-            "--grace",
-            GRACE,
-        ]
-        .map(String::from)
-        .into();
+        let mut args = vec!["server".to_string()];
+        args.extend(self.store_args());
+        args.extend(["--listen", "127.0.0.1:0", "--lease", LEASE, "--grace", GRACE].map(String::from));
         args.extend(extra.iter().map(|a| a.to_string()));
         args
     }
@@ -102,26 +113,18 @@ impl Sandbox {
     /// Runs `sked worker` on the sandbox's data dir expecting it to refuse to start, like
     /// [`Self::server_refusing`].
     pub fn worker_refusing(&self, timeout: Duration) -> (i32, String) {
-        let data = self.data_dir();
-        let args = ["worker", "--data-dir", data.to_str().unwrap()]
-            .map(String::from)
-            .into();
+        let mut args = vec!["worker".to_string()];
+        args.extend(self.store_args());
         run_to_exit(args, timeout)
     }
 
     /// Starts `sked worker` on the sandbox's data dir, plus `extra` flags.
     pub fn worker(&self, extra: &[&str]) -> Proc {
-        let data = self.data_dir();
-        let mut args = vec![
-            "worker",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--lease",
-            LEASE,
-            "--grace",
-            GRACE,
-        ];
-        args.extend_from_slice(extra);
+        let mut args = vec!["worker".to_string()];
+        args.extend(self.store_args());
+        args.extend(["--lease", LEASE, "--grace", GRACE].map(String::from));
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut proc = Proc::spawn("worker", &args, &self.path().join("worker.log"));
         if extra.contains(&"--metrics-listen") {
             let line = proc.wait_for_line("sked worker metrics on ", Duration::from_secs(30));
@@ -134,14 +137,10 @@ impl Sandbox {
     /// Starts `sked sweeper` on the sandbox's data dir (its log `sweeper-<n>.log`), serving its
     /// `/metrics`, `/healthz` and `/readyz` on a free port (its `url`).
     pub fn sweeper(&self, n: usize) -> Proc {
-        let data = self.data_dir();
-        let args = [
-            "sweeper",
-            "--data-dir",
-            data.to_str().unwrap(),
-            "--metrics-listen",
-            "127.0.0.1:0",
-        ];
+        let mut args = vec!["sweeper".to_string()];
+        args.extend(self.store_args());
+        args.extend(["--metrics-listen", "127.0.0.1:0"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let log = self.path().join(format!("sweeper-{n}.log"));
         let mut proc = Proc::spawn(&format!("sweeper-{n}"), &args, &log);
         let line = proc.wait_for_line("sked sweeper metrics on ", Duration::from_secs(30));

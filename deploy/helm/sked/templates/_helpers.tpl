@@ -184,12 +184,20 @@ imagePullPolicy: {{ $v.image.pullPolicy }}
 securityContext:
   {{- toYaml $v.securityContext | nindent 2 }}
 env:
-  # Planned: the PostgreSQL backend reads its URL from SKED_DATABASE_URL (or --database-url).
+  # Every role stores everything in this PostgreSQL database (migrated on start).
   - name: SKED_DATABASE_URL
     valueFrom:
       secretKeyRef:
         name: {{ include "sked.secretName" .root }}
         key: {{ include "sked.urlKey" . }}
+  {{- if and (eq .component "api") $v.operatorKey.existingSecret }}
+  # The operator key of tenant default, made known to the database by every API pod.
+  - name: SKED_OPERATOR_KEY
+    valueFrom:
+      secretKeyRef:
+        name: {{ $v.operatorKey.existingSecret }}
+        key: {{ $v.operatorKey.key }}
+  {{- end }}
   - name: SKED_DATA_DIR
     value: /var/lib/sked
   - name: SKED_LOG_FORMAT
