@@ -6,15 +6,27 @@
 //! `scripts/postgres-env.sh` if missing); `scripts/postgres-server.sh` creates the cluster in a
 //! temporary directory and serves it. As with the moto fixture, a small shell wrapper stops
 //! the server (fast shutdown) when its stdin closes — when the fixture is dropped or the test
-//! process exits, however it exits. [`PgServer::stop`] and [`PgServer::start_again`] restart
-//! it on the same port and data, for tests of a database restart.
+//! process exits, however it exits — and then removes the cluster's directory (a process's
+//! `static` fixture is never dropped, so the wrapper is what cleans up). [`PgServer::stop`]
+//! and [`PgServer::start_again`] restart it on the same port and data, for tests of a
+//! database restart.
+//!
+//! Durability is off (`fsync`, `synchronous_commit`, full-page writes) and the WAL kept small:
+//! the tests stop the server only cleanly, never crash the machine under it, so nothing they
+//! check depends on it, and each test's fresh database costs no flush. Benchmarks run their
+//! own cluster with durability on.
 
+use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// `postgres -c` settings of the tests' clusters (see the module's header).
+const TEST_SETTINGS: &str = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c wal_level=minimal \
+     -c max_wal_senders=0 -c max_wal_size=64MB -c min_wal_size=32MB -c shared_buffers=32MB";
 
 /// The repository root (this crate lives in `crates/sked-postgres`).
 pub fn repo_root() -> PathBuf {
@@ -89,13 +101,17 @@ impl PgServer {
     pub fn start_again(&self) {
         let mut running = self.running.lock().unwrap();
         assert!(running.is_none(), "the server is already running");
-        // `$0` server script, `$1` data dir, `$2` port, `$3` log file.
+        // `$0` server script, `$1` data dir, `$2` port, `$3` log file, `$4` the directory to
+        // remove at the end. A line `keep` on stdin stops the server for a restart; the end
+        // of stdin (the fixture dropped, the process gone) stops it and removes `$4`.
         let script = r#"
-            "$0" "$1" "$2" >>"$3" 2>&1 </dev/null &
+            "$0" "$1" "$2" $TEST_SETTINGS >>"$3" 2>&1 </dev/null &
             pid=$!
-            read -r _ || true
+            line=""
+            read -r line || true
             kill -INT "$pid" 2>/dev/null
             wait "$pid" 2>/dev/null
+            [ "$line" = keep ] || rm -rf "$4"
             exit 0
         "#;
         let mut child = Command::new("bash")
@@ -105,6 +121,8 @@ impl PgServer {
             .arg(self.data_dir())
             .arg(self.port.to_string())
             .arg(self.log_path())
+            .arg(self.dir.path())
+            .env("TEST_SETTINGS", TEST_SETTINGS)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -126,11 +144,13 @@ impl PgServer {
         *running = Some((child, stdin));
     }
 
-    /// Stops the server (fast shutdown: open connections are closed) and waits until it has
-    /// exited.
+    /// Stops the server (fast shutdown: open connections are closed), keeping its data for
+    /// [`PgServer::start_again`], and waits until it has exited.
     pub fn stop(&self) {
         if let Some((mut child, stdin)) = self.running.lock().unwrap().take() {
-            drop(stdin);
+            if let Some(mut stdin) = stdin {
+                let _ = stdin.write_all(b"keep\n");
+            }
             let _ = child.wait();
         }
     }
