@@ -224,8 +224,11 @@ pub(crate) fn take_visible(
         take_in_turns_of(conn, &tenants, now_ms, max)?
     };
     let until = now_ms.saturating_add(visibility.as_millis());
-    let mut lease =
-        conn.prepare_cached("UPDATE dispatch SET visible_at = ?2, receipt = ?3, receive_count = ?4 WHERE seq = ?1")?;
+    // A message received (after its fallback) is no longer parked: a wake of its key must not
+    // make it visible again while a worker handles it.
+    let mut lease = conn.prepare_cached(
+        "UPDATE dispatch SET visible_at = ?2, receipt = ?3, receive_count = ?4, parked_on = NULL WHERE seq = ?1",
+    )?;
     let mut out = Vec::with_capacity(picked.len());
     for row in picked {
         let count = row.receive_count + 1;
@@ -495,4 +498,55 @@ pub(crate) fn delete_delivered(conn: &Connection, seq: i64, receipt: &str) -> Re
         .prepare_cached("DELETE FROM dispatch WHERE seq = ?1 AND receipt = ?2")?
         .execute(params![seq, receipt])?;
     Ok(n > 0)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Parking on a concurrency key, which only the work port does, run in writes of their own.
+    use super::*;
+    use sked_core::timestamp;
+
+    fn at(secs: i64) -> Timestamp {
+        timestamp::from_ms(1_800_000_000_000 + secs * 1000)
+    }
+
+    #[tokio::test]
+    async fn a_parked_message_received_after_its_fallback_is_no_longer_parked() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Arc::new(SqliteDb::open(dir.path().join("sked.db")).unwrap());
+        let dispatch = Dispatch {
+            tenant: TenantId::from("t"),
+            run_id: RunId::from("a@x"),
+            priority: 5,
+            not_before: at(0),
+        };
+        db.write(move |conn| insert_dispatches(conn, std::slice::from_ref(&dispatch)))
+            .await
+            .unwrap();
+        let first = db
+            .write(|conn| take_visible(conn, 10, Dur::secs(30), at(0)))
+            .await
+            .unwrap()
+            .remove(0);
+        let (seq, receipt) = (receipt_seq(&first.receipt).unwrap(), first.receipt.0.clone());
+        assert!(
+            db.write(move |conn| park_delivered(conn, seq, &receipt, "k", at(5)))
+                .await
+                .unwrap()
+        );
+        // Its fallback comes: received again, and handled by a worker from now on.
+        let again = db
+            .write(|conn| take_visible(conn, 10, Dur::secs(30), at(5)))
+            .await
+            .unwrap();
+        assert_eq!(again.len(), 1);
+        // A slot of the key frees: nothing parked is left to wake, and nothing is visible.
+        assert_eq!(db.write(|conn| wake_parked(conn, "t", "k", 5, at(6))).await.unwrap(), 0);
+        assert!(
+            db.write(|conn| take_visible(conn, 10, Dur::secs(30), at(6)))
+                .await
+                .unwrap()
+                .is_empty()
+        );
+    }
 }
