@@ -562,7 +562,11 @@ impl JobStore for PgStore {
         }))
     }
 
-    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+    async fn active_runs(
+        &self,
+        jobs: &[(TenantId, JobId)],
+        scheduled_by: Option<Timestamp>,
+    ) -> Result<Vec<Vec<Run>>, StoreError> {
         if jobs.is_empty() {
             return Ok(Vec::new());
         }
@@ -574,9 +578,10 @@ impl JobStore for PgStore {
                 "SELECT {RUN_COLS} FROM runs
                  WHERE state IN ('PENDING', 'RUNNING')
                    AND (tenant, job_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+                   AND ($3::bigint IS NULL OR scheduled_for <= $3)
                  ORDER BY scheduled_for, run_id"
             ),
-            &[&tenants, &job_ids],
+            &[&tenants, &job_ids, &scheduled_by.map(ms)],
         )
         .await?;
         let mut by_job: HashMap<(TenantId, JobId), Vec<Run>> = HashMap::new();

@@ -15,7 +15,7 @@ use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, Overlap};
 use sked_core::lifecycle::{ClaimStep, another_run_leased_until};
-use sked_core::ports::store::{ClaimBatch, ClaimOutcome, JobClaim, JobStore, StoreError};
+use sked_core::ports::store::{CLAIM_CHECK_HORIZON, ClaimBatch, ClaimOutcome, JobClaim, JobStore, StoreError};
 use sked_core::run::Run;
 use sked_core::service::backfill::runs_in_turn;
 use sked_core::timestamp::{Timestamp, trunc_ms};
@@ -109,7 +109,9 @@ impl DynamoStore {
         let (now, lease_until) = (trunc_ms(now), trunc_ms(lease_until));
         let limits = self.tenant_limits(tenant).await?;
         for _ in 0..MAX_RMW_ATTEMPTS {
-            let active = self.active_stored_runs(tenant, &job_id).await?;
+            let active = self
+                .active_stored_runs(tenant, &job_id, Some(now + CLAIM_CHECK_HORIZON.to_chrono()))
+                .await?;
             let runs: Vec<Run> = active.iter().map(|stored| stored.run.clone()).collect();
             if let Some(until) = another_run_leased_until(&runs, run_id, now) {
                 return Ok(ClaimOutcome::Leased(until));

@@ -5,7 +5,7 @@
 //! store follows, one run at a time. A run that ends releases its downstream occurrences in
 //! the transaction that ends it (`dependencies`).
 
-use super::codec::{Item, StoredRun, n, run_from_item, run_item, run_key, s};
+use super::codec::{Item, StoredRun, ms, n, run_from_item, run_item, run_key, s};
 use super::keys::*;
 use super::plumbing::QuerySpec;
 use super::store::DynamoStore;
@@ -14,6 +14,7 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::ports::store::StoreError;
 use sked_core::run::Run;
+use sked_core::timestamp::Timestamp;
 
 /// Read-modify-write attempts before a run that keeps changing is reported as transient.
 pub(super) const MAX_RMW_ATTEMPTS: usize = 16;
@@ -126,19 +127,28 @@ impl DynamoStore {
         ))
     }
 
-    /// The job's PENDING and RUNNING runs with their item versions, oldest nominal time
-    /// first: the job's entries in the sparse local index `active` (a run is there only while
-    /// it is PENDING or RUNNING), read strongly consistent, then those runs' items (a
-    /// consistent `BatchGetItem`), kept if still active. Two small reads however long the
-    /// job's history: a per-second job keeps 86,400 runs a day in its partition.
+    /// The job's PENDING and RUNNING runs (scheduled at or before `scheduled_by`, if given)
+    /// with their item versions, oldest nominal time first: the job's entries in the sparse
+    /// local index `active` (a run is there only while it is PENDING or RUNNING; its sort key
+    /// is the run's, so `scheduled_by` bounds the range read), read strongly consistent,
+    /// then those runs' items (a consistent `BatchGetItem`), kept if still active. Small
+    /// reads however long the job's history (a per-second job keeps 86,400 runs a day in its
+    /// partition) and, bounded, however far ahead it is fired (600 runs at ten minutes).
     pub(super) async fn active_stored_runs(
         &self,
         tenant: &TenantId,
         job_id: &JobId,
+        scheduled_by: Option<Timestamp>,
     ) -> Result<Vec<StoredRun>, StoreError> {
-        let mut q = QuerySpec::new(Some(ACTIVE_INDEX), "#pk = :pk")
-            .name("#pk", PK)
-            .value(":pk", s(job_pk(tenant.as_str(), job_id.as_str())));
+        let pk = s(job_pk(tenant.as_str(), job_id.as_str()));
+        let mut q = match scheduled_by {
+            Some(by) => QuerySpec::new(Some(ACTIVE_INDEX), "#pk = :pk AND #act <= :by")
+                .name("#act", ACTIVE_SK)
+                .value(":by", s(run_sk(ms(by)))),
+            None => QuerySpec::new(Some(ACTIVE_INDEX), "#pk = :pk"),
+        }
+        .name("#pk", PK)
+        .value(":pk", pk);
         q.consistent = true;
         let keys: Vec<Item> = self
             .query(&q, usize::MAX)

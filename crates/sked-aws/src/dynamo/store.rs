@@ -332,10 +332,14 @@ impl JobStore for DynamoStore {
         self.run_page(tenant, filter, page).await
     }
 
-    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+    async fn active_runs(
+        &self,
+        jobs: &[(TenantId, JobId)],
+        scheduled_by: Option<Timestamp>,
+    ) -> Result<Vec<Vec<Run>>, StoreError> {
         let mut out = Vec::with_capacity(jobs.len());
         for (tenant, job_id) in jobs {
-            let stored = self.active_stored_runs(tenant, job_id).await?;
+            let stored = self.active_stored_runs(tenant, job_id, scheduled_by).await?;
             out.push(stored.into_iter().map(|stored| stored.run).collect());
         }
         Ok(out)

@@ -48,6 +48,22 @@ pub enum StoreError {
     Other(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
+/// How far past a claim's `now` an overlap check at claim looks among a job's active runs
+/// ([`JobStore::active_runs`] with `scheduled_by`): no run starts before its nominal time by
+/// its worker's clock (workers hold deliveries that come early; clocks agree within
+/// `max_clock_skew`, 100 ms by default), so none scheduled later can be running, or be an
+/// earlier run waiting, or a backfill run in turn.
+pub const CLAIM_CHECK_HORIZON: crate::duration::Dur = crate::duration::Dur::secs(5);
+
+/// `runs` without those scheduled after `by` (all of them without `by`): how a store that
+/// reads a job's active runs whole answers [`JobStore::active_runs`] with `scheduled_by`.
+pub fn scheduled_up_to(mut runs: Vec<Run>, by: Option<Timestamp>) -> Vec<Run> {
+    if let Some(by) = by {
+        runs.retain(|r| r.scheduled_for <= by);
+    }
+    runs
+}
+
 /// One page of a listing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Page<T> {
@@ -289,8 +305,15 @@ pub trait JobStore: Send + Sync + 'static {
     ) -> Result<Page<Run>, StoreError>;
 
     /// For each job (of any tenants), its runs that are PENDING or RUNNING, oldest nominal
-    /// time first; answers in order. A store that can reads them in one go.
-    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError>;
+    /// time first; answers in order. With `scheduled_by`, only those whose nominal time is
+    /// at or before it: an overlap check at claim needs no run fired ahead beyond now (a job
+    /// fired ten minutes ahead every second has 600), and a store keyed by nominal time
+    /// then reads only what it answers. A store that can reads them in one go.
+    async fn active_runs(
+        &self,
+        jobs: &[(TenantId, JobId)],
+        scheduled_by: Option<Timestamp>,
+    ) -> Result<Vec<Vec<Run>>, StoreError>;
 
     /// Starts attempts, each answered as below, in order ([`StoreError::NotFound`] for a run
     /// that does not exist; the outer error is a failure of the call as a whole). A store
@@ -402,7 +425,14 @@ pub trait JobStoreExt: JobStore {
 
     /// The job's runs that are PENDING or RUNNING, oldest nominal time first.
     async fn active_runs_of(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
-        let mut runs = self.active_runs(&[(tenant.clone(), job_id.clone())]).await?;
+        let mut runs = self.active_runs(&[(tenant.clone(), job_id.clone())], None).await?;
+        Ok(runs.pop().unwrap_or_default())
+    }
+
+    /// The job's runs that are PENDING or RUNNING and scheduled at or before `by`, oldest
+    /// nominal time first.
+    async fn active_runs_due(&self, tenant: &TenantId, job_id: &JobId, by: Timestamp) -> Result<Vec<Run>, StoreError> {
+        let mut runs = self.active_runs(&[(tenant.clone(), job_id.clone())], Some(by)).await?;
         Ok(runs.pop().unwrap_or_default())
     }
 

@@ -89,7 +89,7 @@ pub async fn plan_jobs(
     let mut active = if wanted.is_empty() {
         Vec::new()
     } else {
-        ports.store.active_runs(&wanted).await?
+        ports.store.active_runs(&wanted, None).await?
     }
     .into_iter();
     Ok(jobs

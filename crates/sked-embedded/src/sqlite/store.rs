@@ -491,11 +491,18 @@ impl JobStore for SqliteStore {
         }))
     }
 
-    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+    async fn active_runs(
+        &self,
+        jobs: &[(TenantId, JobId)],
+        scheduled_by: Option<Timestamp>,
+    ) -> Result<Vec<Vec<Run>>, StoreError> {
         let jobs = jobs.to_vec();
         self.read(move |conn| {
             jobs.iter()
-                .map(|(tenant, job_id)| load_active_runs(conn, tenant.as_str(), job_id.as_str()))
+                .map(|(tenant, job_id)| {
+                    let runs = load_active_runs(conn, tenant.as_str(), job_id.as_str())?;
+                    Ok(sked_core::ports::scheduled_up_to(runs, scheduled_by))
+                })
                 .collect()
         })
         .await

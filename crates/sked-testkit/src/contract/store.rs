@@ -813,7 +813,7 @@ pub async fn active_runs_oldest_first(store: Store) {
 }
 
 /// `active_runs` answers each job on its own, in order, across tenants: as it answers that job
-/// asked alone.
+/// asked alone; with `scheduled_by`, only the runs scheduled at or before it.
 pub async fn active_runs_answers_each_job_like_active_runs_of(store: Store) {
     for r in [
         run("t1", "a", 20),
@@ -829,7 +829,7 @@ pub async fn active_runs_answers_each_job_like_active_runs_of(store: Store) {
         (t1.clone(), JobId::from("a")),
         (t1.clone(), JobId::from("none")),
     ];
-    let answers = store.active_runs(&asked).await.unwrap();
+    let answers = store.active_runs(&asked, None).await.unwrap();
     let ids: Vec<Vec<String>> = answers.iter().map(|runs| run_ids(runs)).collect();
     assert_eq!(
         ids,
@@ -842,7 +842,29 @@ pub async fn active_runs_answers_each_job_like_active_runs_of(store: Store) {
     for ((tenant, job), answer) in asked.iter().zip(&answers) {
         assert_eq!(&store.active_runs_of(tenant, job).await.unwrap(), answer);
     }
-    assert!(store.active_runs(&[]).await.unwrap().is_empty());
+    assert!(store.active_runs(&[], None).await.unwrap().is_empty());
+
+    // Bounded by nominal time: t1/a's run at 20 s is left out at 19 s and kept at 20 s.
+    let by = |secs: i64| Some(run("t1", "a", secs).scheduled_for);
+    let bounded = store.active_runs(&asked, by(19)).await.unwrap();
+    let ids: Vec<Vec<String>> = bounded.iter().map(|runs| run_ids(runs)).collect();
+    assert_eq!(
+        ids,
+        vec![run_ids(&[run("t2", "a", 5)]), run_ids(&[run("t1", "a", 10)]), vec![]]
+    );
+    let at_20 = store
+        .active_runs_due(&t1, &JobId::from("a"), by(20).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(run_ids(&at_20), run_ids(&[run("t1", "a", 10), run("t1", "a", 20)]));
+    assert!(
+        store
+            .active_runs(&asked, by(0))
+            .await
+            .unwrap()
+            .iter()
+            .all(Vec::is_empty)
+    );
 }
 
 // ----- claim -----

@@ -174,9 +174,13 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.inner.list_runs(tenant, filter, page).await
     }
 
-    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+    async fn active_runs(
+        &self,
+        jobs: &[(TenantId, JobId)],
+        scheduled_by: Option<Timestamp>,
+    ) -> Result<Vec<Vec<Run>>, StoreError> {
         self.before("active_runs").await?;
-        self.inner.active_runs(jobs).await
+        self.inner.active_runs(jobs, scheduled_by).await
     }
 
     async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {

@@ -388,11 +388,15 @@ impl JobStore for MemStore {
         Ok(Page { items, next_cursor })
     }
 
-    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
+    async fn active_runs(
+        &self,
+        jobs: &[(TenantId, JobId)],
+        scheduled_by: Option<Timestamp>,
+    ) -> Result<Vec<Vec<Run>>, StoreError> {
         let st = self.lock();
         Ok(jobs
             .iter()
-            .map(|(tenant, job_id)| active_locked(&st, tenant, job_id))
+            .map(|(tenant, job_id)| sked_core::ports::scheduled_up_to(active_locked(&st, tenant, job_id), scheduled_by))
             .collect())
     }
 

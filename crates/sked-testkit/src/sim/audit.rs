@@ -275,8 +275,12 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         self.inner.list_runs(tenant, filter, page).await
     }
 
-    async fn active_runs(&self, jobs: &[(TenantId, JobId)]) -> Result<Vec<Vec<Run>>, StoreError> {
-        self.inner.active_runs(jobs).await
+    async fn active_runs(
+        &self,
+        jobs: &[(TenantId, JobId)],
+        scheduled_by: Option<Timestamp>,
+    ) -> Result<Vec<Vec<Run>>, StoreError> {
+        self.inner.active_runs(jobs, scheduled_by).await
     }
 
     async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {

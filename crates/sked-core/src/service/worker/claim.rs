@@ -15,6 +15,7 @@ use crate::ids::RunId;
 use crate::job::{Job, Overlap};
 use crate::ledger::SKIPPED_AT_CLAIM;
 use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
+use crate::ports::CLAIM_CHECK_HORIZON;
 use crate::ports::queue::EARLY_DELIVERY;
 use crate::ports::{
     AttemptResult, ClaimBatch, ClaimOutcome, Completion, Delivery, Event, JobClaim, JobStoreExt, Outcome,
@@ -313,7 +314,10 @@ impl Worker {
         let check_overlap = policy.is_some_and(|p| p != Overlap::Allow);
         if let Some(job) = job.as_ref().filter(|_| check_overlap) {
             let now = self.ports.clock.now();
-            let active = store.active_runs_of(tenant, &job.id).await?;
+            // Runs fired ahead beyond now play no part (CLAIM_CHECK_HORIZON).
+            let active = store
+                .active_runs_due(tenant, &job.id, now + CLAIM_CHECK_HORIZON.to_chrono())
+                .await?;
             let in_turn = active
                 .iter()
                 .find(|r| &r.run_id == run_id)
