@@ -1,8 +1,11 @@
-//! The local engine in this process: an SQLite file in a temporary directory, file logs, the
-//! core services (Sked, Sweeper, Reaper, Workers) and an executor chosen per scenario.
+//! The local engine in this process: the core services (Sked, Sweeper, Reaper, Workers) over
+//! the ports of the run's [`Backend`] — an SQLite file and file logs in a temporary
+//! directory, or a fresh PostgreSQL database holding everything, run logs included — and an
+//! executor chosen per scenario.
 //!
-//! Wiring mirrors `sked server` (crates/sked/src/runtime.rs) so the figures are the ones a
-//! user of the local deployment gets; only the executor can be swapped for a no-op.
+//! Wiring mirrors `sked server` (crates/sked/src/runtime.rs, `open_sqlite` and
+//! `open_postgres`) so the figures are the ones a user of that deployment gets; only the
+//! executor can be swapped for a no-op. The scenarios never see which backend they run on.
 
 use anyhow::Context as _;
 use async_trait::async_trait;
@@ -19,6 +22,7 @@ use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_embedded::exec::{HttpExecutor, NoopExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
 use sked_embedded::sqlite::{SqliteDb, SqliteQueue, SqliteStore, SqliteWork};
+use sked_postgres::{PgDb, PgLogs, PgOptions, PgQueue, PgStore, PgWork};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -119,14 +123,67 @@ impl Slots {
     }
 }
 
+/// Which database a run's engines (and the `sked` processes of scale-out) keep their data in.
+#[derive(Clone)]
+pub enum Backend {
+    /// `sked.db` in the case's directory, run logs as files beside it.
+    Sqlite,
+    /// A fresh database per case on the run's one cluster.
+    Postgres(Arc<crate::postgres::Cluster>),
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Backend {
+    /// Name in the output.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres(_) => "postgres",
+        }
+    }
+
+    /// A new place for a case's data: `dir`, and on PostgreSQL a new, empty database.
+    pub fn place(&self, dir: &Path) -> anyhow::Result<Place> {
+        Ok(Place {
+            dir: dir.to_path_buf(),
+            database_url: match self {
+                Backend::Sqlite => None,
+                Backend::Postgres(cluster) => Some(cluster.fresh_database()?),
+            },
+        })
+    }
+}
+
+/// Where one case's data lives; opening it twice opens the same data.
+#[derive(Debug, Clone)]
+pub struct Place {
+    /// The data directory (`sked.db` and `logs/` on SQLite; `--data-dir` of `sked` processes).
+    pub dir: PathBuf,
+    /// The case's PostgreSQL database (`--database-url`), if the backend is PostgreSQL.
+    pub database_url: Option<String>,
+}
+
+/// The engine's handle on its database, for what the ports do not ask: queue depth, size.
+enum Db {
+    /// The SQLite queue (its depth is one `count(*)`) and the file's directory.
+    Sqlite(Arc<SqliteQueue>, PathBuf),
+    /// The PostgreSQL pool the ports share (boxed: its config is large).
+    Postgres(Box<PgDb>),
+}
+
 /// The engine of one scenario.
 pub struct Engine {
     /// Temporary data directory (removed on drop) or a caller's directory.
     _dir: Option<tempfile::TempDir>,
-    /// Where `sked.db` and `logs/` live.
-    pub data_dir: PathBuf,
-    /// The queue (for its depth).
-    pub queue: Arc<SqliteQueue>,
+    /// Where the case's data lives.
+    pub place: Place,
+    /// The database, for its queue depth and size.
+    db: Db,
     /// The ports the services run on.
     pub ports: Ports,
     /// The API-facing service.
@@ -150,34 +207,57 @@ impl Engine {
     /// removed with the engine: a case's data goes when the case ends (since silent payloads
     /// leave no log files, removing it is cheap; keeping every case's data to the end took
     /// ~10 GB and slowed the later cases while the disk wrote it back).
-    pub fn fresh(parent: Option<&Path>) -> anyhow::Result<Engine> {
+    /// On PostgreSQL the case's database stays to the end of the run (the cluster goes then).
+    pub async fn fresh(parent: Option<&Path>, backend: &Backend) -> anyhow::Result<Engine> {
         let dir = case_dir(parent)?;
-        let mut engine = Engine::open(dir.path())?;
+        let place = backend.place(dir.path())?;
+        let mut engine = Engine::open(&place).await?;
         engine._dir = Some(dir);
         Ok(engine)
     }
 
-    /// Opens (creating) the engine's files in `dir`; starts nothing.
-    pub fn open(dir: &Path) -> anyhow::Result<Engine> {
+    /// Opens (creating) the engine's data at `place`; starts nothing.
+    pub async fn open(place: &Place) -> anyhow::Result<Engine> {
+        let dir = &place.dir;
         std::fs::create_dir_all(dir)?;
-        let db_path = dir.join("sked.db");
-        let db = Arc::new(SqliteDb::open(&db_path).with_context(|| format!("opening {}", db_path.display()))?);
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let queue = Arc::new(SqliteQueue::new(db.clone(), clock.clone()));
-        let ports = Ports {
-            store: Arc::new(SqliteStore::new(db.clone())),
-            queue: queue.clone(),
-            work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
-            logs: Arc::new(FileLogStore::new(dir.join("logs"))),
-            clock,
-            observer: Arc::new(sked_core::ports::NoObserver),
+        let observer = Arc::new(sked_core::ports::NoObserver);
+        let (ports, db) = match &place.database_url {
+            None => {
+                let db_path = dir.join("sked.db");
+                let db = Arc::new(SqliteDb::open(&db_path).with_context(|| format!("opening {}", db_path.display()))?);
+                let queue = Arc::new(SqliteQueue::new(db.clone(), clock.clone()));
+                let ports = Ports {
+                    store: Arc::new(SqliteStore::new(db.clone())),
+                    queue: queue.clone(),
+                    work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
+                    logs: Arc::new(FileLogStore::new(dir.join("logs"))),
+                    clock,
+                    observer,
+                };
+                (ports, Db::Sqlite(queue, dir.clone()))
+            }
+            Some(url) => {
+                let db = PgDb::connect(url, &PgOptions::default())
+                    .await
+                    .context("opening the case's PostgreSQL database")?;
+                let ports = Ports {
+                    store: Arc::new(PgStore::new(db.clone())),
+                    queue: Arc::new(PgQueue::new(db.clone(), clock.clone())),
+                    work: Arc::new(PgWork::new(db.clone(), clock.clone())),
+                    logs: Arc::new(PgLogs::new(db.clone())),
+                    clock,
+                    observer,
+                };
+                (ports, Db::Postgres(Box::new(db)))
+            }
         };
         let signal = SweepSignal::default();
         let sked = Sked::new(ports.clone(), SkedConfig::default(), signal.clone());
         Ok(Engine {
             _dir: None,
-            data_dir: dir.to_path_buf(),
-            queue,
+            place: place.clone(),
+            db,
             ports,
             sked,
             signal,
@@ -236,14 +316,14 @@ impl Engine {
     pub async fn wait_drained(&self, n: usize, limit: Duration) -> anyhow::Result<()> {
         let started = Instant::now();
         loop {
-            if self.counter.get() >= n && self.queue.depth().await? == 0 {
+            if self.counter.get() >= n && self.depth().await? == 0 {
                 return Ok(());
             }
             if started.elapsed() > limit {
                 anyhow::bail!(
                     "not drained after {limit:?}: {} of {n} executions, queue depth {}",
                     self.counter.get(),
-                    self.queue.depth().await?
+                    self.depth().await?
                 );
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -253,9 +333,9 @@ impl Engine {
     /// Waits until the queue holds `n` messages (the sweeper has fired that many runs).
     pub async fn wait_queued(&self, n: u64, limit: Duration) -> anyhow::Result<()> {
         let started = Instant::now();
-        while self.queue.depth().await? < n {
+        while self.depth().await? < n {
             if started.elapsed() > limit {
-                anyhow::bail!("only {} of {n} runs queued after {limit:?}", self.queue.depth().await?);
+                anyhow::bail!("only {} of {n} runs queued after {limit:?}", self.depth().await?);
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -268,10 +348,41 @@ impl Engine {
         while self.tasks.join_next().await.is_some() {}
     }
 
-    /// Size of the database file and its WAL, in MiB.
-    pub fn db_mib(&self) -> f64 {
-        let size = |name: &str| std::fs::metadata(self.data_dir.join(name)).map_or(0, |m| m.len());
-        (size("sked.db") + size("sked.db-wal")) as f64 / (1024.0 * 1024.0)
+    /// Messages in the dispatch queue (leased ones included).
+    pub async fn depth(&self) -> anyhow::Result<u64> {
+        Ok(match &self.db {
+            Db::Sqlite(queue, _) => queue.depth().await?,
+            Db::Postgres(db) => {
+                let n: i64 = db
+                    .get()
+                    .await?
+                    .query_one("SELECT count(*) FROM dispatch", &[])
+                    .await?
+                    .get(0);
+                n.max(0) as u64
+            }
+        })
+    }
+
+    /// Size of the data in MiB: the SQLite file and its WAL, or the PostgreSQL database
+    /// (`pg_database_size`: tables and indexes, not the cluster's WAL).
+    pub async fn db_mib(&self) -> anyhow::Result<f64> {
+        let bytes = match &self.db {
+            Db::Sqlite(_, dir) => {
+                let size = |name: &str| std::fs::metadata(dir.join(name)).map_or(0, |m| m.len());
+                size("sked.db") + size("sked.db-wal")
+            }
+            Db::Postgres(db) => {
+                let n: i64 = db
+                    .get()
+                    .await?
+                    .query_one("SELECT pg_database_size(current_database())", &[])
+                    .await?
+                    .get(0);
+                n.max(0) as u64
+            }
+        };
+        Ok(bytes as f64 / (1024.0 * 1024.0))
     }
 }
 

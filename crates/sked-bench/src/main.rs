@@ -1,23 +1,26 @@
 //! `sked-bench`: the benchmark suite of the local deployment. `make bench` runs
 //! it in full, `make bench-quick` with reduced sizes.
 //!
-//! Each scenario starts its own engine — an SQLite file in a temporary directory, the core
+//! Each scenario starts its own engine — an SQLite file in a temporary directory (or, with
+//! `--backend postgres`, a fresh database on one PostgreSQL cluster the run starts), the core
 //! services, and an executor — or, for scale-out and api, the real `sked` binary, and prints
 //! one JSON line per case on stdout, then a readable table of all cases. Start lag is
 //! measured from sked's own run records: first attempt's start − nominal time.
 //!
-//! - [`engine`]: the in-process engine.
+//! - [`engine`]: the in-process engine and the backend its ports run on.
+//! - [`postgres`]: the run's PostgreSQL cluster (durability on), a database per case.
 //! - [`jobs`]: benchmark jobs and their batch creation.
 //! - [`scenario`]: burst, stream, backlog, fairness, schedules, scale-out, api.
 //! - [`stats`]: percentiles and the output records.
 
 mod engine;
 mod jobs;
+mod postgres;
 mod scenario;
 mod stats;
 
 use clap::Parser;
-use engine::{Exec, Slots};
+use engine::{Backend, Exec, Slots};
 use scenario::Settings;
 use stats::Record;
 use std::io::Write as _;
@@ -68,6 +71,12 @@ struct Args {
     /// folder inside it is removed when the run ends.
     #[arg(long)]
     tmp: Option<PathBuf>,
+    /// Where the in-process engine and scale-out's `sked worker`s keep their data: sqlite (a
+    /// file per case) or postgres (one private cluster for the run, on 127.0.0.1, with fsync
+    /// and synchronous_commit on; a fresh database per case). api and scrape run on SQLite
+    /// only: postgres skips them.
+    #[arg(long, default_value = "sqlite", value_parser = ["sqlite", "postgres"])]
+    backend: String,
 }
 
 #[tokio::main(flavor = "multi_thread")]
@@ -86,6 +95,35 @@ async fn main() -> anyhow::Result<()> {
         Some(dir) => tempfile::Builder::new().prefix("sked-bench-").tempdir_in(dir)?,
         None => tempfile::Builder::new().prefix("sked-bench-").tempdir()?,
     };
+    let mut only = args.only.clone();
+    let cluster = match args.backend.as_str() {
+        "postgres" => {
+            let skipped: Vec<String> = only
+                .extract_if(.., |s| matches!(s.as_str(), "api" | "scrape"))
+                .collect();
+            if !skipped.is_empty() {
+                eprintln!(
+                    "skipping {} (SQLite only: they start `sked server` on a data dir)",
+                    skipped.join(", ")
+                );
+            }
+            let cluster = std::sync::Arc::new(postgres::Cluster::start(root.path())?);
+            let s = cluster.settings()?;
+            println!(
+                "postgres {}: shared_buffers {}, synchronous_commit {}, fsync {}, full_page_writes {}, max_connections {} (127.0.0.1, data in {})",
+                s.version,
+                s.shared_buffers,
+                s.synchronous_commit,
+                s.fsync,
+                s.full_page_writes,
+                s.max_connections,
+                root.path().display()
+            );
+            Some(cluster)
+        }
+        _ => None,
+    };
+    let backend = cluster.clone().map_or(Backend::Sqlite, Backend::Postgres);
     let settings = Settings {
         quick: args.quick,
         slots: Slots {
@@ -98,14 +136,16 @@ async fn main() -> anyhow::Result<()> {
         no_spawner: args.no_spawner,
         sizes: args.sizes.clone(),
         lookahead: sked_core::duration::Dur::millis(args.lookahead_ms),
+        backend,
     };
     let mut table: Vec<Record> = Vec::new();
-    for name in &args.only {
+    for name in &only {
         let mut runs: Vec<Vec<Record>> = Vec::new();
         for _ in 0..args.repeat.max(1) {
             // Each case starts on a quiet disk: what earlier cases wrote (and removed) is
             // flushed first, not in the middle of this case's measurements.
             settle_disk();
+            let databases_before = cluster.as_ref().map_or(0, |c| c.databases());
             let records = match name.as_str() {
                 "burst" => scenario::burst::run(&settings).await?,
                 "burst-keyed" => scenario::burst::run_keyed(&settings).await?,
@@ -124,6 +164,22 @@ async fn main() -> anyhow::Result<()> {
             for r in &records {
                 writeln!(out, "{}", r.json_line())?;
             }
+            if let Some(cluster) = &cluster {
+                // The case's connections are closed by now; their counts have reached the
+                // statistics (a backend reports them when it ends).
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                for a in cluster.aborts(databases_before)? {
+                    let total = (a.commits + a.rollbacks).max(1);
+                    writeln!(
+                        out,
+                        "{{\"postgres_db\":\"{}\",\"scenario\":\"{name}\",\"xact_commit\":{},\"xact_rollback\":{},\"rollback_pct\":{:.3}}}",
+                        a.database,
+                        a.commits,
+                        a.rollbacks,
+                        100.0 * a.rollbacks as f64 / total as f64
+                    )?;
+                }
+            }
             out.flush()?;
             runs.push(records);
         }
@@ -131,6 +187,10 @@ async fn main() -> anyhow::Result<()> {
     }
     println!();
     print!("{}", stats::table(&table));
+    // The cluster stops before the run's directory, which holds it, is removed.
+    drop(settings);
+    drop(cluster);
+    drop(root);
     Ok(())
 }
 

@@ -26,7 +26,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
 
 /// Drains `n` pending runs.
 pub async fn one(settings: &Settings, exec: Exec, n: usize) -> anyhow::Result<Record> {
-    let mut engine = super::engine(settings)?;
+    let mut engine = super::engine(settings).await?;
     engine.start_sweeper();
     let t = jobs::whole_second_after(Duration::ZERO) - chrono::Duration::seconds(1);
     let template = jobs::template(&["/bin/true"]);

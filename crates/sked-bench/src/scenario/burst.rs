@@ -55,7 +55,7 @@ pub async fn one(settings: &Settings, exec: Exec, n: usize) -> anyhow::Result<Re
 
 /// One burst of `n` jobs, each naming `key` if given.
 async fn one_with(settings: &Settings, exec: Exec, n: usize, key: Option<&Concurrency>) -> anyhow::Result<Record> {
-    let mut engine = super::engine(settings)?;
+    let mut engine = super::engine(settings).await?;
     engine.start_all(exec, settings.slots)?;
     // Leave room to create everything before T (creation runs at several thousand a second).
     let t = jobs::whole_second_after(Duration::from_millis(1500 + n as u64 / 4));

@@ -50,7 +50,7 @@ async fn one(
     width: usize,
     gap: Duration,
 ) -> anyhow::Result<Record> {
-    let mut engine = super::engine(settings)?;
+    let mut engine = super::engine(settings).await?;
     engine.start_all(Exec::Noop, settings.slots)?;
     let template = jobs::template(&["/bin/true"]);
     let t = jobs::whole_second_after(Duration::from_millis(1500));

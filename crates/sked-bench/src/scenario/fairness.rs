@@ -29,7 +29,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
 
 /// `n` runs of one tenant at T, one of another at T + 200 ms.
 pub async fn one(settings: &Settings, exec: Exec, n: usize) -> anyhow::Result<Record> {
-    let mut engine = super::engine(settings)?;
+    let mut engine = super::engine(settings).await?;
     engine.start_all(exec, settings.slots)?;
     let t = jobs::whole_second_after(Duration::from_millis(1500 + n as u64 / 4));
     let other_at = t + chrono::Duration::from_std(OTHER_AFTER)?;

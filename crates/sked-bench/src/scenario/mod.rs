@@ -22,7 +22,7 @@ pub mod scrape;
 pub mod spawn;
 pub mod stream;
 
-use crate::engine::{Exec, Slots};
+use crate::engine::{Backend, Exec, Slots};
 use std::path::PathBuf;
 
 /// Settings every scenario reads.
@@ -45,6 +45,8 @@ pub struct Settings {
     pub no_spawner: bool,
     /// Overrides of the sizes of the scenario being run (empty: its defaults).
     pub sizes: Vec<usize>,
+    /// The database every case keeps its data in (`--backend`).
+    pub backend: Backend,
 }
 
 impl Settings {
@@ -71,9 +73,9 @@ pub(crate) fn data_dir(settings: &Settings) -> anyhow::Result<tempfile::TempDir>
     crate::engine::case_dir(settings.tmp.as_deref())
 }
 
-/// A fresh engine with the settings' sweeper.
-pub(crate) fn engine(settings: &Settings) -> anyhow::Result<crate::engine::Engine> {
-    let mut engine = crate::engine::Engine::fresh(settings.tmp.as_deref())?;
+/// A fresh engine on the settings' backend, with the settings' sweeper.
+pub(crate) async fn engine(settings: &Settings) -> anyhow::Result<crate::engine::Engine> {
+    let mut engine = crate::engine::Engine::fresh(settings.tmp.as_deref(), &settings.backend).await?;
     engine.sweeper.lookahead = settings.lookahead;
     engine.spawner = !settings.no_spawner;
     Ok(engine)

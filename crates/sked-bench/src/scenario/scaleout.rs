@@ -4,7 +4,7 @@
 //! to one process.
 
 use super::{Settings, secs};
-use crate::engine::{runs_between, sked_binary};
+use crate::engine::{Place, runs_between, sked_binary};
 use crate::jobs;
 use crate::stats::{Record, round1};
 use anyhow::Context as _;
@@ -49,10 +49,10 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
 
 /// `n` sleep tasks on `procs` worker processes; returns runs/s and the seconds it took.
 async fn one(settings: &Settings, sked: &Path, procs: usize, n: usize) -> anyhow::Result<(f64, f64)> {
-    let mut engine = super::engine(settings)?;
+    let mut engine = super::engine(settings).await?;
     let mut workers = Vec::new();
     for _ in 0..procs {
-        workers.push(spawn_worker(sked, &engine.data_dir).await?);
+        workers.push(spawn_worker(sked, &engine.place).await?);
     }
     engine.start_sweeper();
     let t = jobs::whole_second_after(Duration::from_millis(500));
@@ -80,13 +80,19 @@ async fn one(settings: &Settings, sked: &Path, procs: usize, n: usize) -> anyhow
     Ok((n as f64 / secs(took), took.as_secs_f64()))
 }
 
-/// Starts `sked worker` on `dir` and waits for its ready line.
-async fn spawn_worker(sked: &Path, dir: &Path) -> anyhow::Result<Child> {
-    let mut child = Command::new(sked)
+/// Starts `sked worker` on `place` (its data dir, and its database on PostgreSQL) and waits
+/// for its ready line.
+async fn spawn_worker(sked: &Path, place: &Place) -> anyhow::Result<Child> {
+    let mut command = Command::new(sked);
+    command
         .args(["worker", "--workers", "1", "--concurrency"])
         .arg(CONCURRENCY.to_string())
         .arg("--data-dir")
-        .arg(dir)
+        .arg(&place.dir);
+    if let Some(url) = &place.database_url {
+        command.arg("--database-url").arg(url);
+    }
+    let mut child = command
         .env("SKED_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

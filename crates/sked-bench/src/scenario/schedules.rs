@@ -21,8 +21,9 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
     let window = if settings.quick { 8 } else { 30 };
     for n in settings.sizes_or(&[20_000], &[1_000_000]) {
         let dir = super::data_dir(settings)?;
+        let place = settings.backend.place(dir.path())?;
         let (create_rate, rss_after_create) = {
-            let engine = Engine::open(dir.path())?;
+            let engine = Engine::open(&place).await?;
             let template = jobs::template(&["/bin/true"]);
             let mut rng = rand::rng();
             let spent = jobs::create(&engine.sked, n, |i| {
@@ -33,7 +34,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
             (n as f64 / secs(spent), rss_mib().0)
         };
         for &exec in &settings.execs {
-            let mut engine = Engine::open(dir.path())?;
+            let mut engine = Engine::open(&place).await?;
             out.push(one(&mut engine, settings, exec, n, window, create_rate, rss_after_create).await?);
         }
     }
@@ -87,11 +88,11 @@ async fn one(
     }
     // Let the workers finish what was fired.
     let deadline = Instant::now() + Duration::from_secs(120);
-    while engine.queue.depth().await? > 0 && Instant::now() < deadline {
+    while engine.depth().await? > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let (rss, peak) = rss_mib();
-    let db_mib = engine.db_mib();
+    let db_mib = engine.db_mib().await?;
     let runs = runs_between(store.as_ref(), from, until).await?;
     engine.stop().await;
 

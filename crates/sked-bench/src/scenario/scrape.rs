@@ -9,7 +9,7 @@
 use super::api::start_server;
 use super::scaleout::stop;
 use super::{Settings, secs};
-use crate::engine::Engine;
+use crate::engine::{Backend, Engine};
 use crate::jobs;
 use crate::stats::{Record, Summary};
 use anyhow::Context as _;
@@ -26,7 +26,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
     for n in settings.sizes_or(&[20_000], &[20_000, 1_000_000]) {
         let dir = super::data_dir(settings)?;
         let create_rate = {
-            let engine = Engine::open(dir.path())?;
+            let engine = Engine::open(&Backend::Sqlite.place(dir.path())?).await?;
             let template = jobs::template(&["/bin/true"]);
             let at = "2099-01-01T00:00:00Z".parse().context("a fixed instant")?;
             let spent = jobs::create(&engine.sked, n, |i| jobs::one_shot(&template, "scrape", i, at)).await?;

@@ -31,7 +31,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
 /// `seconds` of stream on `slots`.
 pub async fn one(settings: &Settings, exec: Exec, seconds: usize, slots: Slots) -> anyhow::Result<Record> {
     let n = RATE * seconds;
-    let mut engine = super::engine(settings)?;
+    let mut engine = super::engine(settings).await?;
     engine.start_all(exec, slots)?;
     let t0 = jobs::whole_second_after(Duration::from_millis(1500 + n as u64 / 4));
     let step_us = 1_000_000 / RATE as i64;
