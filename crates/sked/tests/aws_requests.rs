@@ -4,7 +4,7 @@
 //! executor — with a [`RequestCounter`] on every AWS client. Prints the requests per
 //! service and operation, per run, the estimated DynamoDB capacity units, and the cost per
 //! million runs at the list prices below; asserts the counts are sane. Measured twice: runs
-//! whose payload prints a line, and silent runs (no S3 object, no log lines sent).
+//! whose payload prints a line (its log one table item), and silent runs (no log at all).
 //!
 //! Reads the test itself makes to wait for the runs go through clients without the counter.
 
@@ -181,24 +181,24 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
         RUNS as u64,
         "one delete per run: {total:?}"
     );
-    if prints {
-        assert_eq!(
-            counter.of("S3", "PutObject"),
-            RUNS as u64,
-            "one log object per attempt: {total:?}"
-        );
-        assert!(
-            counter.of("CloudWatch Logs", "PutLogEvents") >= RUNS as u64,
-            "{total:?}"
-        );
-    } else {
-        assert_eq!(
-            counter.of("S3", "PutObject"),
-            0,
-            "no log object for an attempt that printed nothing: {total:?}"
-        );
-        assert_eq!(counter.of("CloudWatch Logs", "PutLogEvents"), 0, "{total:?}");
-    }
+    // A small finished log is a table item, never an S3 object; a silent attempt has no
+    // log at all, not even a stream.
+    assert_eq!(
+        counter.of("S3", "PutObject"),
+        0,
+        "no S3 object for a log of one line: {total:?}"
+    );
+    let streams_and_sends = if prints { RUNS as u64 } else { 0 };
+    assert_eq!(
+        counter.of("CloudWatch Logs", "CreateLogStream"),
+        streams_and_sends,
+        "a stream per attempt that printed: {total:?}"
+    );
+    assert_eq!(
+        counter.of("CloudWatch Logs", "PutLogEvents"),
+        streams_and_sends,
+        "{total:?}"
+    );
     assert!(
         (all - receives) as f64 / RUNS as f64 <= 20.0,
         "more than 20 requests per run besides receives: {total:?}"
