@@ -219,7 +219,7 @@ pub fn spawn_background_tasks(
     }
     let reaper = Reaper::new(local.ports.clone(), ReaperConfig::default());
     tasks.spawn(reaper.run(shutdown.clone()));
-    tasks.spawn(notifier(&local.ports, local.webhook_secrets.clone()).run(shutdown.clone()));
+    tasks.spawn(notifier(&local.ports, local.webhook_secrets.clone(), NotifierConfig::default()).run(shutdown.clone()));
     Ok(())
 }
 
@@ -259,14 +259,14 @@ pub async fn serve_ops(
 }
 
 /// The notifier of failure alerts over `ports`' store, posting over HTTP.
-pub fn notifier(ports: &Ports, secrets: Arc<dyn WebhookSecrets>) -> Notifier {
+pub fn notifier(ports: &Ports, secrets: Arc<dyn WebhookSecrets>, config: NotifierConfig) -> Notifier {
     let notifier_ports = NotifierPorts {
         store: ports.store.clone(),
         secrets,
         sender: Arc::new(HttpWebhookSender::new()),
         clock: ports.clock.clone(),
     };
-    Notifier::new(notifier_ports, NotifierConfig::default())
+    Notifier::new(notifier_ports, config)
 }
 
 /// Waits for the background tasks to stop after shutdown, at most `limit`.

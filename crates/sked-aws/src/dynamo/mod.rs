@@ -26,6 +26,7 @@
 //! | waiting occurrence | `T#<tenant>#J#<downstream>` | `WAIT#<T>` | `deadline`, `ttl` ([`dependencies`]) |
 //! | skip record (ledger) | `T#<tenant>#J#<job>` | `SKIP#<from>` | `to`, `count`, `reason`, `ttl` ([`ledger`]) |
 //! | webhook secret | `T#<tenant>#TENANT` | `WEBHOOK_SECRET` | `secret`, `created_at` ([`alerts`]) |
+//! | small finished log | `T#<tenant>#LOG#<run>` | `ATTEMPT#<n>` | `lines`, `bytes`, `truncated`, `ttl` ([`crate::logs`]) |
 //!
 //! A job and its runs share a partition: a job's history is one `Query` on `pk` with
 //! `begins_with(sk, "RUN#")`, newest first by reading backwards. A run's key follows from its
