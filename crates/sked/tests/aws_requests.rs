@@ -95,9 +95,11 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
             .await;
     }
     let after_create = counter.snapshot();
+    let units_created = counter.dynamodb_capacity();
     let outcome = aws.sweep().await;
     assert_eq!(outcome.fired, RUNS, "{outcome:?}");
     let after_sweep = counter.snapshot();
+    let units_swept = counter.dynamodb_capacity();
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let executor: Arc<dyn Executor> = Arc::new(TaskExecutor::new(clock));
@@ -154,6 +156,21 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
             get(&swept),
             get(&worked),
             *n as f64 / RUNS as f64
+        );
+    }
+    let units = counter.dynamodb_capacity();
+    let per = |u: f64| u / RUNS as f64;
+    type Units = fn(&sked_aws::request_count::Capacity) -> f64;
+    let rows: [(&str, Units); 2] = [("table WRU", |c| c.write_units), ("table RRU", |c| c.read_units)];
+    for (what, of) in rows {
+        eprintln!(
+            "{:<16} {:<28} {:>7.1} {:>7.1} {:>7.1} {:>9.2}",
+            "DynamoDB",
+            what,
+            per(of(&units_created)),
+            per(of(&units_swept) - of(&units_created)),
+            per(of(&units) - of(&units_swept)),
+            per(of(&units))
         );
     }
     let all: u64 = total.values().sum();

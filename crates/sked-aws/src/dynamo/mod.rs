@@ -72,6 +72,8 @@
 //!
 //! # Writes
 //!
+//! - A transaction of one item is sent as that item's own `PutItem`/`UpdateItem`/`DeleteItem`
+//!   (same condition): a transaction bills each item twice.
 //! - Jobs: `create_jobs` is one `TransactWriteItems` (each put conditional on
 //!   `attribute_not_exists(pk) OR state = DELETED`, the idempotency key on
 //!   `attribute_not_exists`). A batch of more than 100 writes is split into transactions and
