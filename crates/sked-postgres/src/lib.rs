@@ -2,7 +2,8 @@
 //! workers on many hosts share one database.
 //!
 //! - [`PgDb`] (`db`): the connection pool and the versioned migrations (`migrations/`,
-//!   embedded at build time, applied on connect).
+//!   embedded at build time, applied on connect); `conninfo` reads the connection string's
+//!   TLS settings (libpq's `sslmode`, `sslrootcert`), `tls` turns them into a rustls connector.
 //! - [`Tx`] (`tx`): transactions run on a blocking thread, so `sked-core`'s synchronous
 //!   transaction traits drive them; `SERIALIZABLE` with retries by default.
 //! - [`PgStore`] (`store`): the [`sked_core::ports::JobStore`], with its sibling modules
@@ -25,6 +26,7 @@
 
 mod alerts;
 mod codec;
+pub mod conninfo;
 pub mod db;
 mod dependencies;
 pub mod keys;
@@ -36,10 +38,13 @@ mod quotas;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 pub mod tx;
 pub mod work;
 
+pub use conninfo::{ConnInfoError, SslMode};
 pub use db::{ConnectError, PgDb, PgOptions};
+pub use tls::TlsError;
 pub use keys::PgKeys;
 pub use logs::PgLogs;
 pub use queue::PgQueue;
