@@ -115,8 +115,8 @@ pub enum ConnInfoError {
     #[error("invalid connection string: {0}")]
     Syntax(&'static str),
     /// tokio-postgres refused the rest.
-    #[error("invalid database URL: {0}")]
-    Other(#[source] tokio_postgres::Error),
+    #[error(transparent)]
+    Other(tokio_postgres::Error),
 }
 
 /// Reads a connection string, URL or `key=value` form.
@@ -377,10 +377,7 @@ mod tests {
     #[test]
     fn key_value_syntax_errors_are_refused() {
         for s in ["host=db password='open", "host", "host= "] {
-            assert!(
-                matches!(parse(s), Err(ConnInfoError::Syntax(_))),
-                "{s}"
-            );
+            assert!(matches!(parse(s), Err(ConnInfoError::Syntax(_))), "{s}");
         }
     }
 

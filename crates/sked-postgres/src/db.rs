@@ -41,13 +41,14 @@ impl Default for PgOptions {
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     /// The URL is not a PostgreSQL connection string (or its TLS settings are wrong).
-    #[error("invalid database URL: {0}")]
+    #[error("invalid database URL")]
     Url(#[source] ConnInfoError),
     /// The URL's TLS settings cannot be put to use (an unreadable CA file).
     #[error(transparent)]
     Tls(#[from] TlsError),
-    /// The database did not answer or refused the connection.
-    #[error("could not connect to PostgreSQL: {0}")]
+    /// The database did not answer or refused the connection (the cause, TLS handshake
+    /// failures included, is the source).
+    #[error("could not connect to PostgreSQL")]
     Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A migration failed (or the database holds a newer schema than this build knows).
     #[error("could not migrate the database: {0}")]
@@ -112,7 +113,11 @@ impl PgDb {
     }
 
     async fn migrate(&self) -> Result<(), ConnectError> {
-        let mut conn = self.get().await.map_err(|e| ConnectError::Connect(Box::new(e)))?;
+        let mut conn = self.get().await.map_err(|e| match e {
+            // The database's own error, not deadpool's wrapper (which repeats it).
+            deadpool_postgres::PoolError::Backend(e) => ConnectError::Connect(Box::new(e)),
+            e => ConnectError::Connect(Box::new(e)),
+        })?;
         let migrate_err = |e: tokio_postgres::Error| ConnectError::Migrate(Box::new(e));
         conn.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
             .await

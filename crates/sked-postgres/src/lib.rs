@@ -44,10 +44,10 @@ pub mod work;
 
 pub use conninfo::{ConnInfoError, SslMode};
 pub use db::{ConnectError, PgDb, PgOptions};
-pub use tls::TlsError;
 pub use keys::PgKeys;
 pub use logs::PgLogs;
 pub use queue::PgQueue;
 pub use store::PgStore;
+pub use tls::TlsError;
 pub use tx::{Isolation, Tx, TxError};
 pub use work::PgWork;

@@ -13,10 +13,10 @@
 //! their own, so a lost notification costs latency, never a message. What it must not do:
 //! decide anything about messages; it only says "look again".
 
+use crate::db::ConnectConfig;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, futures::Notified, watch};
-use crate::db::ConnectConfig;
 use tokio_postgres::AsyncMessage;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -80,12 +80,7 @@ impl Listener {
 
 /// The background task: connect, `LISTEN`, forward notifications until the connection ends,
 /// then again after [`RECONNECT`]. Runs until cancelled.
-async fn listen(
-    config: ConnectConfig,
-    channel: &'static str,
-    wake: Arc<Notify>,
-    listening: watch::Sender<bool>,
-) {
+async fn listen(config: ConnectConfig, channel: &'static str, wake: Arc<Notify>, listening: watch::Sender<bool>) {
     loop {
         match config.pg.connect(config.tls.clone()).await {
             Ok((client, mut connection)) => {

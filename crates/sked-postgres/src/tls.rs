@@ -36,7 +36,7 @@ use tokio_postgres_rustls::MakeRustlsConnect;
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// The `sslrootcert` file could not be read as PEM.
-    #[error("could not read sslrootcert `{path}`: {source}")]
+    #[error("could not read sslrootcert `{path}`")]
     ReadRootCert {
         /// The file.
         path: PathBuf,
@@ -45,7 +45,7 @@ pub enum TlsError {
         source: rustls::pki_types::pem::Error,
     },
     /// The `sslrootcert` file holds a certificate that cannot be a trust anchor.
-    #[error("sslrootcert `{path}` holds an unusable certificate: {source}")]
+    #[error("sslrootcert `{path}` holds an unusable certificate")]
     BadRootCert {
         /// The file.
         path: PathBuf,
@@ -57,7 +57,7 @@ pub enum TlsError {
     #[error("no trusted root certificates for sslmode={0}: name a CA file with sslrootcert")]
     NoRoots(SslMode),
     /// rustls refused the configuration.
-    #[error("could not configure TLS: {0}")]
+    #[error("could not configure TLS")]
     Config(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
@@ -89,7 +89,10 @@ pub(crate) fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, Tls
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let algorithms = provider.signature_verification_algorithms;
     let verifier: Arc<dyn ServerCertVerifier> = match Check::of(settings) {
-        Check::Nothing => Arc::new(Verifier { roots: None, algorithms }),
+        Check::Nothing => Arc::new(Verifier {
+            roots: None,
+            algorithms,
+        }),
         Check::Chain => Arc::new(Verifier {
             roots: Some(roots(settings)?),
             algorithms,

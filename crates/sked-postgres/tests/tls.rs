@@ -1,0 +1,226 @@
+//! TLS to PostgreSQL against a real server: a private cluster serving TLS with a certificate
+//! for `localhost` and `127.0.0.1`, issued by a CA made here, and each `sslmode` the URL can
+//! carry — what encrypts, what verifies, and what fails, with errors that say why.
+//!
+//! Names are checked without resolving them: the URLs give `host` (the name the certificate
+//! must hold) and `hostaddr=127.0.0.1` (where to connect), as libpq allows.
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use sked_postgres::testing::{PgServer, ServerTls, postgres};
+use sked_postgres::{ConnectError, PgDb, PgOptions};
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// A certificate authority: its certificate in a PEM file, and what signs with it.
+struct Ca {
+    pem_file: PathBuf,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        let pem_file = std::env::temp_dir().join(format!("sked-tls-test-{}-{name}.pem", std::process::id()));
+        std::fs::write(&pem_file, cert.pem()).unwrap();
+        Ca {
+            pem_file,
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A server certificate for `names` (DNS names or IP addresses).
+    fn server_tls(&self, names: &[&str]) -> ServerTls {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "sked test server");
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        ServerTls {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+}
+
+/// The CA the TLS server's certificate comes from.
+fn ca() -> &'static Ca {
+    static CA: OnceLock<Ca> = OnceLock::new();
+    CA.get_or_init(|| Ca::new("sked-test-ca"))
+}
+
+/// A CA that issued nothing the server holds.
+fn other_ca() -> &'static Ca {
+    static CA: OnceLock<Ca> = OnceLock::new();
+    CA.get_or_init(|| Ca::new("sked-other-ca"))
+}
+
+/// This binary's TLS server (`ssl=on`), its certificate for `localhost` and `127.0.0.1`.
+fn tls_server() -> &'static PgServer {
+    static SERVER: OnceLock<PgServer> = OnceLock::new();
+    SERVER.get_or_init(|| PgServer::start_with_tls(&ca().server_tls(&["localhost", "127.0.0.1"])))
+}
+
+/// The URL of a fresh database on `server`, reached at 127.0.0.1 under the name `host`,
+/// with `params` added.
+fn url(server: &PgServer, host: &str, params: &str) -> String {
+    let fresh = server.fresh_database();
+    let database = fresh.rsplit('/').next().unwrap();
+    format!(
+        "postgres://sked@{host}:{}/{database}?hostaddr=127.0.0.1&{params}",
+        server.port
+    )
+}
+
+fn root_cert(ca: &Ca) -> String {
+    format!("sslrootcert={}", ca.pem_file.display())
+}
+
+/// Whether the pool's session is encrypted, as the server sees it.
+async fn encrypted(db: &PgDb) -> bool {
+    db.get()
+        .await
+        .unwrap()
+        .query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0)
+}
+
+async fn connect(url: &str) -> Result<PgDb, ConnectError> {
+    PgDb::connect(url, &PgOptions::default()).await
+}
+
+/// The whole chain of an error's messages, where the cause is.
+fn chain(err: &dyn std::error::Error) -> String {
+    let mut message = err.to_string();
+    let mut source = err.source();
+    while let Some(e) = source {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        source = e.source();
+    }
+    message
+}
+
+#[tokio::test]
+async fn require_encrypts_without_a_ca() {
+    let db = connect(&url(tls_server(), "localhost", "sslmode=require"))
+        .await
+        .unwrap();
+    assert!(encrypted(&db).await);
+}
+
+#[tokio::test]
+async fn prefer_is_the_default_and_encrypts_when_offered() {
+    let db = connect(&url(tls_server(), "localhost", "application_name=t"))
+        .await
+        .unwrap();
+    assert!(encrypted(&db).await);
+}
+
+#[tokio::test]
+async fn verify_full_with_the_right_ca_connects() {
+    for host in ["localhost", "127.0.0.1"] {
+        let params = format!("sslmode=verify-full&{}", root_cert(ca()));
+        let db = connect(&url(tls_server(), host, &params)).await.unwrap();
+        assert!(encrypted(&db).await, "{host}");
+    }
+}
+
+#[tokio::test]
+async fn verify_full_with_another_ca_fails() {
+    let params = format!("sslmode=verify-full&{}", root_cert(other_ca()));
+    let err = connect(&url(tls_server(), "localhost", &params)).await.unwrap_err();
+    assert!(matches!(err, ConnectError::Connect(_)), "{err}");
+    assert_eq!(
+        chain(&err),
+        "could not connect to PostgreSQL: error performing TLS handshake: invalid peer certificate: UnknownIssuer"
+    );
+}
+
+#[tokio::test]
+async fn require_with_a_ca_file_checks_the_chain_as_libpq() {
+    let params = format!("sslmode=require&{}", root_cert(other_ca()));
+    let message = chain(&connect(&url(tls_server(), "localhost", &params)).await.unwrap_err());
+    assert!(message.contains("UnknownIssuer"), "{message}");
+}
+
+#[tokio::test]
+async fn verify_full_to_a_name_not_in_the_certificate_fails_and_verify_ca_does_not_mind() {
+    let host = "db.not-in-the-certificate.test";
+    let full = format!("sslmode=verify-full&{}", root_cert(ca()));
+    let message = chain(&connect(&url(tls_server(), host, &full)).await.unwrap_err());
+    assert!(message.contains("certificate not valid for name"), "{message}");
+
+    let ca_only = format!("sslmode=verify-ca&{}", root_cert(ca()));
+    let db = connect(&url(tls_server(), host, &ca_only)).await.unwrap();
+    assert!(encrypted(&db).await);
+    let wrong_ca = format!("sslmode=verify-ca&{}", root_cert(other_ca()));
+    let message = chain(&connect(&url(tls_server(), host, &wrong_ca)).await.unwrap_err());
+    assert!(message.contains("UnknownIssuer"), "{message}");
+}
+
+#[tokio::test]
+async fn verify_full_without_a_ca_file_trusts_default_roots_only() {
+    // The test CA is in no platform's store: the certificate is refused.
+    let message = chain(
+        &connect(&url(tls_server(), "localhost", "sslmode=verify-full"))
+            .await
+            .unwrap_err(),
+    );
+    assert!(message.contains("UnknownIssuer"), "{message}");
+}
+
+#[tokio::test]
+async fn disable_connects_unencrypted() {
+    let db = connect(&url(tls_server(), "localhost", "sslmode=disable"))
+        .await
+        .unwrap();
+    assert!(!encrypted(&db).await);
+}
+
+#[tokio::test]
+async fn require_to_a_server_without_tls_fails_clearly() {
+    let err = connect(&url(postgres(), "127.0.0.1", "sslmode=require"))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        chain(&err),
+        "could not connect to PostgreSQL: error performing TLS handshake: server does not support TLS"
+    );
+    // prefer (the default) falls back to a plain session there.
+    let db = connect(&url(postgres(), "127.0.0.1", "sslmode=prefer")).await.unwrap();
+    assert!(!encrypted(&db).await);
+}
+
+#[tokio::test]
+async fn a_bad_sslmode_is_refused_by_name() {
+    let err = connect("postgres://sked:hunter2@127.0.0.1:1/x?sslmode=verify-everything")
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ConnectError::Url(_)), "{err}");
+    let message = chain(&err);
+    assert_eq!(
+        message,
+        "invalid database URL: invalid sslmode `verify-everything`: expected disable, prefer, require, verify-ca or verify-full"
+    );
+    assert!(!message.contains("hunter2"), "{message}");
+}
+
+#[tokio::test]
+async fn an_unreadable_ca_file_is_named() {
+    let missing = std::env::temp_dir().join("sked-tls-test-no-such-ca.pem");
+    let err = connect(&format!(
+        "postgres://sked@127.0.0.1:1/x?sslmode=verify-full&sslrootcert={}",
+        missing.display()
+    ))
+    .await
+    .unwrap_err();
+    assert!(matches!(err, ConnectError::Tls(_)), "{err}");
+    assert!(err.to_string().contains(&*missing.to_string_lossy()), "{err}");
+}
