@@ -82,7 +82,9 @@ pub struct StoreArgs {
     pub data_dir: PathBuf,
     /// A PostgreSQL database (`postgres://user:password@host:port/db`) instead of the data
     /// dir's SQLite file: jobs, runs, the queue, run logs and keys, shared by every process
-    /// given the same URL on any host. The schema is migrated on start. Never logged.
+    /// given the same URL on any host. The schema is migrated on start. Never logged. TLS as
+    /// libpq: `?sslmode=disable|prefer|require|verify-ca|verify-full` (default `prefer`) and
+    /// `sslrootcert=<CA file>`.
     #[arg(long, env = "SKED_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// How log lines are written on stderr: `text` for people, or `json`, one object a line
