@@ -15,7 +15,7 @@
 //! - [`PgQueue`] (`queue`): the dispatch queue, received with `FOR UPDATE SKIP LOCKED`,
 //!   tenants in turns, waiting receives woken by `LISTEN`/`NOTIFY` (`listen`).
 //! - [`PgLogs`] (`logs`): attempts' logs, a row per line, readable from any server while
-//!   they are written.
+//!   they are written; `log_retention` deletes lines past the retention period.
 //! - [`PgWork`] (`work`): the [`sked_core::ports::WorkPort`] whose every step is one
 //!   transaction over the store's tables and the queue's (as SQLite's work port).
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
@@ -32,6 +32,7 @@ mod dependencies;
 pub mod keys;
 mod ledger;
 mod listen;
+mod log_retention;
 pub mod logs;
 pub mod queue;
 mod quotas;
