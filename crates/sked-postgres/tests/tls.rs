@@ -6,10 +6,12 @@
 //! must hold) and `hostaddr=127.0.0.1` (where to connect), as libpq allows.
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
+use sked_core::ports::{Clock, SystemClock};
 use sked_postgres::testing::{PgServer, ServerTls, postgres};
-use sked_postgres::{ConnectError, PgDb, PgOptions};
+use sked_postgres::{ConnectError, PgDb, PgOptions, PgQueue};
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// A certificate authority: its certificate in a PEM file, and what signs with it.
 struct Ca {
@@ -223,4 +225,35 @@ async fn an_unreadable_ca_file_is_named() {
     .unwrap_err();
     assert!(matches!(err, ConnectError::Tls(_)), "{err}");
     assert!(err.to_string().contains(&*missing.to_string_lossy()), "{err}");
+}
+
+/// The queue's `LISTEN` connection, opened outside the pool, is encrypted and verified as the
+/// pool's are (seen from the server: the session listening is an SSL one).
+#[tokio::test]
+async fn the_listen_connection_uses_tls_too() {
+    let params = format!("sslmode=verify-full&{}", root_cert(ca()));
+    let db = connect(&url(tls_server(), "localhost", &params)).await.unwrap();
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let _queue = PgQueue::new(db.clone(), clock);
+    let conn = db.get().await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listening: Vec<bool> = conn
+            .query(
+                "SELECT s.ssl FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+                 WHERE a.datname = current_database() AND a.query LIKE 'LISTEN%'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if !listening.is_empty() {
+            assert_eq!(listening, [true]);
+            return;
+        }
+        assert!(Instant::now() < deadline, "no LISTEN session in 20 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
