@@ -1,6 +1,7 @@
 //! The connection string sked is given (`--database-url`, `SKED_DATABASE_URL`), read as libpq
 //! reads it as far as TLS goes: `sslmode` with libpq's five values (`disable`, `prefer` — the
-//! default —, `require`, `verify-ca`, `verify-full`) and `sslrootcert` (a CA file, or `system`).
+//! default —, `require`, `verify-ca`, `verify-full`), `sslrootcert` (a CA file, or `system`)
+//! and a client certificate (`sslcert` and `sslkey`, PEM files, for `cert` authentication).
 //! tokio-postgres knows only the first three modes and no root certificate, so this module takes
 //! those two settings out of the string, in either of libpq's forms (a `postgres://` URL or
 //! `key=value` pairs), and hands the rest to tokio-postgres as it was. What the settings mean for
@@ -80,6 +81,15 @@ pub enum RootCert {
     System,
 }
 
+/// A client certificate the connection presents: `sslcert` and `sslkey`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCert {
+    /// The certificate (then any intermediates), PEM.
+    pub cert: PathBuf,
+    /// Its private key, PEM.
+    pub key: PathBuf,
+}
+
 /// The TLS settings of a connection string.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TlsSettings {
@@ -87,6 +97,9 @@ pub struct TlsSettings {
     pub mode: SslMode,
     /// `sslrootcert`, if given.
     pub root_cert: Option<RootCert>,
+    /// `sslcert` and `sslkey`, if given (libpq's default files under `~/.postgresql/` are not
+    /// looked for).
+    pub client_cert: Option<ClientCert>,
 }
 
 /// A connection string taken apart: tokio-postgres's settings and the TLS ones.
@@ -108,6 +121,9 @@ pub enum ConnInfoError {
     /// any certificate a public CA issued would pass).
     #[error("sslrootcert=system needs sslmode=verify-full, not `{0}`")]
     WeakModeWithSystemRoots(SslMode),
+    /// `sslcert` without `sslkey`, or the other way round.
+    #[error("sslcert and sslkey go together: the URL names only `{0}`")]
+    HalfClientCert(&'static str),
     /// A percent-encoded key or value of the URL is not UTF-8 once decoded.
     #[error("the URL's `{0}` parameter is not valid UTF-8 once percent-decoded")]
     NotUtf8(&'static str),
@@ -140,10 +156,23 @@ pub fn parse(s: &str) -> Result<ConnInfo, ConnInfoError> {
     if root_cert == Some(RootCert::System) && mode != SslMode::VerifyFull {
         return Err(ConnInfoError::WeakModeWithSystemRoots(mode));
     }
+    let client_cert = match (found.sslcert, found.sslkey) {
+        (Some(cert), Some(key)) => Some(ClientCert {
+            cert: cert.into(),
+            key: key.into(),
+        }),
+        (Some(_), None) => return Err(ConnInfoError::HalfClientCert("sslcert")),
+        (None, Some(_)) => return Err(ConnInfoError::HalfClientCert("sslkey")),
+        (None, None) => None,
+    };
     config.ssl_mode(mode.wire());
     Ok(ConnInfo {
         config,
-        tls: TlsSettings { mode, root_cert },
+        tls: TlsSettings {
+            mode,
+            root_cert,
+            client_cert,
+        },
     })
 }
 
@@ -152,6 +181,8 @@ pub fn parse(s: &str) -> Result<ConnInfo, ConnInfoError> {
 struct Found {
     sslmode: Option<String>,
     sslrootcert: Option<String>,
+    sslcert: Option<String>,
+    sslkey: Option<String>,
 }
 
 impl Found {
@@ -160,6 +191,8 @@ impl Found {
         match key {
             "sslmode" => self.sslmode = Some(value),
             "sslrootcert" => self.sslrootcert = Some(value),
+            "sslcert" => self.sslcert = Some(value),
+            "sslkey" => self.sslkey = Some(value),
             _ => return false,
         }
         true
@@ -181,6 +214,8 @@ fn take_from_url(s: &str) -> Result<(String, Found), ConnInfoError> {
         let name = match percent_encoding::percent_decode_str(key).decode_utf8_lossy().as_ref() {
             "sslmode" => "sslmode",
             "sslrootcert" => "sslrootcert",
+            "sslcert" => "sslcert",
+            "sslkey" => "sslkey",
             _ => {
                 kept.push(pair);
                 continue;
@@ -404,7 +439,8 @@ mod tests {
             tls("postgres://db/app?sslrootcert=system"),
             TlsSettings {
                 mode: SslMode::VerifyFull,
-                root_cert: Some(RootCert::System)
+                root_cert: Some(RootCert::System),
+                client_cert: None,
             }
         );
         assert!(matches!(
@@ -418,5 +454,24 @@ mod tests {
         let err = parse("postgres://u:secret@db/app?nonsense=1").unwrap_err();
         assert!(matches!(err, ConnInfoError::Other(_)));
         assert!(!err.to_string().contains("secret"), "{err}");
+    }
+
+    #[test]
+    fn a_client_certificate_needs_both_files() {
+        assert_eq!(
+            tls("postgres://db/app?sslcert=/c.pem&sslkey=/k.pem").client_cert,
+            Some(ClientCert {
+                cert: "/c.pem".into(),
+                key: "/k.pem".into()
+            })
+        );
+        assert_eq!(
+            tls("host=db sslkey=/k.pem sslcert=/c.pem").client_cert.map(|c| c.key),
+            Some("/k.pem".into())
+        );
+        assert!(matches!(
+            parse("postgres://db/app?sslcert=/c.pem"),
+            Err(ConnInfoError::HalfClientCert("sslcert"))
+        ));
     }
 }

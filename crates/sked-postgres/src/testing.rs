@@ -102,6 +102,11 @@ impl PgServer {
             cert.display(),
             key.display()
         );
+        if let Some(client_ca) = &tls.client_ca_pem {
+            let file = dir.join("client-ca.crt");
+            std::fs::write(&file, client_ca).expect("write the client CA");
+            server.settings.push_str(&format!(" -c ssl_ca_file={}", file.display()));
+        }
         server.start_again();
         server
     }
@@ -233,6 +238,9 @@ pub struct ServerTls {
     pub cert_pem: String,
     /// The certificate's private key.
     pub key_pem: String,
+    /// CA certificates whose client certificates the server asks for and checks
+    /// (`ssl_ca_file`; authentication stays `trust`, so a client without one connects too).
+    pub client_ca_pem: Option<String>,
 }
 
 /// Writes the server's private key readable by its owner only, the owner being the user the

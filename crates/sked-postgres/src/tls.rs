@@ -15,18 +15,22 @@
 //! none. (libpq would look for `~/.postgresql/root.crt` instead, and fail without it.) The file
 //! is read once, when the pool is opened: a rotated CA needs a restart.
 //!
+//! With `sslcert` and `sslkey` the connection presents that client certificate (for the
+//! server's `cert` authentication or `clientcert=verify-*`); both files are read when the pool
+//! is opened, as the CA file is.
+//!
 //! The crypto provider is ring, chosen here rather than process-wide: builds with the AWS SDK
 //! link aws-lc-rs too, and rustls will not pick between two. This module decides nothing about
 //! the connection string's syntax (`conninfo`'s business).
 
-use crate::conninfo::{RootCert, SslMode, TlsSettings};
+use crate::conninfo::{ClientCert, RootCert, SslMode, TlsSettings};
 use rustls::DigitallySignedStruct;
 use rustls::SignatureScheme;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::{WebPkiServerVerifier, verify_server_cert_signed_by_trust_anchor};
 use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, RootCertStore};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,6 +56,17 @@ pub enum TlsError {
         /// Why.
         #[source]
         source: rustls::Error,
+    },
+    /// The client certificate or its key could not be read.
+    #[error("could not read {what} `{path}`")]
+    ReadClientCert {
+        /// `sslcert` or `sslkey`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: rustls::pki_types::pem::Error,
     },
     /// No trusted roots could be found for a mode that verifies.
     #[error("no trusted root certificates for sslmode={0}: name a CA file with sslrootcert")]
@@ -105,9 +120,30 @@ pub(crate) fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, Tls
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(Box::new(e)))?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
-        .with_no_client_auth();
+        .with_custom_certificate_verifier(verifier);
+    let config = match &settings.client_cert {
+        None => config.with_no_client_auth(),
+        Some(client) => {
+            let (chain, key) = client_cert(client)?;
+            config
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| TlsError::Config(Box::new(e)))?
+        }
+    };
     Ok(MakeRustlsConnect::new(config))
+}
+
+/// The client certificate's chain and key, from their PEM files.
+fn client_cert(client: &ClientCert) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let read_err = |what, path: &Path| {
+        let path = path.to_owned();
+        move |source| TlsError::ReadClientCert { what, path, source }
+    };
+    let chain = CertificateDer::pem_file_iter(&client.cert)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(read_err("sslcert", &client.cert))?;
+    let key = PrivateKeyDer::from_pem_file(&client.key).map_err(read_err("sslkey", &client.key))?;
+    Ok((chain, key))
 }
 
 /// The trusted roots for a mode that verifies.
@@ -212,7 +248,11 @@ mod tests {
     use super::*;
 
     fn settings(mode: SslMode, root_cert: Option<RootCert>) -> TlsSettings {
-        TlsSettings { mode, root_cert }
+        TlsSettings {
+            mode,
+            root_cert,
+            client_cert: None,
+        }
     }
 
     #[test]

@@ -35,6 +35,19 @@ impl Ca {
         }
     }
 
+    /// A client certificate for user `cn`, in two PEM files (certificate, key).
+    fn client_cert(&self, cn: &str) -> (PathBuf, PathBuf) {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.distinguished_name.push(DnType::CommonName, cn);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let base = std::env::temp_dir().join(format!("sked-tls-test-{}-client-{cn}", std::process::id()));
+        let (cert_file, key_file) = (base.with_extension("crt"), base.with_extension("key"));
+        std::fs::write(&cert_file, cert.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        (cert_file, key_file)
+    }
+
     /// A server certificate for `names` (DNS names or IP addresses).
     fn server_tls(&self, names: &[&str]) -> ServerTls {
         let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
@@ -45,6 +58,7 @@ impl Ca {
         ServerTls {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
+            client_ca_pem: Some(std::fs::read_to_string(&self.pem_file).unwrap()),
         }
     }
 }
@@ -61,7 +75,8 @@ fn other_ca() -> &'static Ca {
     CA.get_or_init(|| Ca::new("sked-other-ca"))
 }
 
-/// This binary's TLS server (`ssl=on`), its certificate for `localhost` and `127.0.0.1`.
+/// This binary's TLS server (`ssl=on`), its certificate for `localhost` and `127.0.0.1`; it
+/// asks for client certificates of the same CA (and accepts clients without one).
 fn tls_server() -> &'static PgServer {
     static SERVER: OnceLock<PgServer> = OnceLock::new();
     SERVER.get_or_init(|| PgServer::start_with_tls(&ca().server_tls(&["localhost", "127.0.0.1"])))
@@ -256,4 +271,35 @@ async fn the_listen_connection_uses_tls_too() {
         assert!(Instant::now() < deadline, "no LISTEN session in 20 s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// `sslcert` and `sslkey`: the connection presents the client certificate (the server, which
+/// trusts its CA, reads its subject).
+#[tokio::test]
+async fn a_client_certificate_is_presented() {
+    let (cert, key) = ca().client_cert("sked");
+    let params = format!(
+        "sslmode=verify-full&{}&sslcert={}&sslkey={}",
+        root_cert(ca()),
+        cert.display(),
+        key.display()
+    );
+    let db = connect(&url(tls_server(), "localhost", &params)).await.unwrap();
+    let subject: Option<String> = db
+        .get()
+        .await
+        .unwrap()
+        .query_one("SELECT client_dn FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(subject.as_deref(), Some("/CN=sked"));
+
+    let missing = format!(
+        "{}&sslcert={}&sslkey=/nonexistent/sked.key",
+        root_cert(ca()),
+        cert.display()
+    );
+    let err = connect(&url(tls_server(), "localhost", &missing)).await.unwrap_err();
+    assert_eq!(err.to_string(), "could not read sslkey `/nonexistent/sked.key`");
 }

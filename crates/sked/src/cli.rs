@@ -85,7 +85,7 @@ pub struct StoreArgs {
     /// dir's SQLite file: jobs, runs, the queue, run logs and keys, shared by every process
     /// given the same URL on any host. The schema is migrated on start. Never logged. TLS as
     /// libpq: `?sslmode=disable|prefer|require|verify-ca|verify-full` (default `prefer`) and
-    /// `sslrootcert=<CA file>`.
+    /// `sslrootcert=<CA file>`; a client certificate with `sslcert=<file>&sslkey=<file>`.
     #[arg(long, env = "SKED_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// How log lines are written on stderr: `text` for people, or `json`, one object a line
