@@ -193,6 +193,19 @@ volumes:
           path: ca.crt
   {{- end }}
   {{- end }}
+  {{- with $v.database.clientCertSecret }}
+  # The client certificate for the database (sslcert/sslkey under /etc/sked/postgres-client/),
+  # readable by the pod's fsGroup only.
+  - name: postgres-client
+    secret:
+      secretName: {{ . | quote }}
+      defaultMode: 0440
+      items:
+        - key: tls.crt
+          path: tls.crt
+        - key: tls.key
+          path: tls.key
+  {{- end }}
 {{- end }}
 
 {{/* Container-level settings every role shares (goes inside a container). */}}
@@ -237,6 +250,11 @@ volumeMounts:
   {{- if or $v.database.ca.secret $v.database.ca.configMap }}
   - name: postgres-ca
     mountPath: /etc/sked/postgres-ca
+    readOnly: true
+  {{- end }}
+  {{- if $v.database.clientCertSecret }}
+  - name: postgres-client
+    mountPath: /etc/sked/postgres-client
     readOnly: true
   {{- end }}
 {{- end }}
