@@ -6,10 +6,9 @@
 //! once take turns on a session advisory lock, so only the first applies them.
 
 use crate::conninfo::{self, ConnInfoError};
-use crate::tls::{self, TlsError};
+use crate::tls::{TlsConnector, TlsError};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use std::time::Duration;
-use tokio_postgres_rustls::MakeRustlsConnect;
 
 mod embedded {
     refinery::embed_migrations!("./migrations");
@@ -65,7 +64,7 @@ pub struct ConnectConfig {
     /// Host, port, user, database, `sslmode` as tokio-postgres knows it…
     pub(crate) pg: tokio_postgres::Config,
     /// The TLS connector (used unless `sslmode=disable`).
-    pub(crate) tls: MakeRustlsConnect,
+    pub(crate) tls: TlsConnector,
 }
 
 /// The shared pool. Cheap to clone (the pool is reference-counted).
@@ -89,7 +88,7 @@ impl PgDb {
         pg.connect_timeout(options.acquire_timeout);
         let config = ConnectConfig {
             pg,
-            tls: tls::connector(&tls)?,
+            tls: TlsConnector::new(tls)?,
         };
         let manager = Manager::from_config(
             config.pg.clone(),

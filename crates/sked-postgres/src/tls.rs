@@ -12,12 +12,16 @@
 //!
 //! Trusted roots: the `sslrootcert` file's certificates; without one (or with `system`) the
 //! platform's store (rustls-native-certs), or Mozilla's (webpki-roots) where the platform has
-//! none. (libpq would look for `~/.postgresql/root.crt` instead, and fail without it.) The file
-//! is read once, when the pool is opened: a rotated CA needs a restart.
+//! none. (libpq would look for `~/.postgresql/root.crt` instead, and fail without it.)
 //!
 //! With `sslcert` and `sslkey` the connection presents that client certificate (for the
-//! server's `cert` authentication or `clientcert=verify-*`); both files are read when the pool
-//! is opened, as the CA file is.
+//! server's `cert` authentication or `clientcert=verify-*`).
+//!
+//! The files are read when the pool is opened (a missing one fails the start) and again, for
+//! the next new connection, once one of them has a new modification time ([`TlsConnector`]):
+//! a certificate rotated in place (cert-manager, a Kubernetes Secret's update) is picked up
+//! without a restart. Files that cannot be used after a change are reported and the previous
+//! ones kept.
 //!
 //! The crypto provider is ring, chosen here rather than process-wide: builds with the AWS SDK
 //! link aws-lc-rs too, and rustls will not pick between two. This module decides nothing about
@@ -33,7 +37,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{ClientConfig, RootCertStore};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 /// The TLS settings cannot be put to use.
@@ -99,8 +105,83 @@ impl Check {
     }
 }
 
-/// The connector for `settings` (one for the whole pool: the roots are loaded here, once).
-pub(crate) fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, TlsError> {
+/// The TLS side of every new connection: tokio-postgres-rustls's connector for the settings,
+/// built again when one of the files it was built from has changed since. Cheap to clone (the
+/// clones share the connector).
+#[derive(Clone)]
+pub struct TlsConnector {
+    /// What to build from.
+    settings: Arc<TlsSettings>,
+    /// The connector, and the modification times of the files it was built from.
+    built: Arc<Mutex<(Stamp, MakeRustlsConnect)>>,
+}
+
+/// The modification time of each file the settings name (`None`: unreadable).
+type Stamp = Vec<Option<SystemTime>>;
+
+impl TlsConnector {
+    /// Builds the connector, reading the files the settings name.
+    pub(crate) fn new(settings: TlsSettings) -> Result<TlsConnector, TlsError> {
+        let stamp = stamp(&settings);
+        let connector = connector(&settings)?;
+        Ok(TlsConnector {
+            settings: Arc::new(settings),
+            built: Arc::new(Mutex::new((stamp, connector))),
+        })
+    }
+
+    /// The connector for a new connection: rebuilt first if a file has changed.
+    fn current(&self) -> MakeRustlsConnect {
+        let mut built = self.built.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = stamp(&self.settings);
+        if now != built.0 {
+            match connector(&self.settings) {
+                Ok(connector) => {
+                    tracing::info!("the database's TLS files changed: new connections use them");
+                    *built = (now, connector);
+                }
+                // Tried again at the next connection: a rotation may be half done.
+                Err(error) => tracing::warn!(
+                    error = %error,
+                    "the database's TLS files changed but cannot be used; new connections keep the previous ones"
+                ),
+            }
+        }
+        built.1.clone()
+    }
+}
+
+impl<S> MakeTlsConnect<S> for TlsConnector
+where
+    MakeRustlsConnect: MakeTlsConnect<S>,
+{
+    type Stream = <MakeRustlsConnect as MakeTlsConnect<S>>::Stream;
+    type TlsConnect = <MakeRustlsConnect as MakeTlsConnect<S>>::TlsConnect;
+    type Error = <MakeRustlsConnect as MakeTlsConnect<S>>::Error;
+
+    fn make_tls_connect(&mut self, domain: &str) -> Result<Self::TlsConnect, Self::Error> {
+        self.current().make_tls_connect(domain)
+    }
+}
+
+/// The modification times of the files `settings` names.
+fn stamp(settings: &TlsSettings) -> Stamp {
+    let root = match &settings.root_cert {
+        Some(RootCert::File(path)) => Some(path.as_path()),
+        _ => None,
+    };
+    let client = settings
+        .client_cert
+        .iter()
+        .flat_map(|c| [c.cert.as_path(), c.key.as_path()]);
+    root.into_iter()
+        .chain(client)
+        .map(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok())
+        .collect()
+}
+
+/// The connector for `settings` (the roots and the client certificate are loaded here).
+fn connector(settings: &TlsSettings) -> Result<MakeRustlsConnect, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let algorithms = provider.signature_verification_algorithms;
     let verifier: Arc<dyn ServerCertVerifier> = match Check::of(settings) {

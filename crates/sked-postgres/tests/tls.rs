@@ -37,15 +37,20 @@ impl Ca {
 
     /// A client certificate for user `cn`, in two PEM files (certificate, key).
     fn client_cert(&self, cn: &str) -> (PathBuf, PathBuf) {
+        let base = std::env::temp_dir().join(format!("sked-tls-test-{}-client-{cn}", std::process::id()));
+        let files = (base.with_extension("crt"), base.with_extension("key"));
+        self.write_client_cert(cn, &files);
+        files
+    }
+
+    /// Writes a new client certificate for user `cn` into `files` (certificate, key).
+    fn write_client_cert(&self, cn: &str, (cert_file, key_file): &(PathBuf, PathBuf)) {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
         let key = KeyPair::generate().unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
-        let base = std::env::temp_dir().join(format!("sked-tls-test-{}-client-{cn}", std::process::id()));
-        let (cert_file, key_file) = (base.with_extension("crt"), base.with_extension("key"));
-        std::fs::write(&cert_file, cert.pem()).unwrap();
-        std::fs::write(&key_file, key.serialize_pem()).unwrap();
-        (cert_file, key_file)
+        std::fs::write(cert_file, cert.pem()).unwrap();
+        std::fs::write(key_file, key.serialize_pem()).unwrap();
     }
 
     /// A server certificate for `names` (DNS names or IP addresses).
@@ -302,4 +307,39 @@ async fn a_client_certificate_is_presented() {
     );
     let err = connect(&url(tls_server(), "localhost", &missing)).await.unwrap_err();
     assert_eq!(err.to_string(), "could not read sslkey `/nonexistent/sked.key`");
+}
+
+/// A client certificate rotated in place is presented by the next new connection, without
+/// reopening the pool (the connection opened before keeps the old one).
+#[tokio::test]
+async fn a_rotated_client_certificate_is_used_by_new_connections() {
+    let files = ca().client_cert("before");
+    let params = format!(
+        "sslmode=verify-full&{}&sslcert={}&sslkey={}",
+        root_cert(ca()),
+        files.0.display(),
+        files.1.display()
+    );
+    let db = connect(&url(tls_server(), "localhost", &params)).await.unwrap();
+    let subject = |conn: deadpool_postgres::Object| async move {
+        let dn: Option<String> = conn
+            .query_one("SELECT client_dn FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])
+            .await
+            .unwrap()
+            .get(0);
+        dn
+    };
+    let first = db.get().await.unwrap();
+
+    ca().write_client_cert("after", &files);
+    // A modification time of its own, whatever the file system's resolution.
+    for file in [&files.0, &files.1] {
+        let f = std::fs::File::options().append(true).open(file).unwrap();
+        f.set_modified(std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000))
+            .unwrap();
+    }
+    // `first` is held: the pool opens a new connection.
+    let second = db.get().await.unwrap();
+    assert_eq!(subject(second).await.as_deref(), Some("/CN=after"));
+    assert_eq!(subject(first).await.as_deref(), Some("/CN=before"));
 }
