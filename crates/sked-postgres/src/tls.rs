@@ -1,5 +1,5 @@
-//! What a connection string's TLS settings ([`TlsSettings`]: libpq's `sslmode` and
-//! `sslrootcert`) mean for the handshake: a rustls client configuration behind
+//! What a connection string's TLS settings ([`TlsSettings`]: libpq's `sslmode`, `sslrootcert`,
+//! `sslcert` and `sslkey`) mean for the handshake: a rustls client configuration behind
 //! tokio-postgres-rustls's connector, checking as much of the server's certificate as libpq
 //! would.
 //!
