@@ -13,10 +13,21 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-/// A certificate authority: its certificate in a PEM file, and what signs with it.
+/// A certificate authority: its certificate (PEM), and what signs with it.
 struct Ca {
-    pem_file: PathBuf,
+    name: String,
+    pem: String,
+    /// The certificate in a file, once asked for.
+    pem_file: OnceLock<PathBuf>,
     issuer: Issuer<'static, KeyPair>,
+}
+
+/// Where the tests' certificate files go: the TLS server's directory, removed with it when
+/// the test process exits.
+fn files_dir() -> PathBuf {
+    let dir = tls_server().log().parent().unwrap().join("test-files");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
 }
 
 impl Ca {
@@ -27,17 +38,26 @@ impl Ca {
         params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
         let key = KeyPair::generate().unwrap();
         let cert = params.self_signed(&key).unwrap();
-        let pem_file = std::env::temp_dir().join(format!("sked-tls-test-{}-{name}.pem", std::process::id()));
-        std::fs::write(&pem_file, cert.pem()).unwrap();
         Ca {
-            pem_file,
+            name: name.to_owned(),
+            pem: cert.pem(),
+            pem_file: OnceLock::new(),
             issuer: Issuer::new(params, key),
         }
     }
 
+    /// The CA's certificate as a PEM file (for `sslrootcert`).
+    fn pem_file(&self) -> &PathBuf {
+        self.pem_file.get_or_init(|| {
+            let path = files_dir().join(format!("{}.pem", self.name));
+            std::fs::write(&path, &self.pem).unwrap();
+            path
+        })
+    }
+
     /// A client certificate for user `cn`, in two PEM files (certificate, key).
     fn client_cert(&self, cn: &str) -> (PathBuf, PathBuf) {
-        let base = std::env::temp_dir().join(format!("sked-tls-test-{}-client-{cn}", std::process::id()));
+        let base = files_dir().join(format!("client-{cn}"));
         let files = (base.with_extension("crt"), base.with_extension("key"));
         self.write_client_cert(cn, &files);
         files
@@ -63,7 +83,7 @@ impl Ca {
         ServerTls {
             cert_pem: cert.pem(),
             key_pem: key.serialize_pem(),
-            client_ca_pem: Some(std::fs::read_to_string(&self.pem_file).unwrap()),
+            client_ca_pem: Some(self.pem.clone()),
         }
     }
 }
@@ -99,7 +119,7 @@ fn url(server: &PgServer, host: &str, params: &str) -> String {
 }
 
 fn root_cert(ca: &Ca) -> String {
-    format!("sslrootcert={}", ca.pem_file.display())
+    format!("sslrootcert={}", ca.pem_file().display())
 }
 
 /// Whether the pool's session is encrypted, as the server sees it.
