@@ -5,11 +5,14 @@
 //! For DynamoDB it also estimates the capacity units each request consumes, as on-demand
 //! billing counts them: a write is one WRU per started KiB of item (two in a transaction),
 //! a read one RRU per started 4 KiB read (half for eventually consistent reads, two in a
-//! transaction). Item sizes are taken from the request (writes) and the answer (reads) as
-//! JSON on the wire, which overstates DynamoDB's own item size a little: an upper estimate —
-//! except for a `Query` or `Scan` with a filter, which DynamoDB bills for every item it
-//! evaluated, returned or not. Those are counted apart: [`RequestCounter::items_scanned`]
-//! sums the answers' `ScannedCount`.
+//! transaction). A written item's size is DynamoDB's own measure of the item in the request
+//! ([`item_size`]: attribute names and values, not the JSON around them); an `UpdateItem` or
+//! `DeleteItem` is sized by its key and values, which undercounts an item the request does
+//! not show whole (the table's writes are puts, the updates small). Reads are sized by the
+//! answer's JSON on the wire, which overstates a little: an upper estimate — except for a
+//! `Query` or `Scan` with a filter, which DynamoDB bills for every item it evaluated,
+//! returned or not. Those are counted apart: [`RequestCounter::items_scanned`] sums the
+//! answers' `ScannedCount`.
 //!
 //! Attach one to every client [`connect`](crate::connect) builds through
 //! [`AwsConfig::request_counter`](crate::AwsConfig); clones share the counts.
@@ -181,14 +184,64 @@ fn started(bytes: usize, unit: usize) -> usize {
     bytes.div_ceil(unit)
 }
 
-/// The JSON size of `v`.
-fn json_len(v: &serde_json::Value) -> usize {
-    v.to_string().len()
+/// The size DynamoDB bills for an item given as attribute values in the wire's JSON
+/// (`{"name": {"S": "…"}, …}`): for each attribute, its name's bytes and its value's — a
+/// string's UTF-8 bytes, a number about one byte per two significant digits plus one, a
+/// binary's bytes (base64 on the wire), a boolean or null one byte, a list or map 3 bytes plus
+/// one per element plus the elements (a map's keys counted as names), a set its members.
+pub fn item_size(item: &serde_json::Value) -> usize {
+    item.as_object()
+        .map(|attributes| attributes.iter().map(|(name, v)| name.len() + value_size(v)).sum())
+        .unwrap_or(0)
+}
+
+fn value_size(v: &serde_json::Value) -> usize {
+    let Some((kind, value)) = v.as_object().and_then(|o| o.iter().next()) else {
+        return 0;
+    };
+    let number = |n: &str| {
+        let digits = n.trim_start_matches('-').replace('.', "");
+        let significant = digits.trim_start_matches('0').trim_end_matches('0').len().max(1);
+        significant.div_ceil(2) + 1
+    };
+    let text = |t: &serde_json::Value| t.as_str().map_or(0, str::len);
+    let binary = |b: &serde_json::Value| text(b) * 3 / 4;
+    let members = |m: &serde_json::Value, size: &dyn Fn(&serde_json::Value) -> usize| {
+        m.as_array().map_or(0, |a| a.iter().map(size).sum())
+    };
+    match kind.as_str() {
+        "S" => text(value),
+        "N" => value.as_str().map_or(1, number),
+        "B" => binary(value),
+        "BOOL" | "NULL" => 1,
+        "SS" => members(value, &text),
+        "NS" => members(value, &|n| n.as_str().map_or(1, number)),
+        "BS" => members(value, &binary),
+        "L" => {
+            3 + value
+                .as_array()
+                .map_or(0, |a| a.iter().map(|e| 1 + value_size(e)).sum())
+        }
+        "M" => {
+            3 + value
+                .as_object()
+                .map_or(0, |m| m.iter().map(|(k, e)| 1 + k.len() + value_size(e)).sum())
+        }
+        _ => 0,
+    }
+}
+
+/// The size of what one write names: a put's item; an update's or a delete's key and values.
+fn written_size(write: &serde_json::Value) -> usize {
+    if write.get("Item").is_some() {
+        return item_size(&write["Item"]);
+    }
+    item_size(&write["Key"]) + item_size(&write["ExpressionAttributeValues"])
 }
 
 /// Write units of one DynamoDB request (0 for reads).
 fn write_units(operation: &str, request: &serde_json::Value) -> f64 {
-    let kib = |v: &serde_json::Value| started(json_len(v), 1024).max(1) as f64;
+    let kib = |write: &serde_json::Value| started(written_size(write), 1024).max(1) as f64;
     match operation {
         "PutItem" | "UpdateItem" | "DeleteItem" => kib(request),
         "BatchWriteItem" => request["RequestItems"]
@@ -198,14 +251,20 @@ fn write_units(operation: &str, request: &serde_json::Value) -> f64 {
                     .values()
                     .filter_map(|items| items.as_array())
                     .flatten()
-                    .map(kib)
+                    .map(|w| kib(w.get("PutRequest").or_else(|| w.get("DeleteRequest")).unwrap_or(w)))
                     .sum()
             })
             .unwrap_or(0.0),
         // Each item of a transaction costs twice; a condition check costs like a write of it.
         "TransactWriteItems" => request["TransactItems"]
             .as_array()
-            .map(|items| items.iter().map(|item| 2.0 * kib(item)).sum())
+            .map(|items| {
+                items
+                    .iter()
+                    .filter_map(|item| item.as_object().and_then(|o| o.values().next()))
+                    .map(|write| 2.0 * kib(write))
+                    .sum()
+            })
             .unwrap_or(0.0),
         _ => 0.0,
     }
@@ -227,6 +286,20 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn item_sizes_follow_dynamodb_s_rules() {
+        assert_eq!(item_size(&json!({"pk": {"S": "abc"}})), 5);
+        assert_eq!(item_size(&json!({"n": {"N": "123456"}})), 1 + 4);
+        assert_eq!(item_size(&json!({"n": {"N": "1000"}})), 1 + 2);
+        assert_eq!(item_size(&json!({"b": {"BOOL": true}, "z": {"NULL": true}})), 4);
+        assert_eq!(
+            item_size(&json!({"l": {"L": [{"S": "ab"}, {"N": "1"}]}})),
+            1 + 3 + 3 + 3
+        );
+        assert_eq!(item_size(&json!({"m": {"M": {"k": {"S": "ab"}}}})), 1 + 3 + 1 + 1 + 2);
+        assert_eq!(item_size(&json!({"s": {"SS": ["a", "bc"]}})), 1 + 3);
+    }
+
+    #[test]
     fn transactional_writes_cost_two_units_per_item_and_reads_follow_consistency() {
         let small = json!({"pk": {"S": "a"}});
         let transact = json!({"TransactItems": [{"Put": {"Item": small}}, {"Update": {"Key": small}}]});
@@ -234,6 +307,10 @@ mod tests {
         assert_eq!(write_units("PutItem", &json!({"Item": small})), 1.0);
         let big = json!({"Item": {"data": {"S": "x".repeat(1500)}}});
         assert_eq!(write_units("PutItem", &big), 2.0);
+        // The item, not the request around it: 1,000 bytes of item in a longer request.
+        let kib = json!({"TableName": "t".repeat(200), "ConditionExpression": "x".repeat(200),
+            "Item": {"data": {"S": "x".repeat(1020)}}});
+        assert_eq!(write_units("PutItem", &kib), 1.0);
         assert_eq!(write_units("GetItem", &small), 0.0);
         assert_eq!(read_billing("GetItem", &json!({"ConsistentRead": true})), Some(1.0));
         assert_eq!(read_billing("Query", &json!({})), Some(0.5));

@@ -16,6 +16,7 @@ use common::aws::Deployment;
 use common::*;
 use serde_json::json;
 use sked_aws::RequestCounter;
+use sked_aws::request_count::Capacity;
 use sked_aws::testing::{fresh_config, with_logs};
 use sked_core::WorkerId;
 use sked_core::duration::Dur;
@@ -63,26 +64,153 @@ const API_SECONDS: f64 = 0.1;
 /// `sked_aws::dynamo` (README "Costs"); the interceptor sees only the requests.
 const INDEX_WRU_PER_RUN: f64 = 13.0;
 
+/// Of [`INDEX_WRU_PER_RUN`], the create's (a recurring job's run has none).
+const INDEX_WRU_OF_CREATE: f64 = 2.0;
+
+/// Index writes of a heartbeat: the run's `sched` entry moves (its key is the lease's
+/// expiry): one delete, one put. Printed with the measured table units.
+const INDEX_WRU_PER_HEARTBEAT: f64 = 2.0;
+
+/// One-shots, then a recurring job's runs. A recurring job's run pays for neither a create
+/// nor an API call: the target set for it is to cost less than a silent one-shot run without
+/// those (measured just before), its overlap check (`forbid`) included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_per_one_shot_run_are_counted_and_priced() {
+async fn requests_per_one_shot_and_recurring_run_are_counted_and_priced() {
     measure("one-shot runs printing a line", sh("echo run $SKED_RUN_ID"), true).await;
-    measure("silent one-shot runs", sh(":"), false).await;
+    let one_shot = measure("silent one-shot runs", sh(":"), false).await;
+    let recurring = measure_recurring().await;
+    let target = one_shot.dollars - one_shot.api_dollars;
+    assert!(
+        recurring.dollars < target,
+        "a recurring run costs ${:.2} per million, a one-shot's without its create ${target:.2}",
+        recurring.dollars
+    );
 }
 
-/// Runs [`RUNS`] one-shots of `task` end to end and prints what they cost as `what`; `prints`:
-/// whether the payload writes a log line.
-async fn measure(what: &str, task: serde_json::Value, prints: bool) {
+/// The runs a sweep fires for the next 10 s of a silent per-second cron (default policies:
+/// `forbid`), what they cost once run.
+async fn measure_recurring() -> Spent {
     let counter = RequestCounter::new();
     let mut config = with_logs(fresh_config());
     config.request_counter = Some(counter.clone());
-    // The API fires nothing itself: the sweeper does, as for a job created ahead of time.
+    let aws = Deployment::start(config, Dur::ZERO, Dur::secs(10)).await;
+    aws.api
+        .create_job(json!({"id": "every-second", "schedule": {"cron": "*/1 * * * * *"}, "task": sh(":")}))
+        .await;
+    counter.reset(); // a job's create is paid once for all its runs
+    let fired = aws.sweep().await.fired;
+    assert!(fired >= 9, "{fired} runs fired for 10 s");
+    run_until_succeeded(&aws, fired, Dur::secs(15)).await;
+    let recurring = Spent::of(&counter, fired, false, false);
+    recurring.print(&format!("{fired} runs of a per-second cron (no create, no API call)"));
+    recurring
+}
+
+/// What a running minute costs in heartbeats, measured: in one deployment, a silent run of no
+/// time and then one of 5 s, each alone with a 3 s lease (a heartbeat a second), the worker's
+/// requests counted for each; the difference is the heartbeats' (each also extends the
+/// message: `ChangeMessageVisibility`, one per heartbeat). Then per minute at `sked worker`'s
+/// default lease (15 s: 12 heartbeats a minute) and at `--lease 60s` (3 a minute; a lost
+/// attempt is then found within 60 s instead of 15). Targets set: $30 and $8 per million
+/// run-minutes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_minute_of_heartbeats_is_counted_and_priced() {
+    let counter = RequestCounter::new();
+    let mut config = with_logs(fresh_config());
+    config.request_counter = Some(counter.clone());
     let aws = Deployment::start(config, Dur::ZERO, Dur::secs(600)).await;
+    let mut spent = Vec::new();
+    for (n, script) in [(1, ":"), (2, "sleep 5")] {
+        aws.api
+            .create_job(json!({"id": format!("run-{n}"), "schedule": {"at": iso(in_secs(2.0))}, "task": sh(script)}))
+            .await;
+        assert_eq!(aws.sweep().await.fired, 1);
+        counter.reset(); // the worker's requests only
+        run_until_succeeded(&aws, n, Dur::secs(3)).await;
+        spent.push((
+            Spent::of(&counter, 1, false, false),
+            counter.of("SQS", "ChangeMessageVisibility"),
+        ));
+    }
+    let [(short, short_beats), (long, heartbeats)] = [&spent[0], &spent[1]];
+    assert_eq!(*short_beats, 0, "a run of no time has no heartbeat");
+    assert!(
+        (3..=6).contains(heartbeats),
+        "{heartbeats} heartbeats in 5 s with a 3 s lease"
+    );
+    let beats = *heartbeats as f64;
+    let requests = (long.requests_without_receives - short.requests_without_receives) / beats;
+    let table_wru = (long.wru - short.wru) / beats;
+    let rru = (long.rru - short.rru) / beats;
+    let per_heartbeat = (long.dollars_without_receives() - short.dollars_without_receives()) / beats
+        + INDEX_WRU_PER_HEARTBEAT * price::DYNAMODB_WRU * 1e6;
+    eprintln!(
+        "a heartbeat: {requests:.1} requests, {:.1} WRU (table {table_wru:.1} + index {INDEX_WRU_PER_HEARTBEAT}), {rru:.1} RRU: ${per_heartbeat:.2} per million",
+        table_wru + INDEX_WRU_PER_HEARTBEAT
+    );
+    for (lease, target) in [(15.0, 30.0), (60.0, 8.0)] {
+        let per_minute = 60.0 / (lease / 3.0);
+        let dollars = per_heartbeat * per_minute;
+        eprintln!(
+            "a running minute with a {lease} s lease: {per_minute} heartbeats, ${dollars:.2} per million run-minutes (target ${target})"
+        );
+        assert!(
+            dollars <= target,
+            "${dollars:.2} per million run-minutes with a {lease} s lease"
+        );
+    }
+}
+
+/// Counts per phase: what a create, a sweep and the worker spent.
+struct Phases {
+    after_create: BTreeMap<(String, String), u64>,
+    units_created: Capacity,
+    after_sweep: BTreeMap<(String, String), u64>,
+    units_swept: Capacity,
+}
+
+/// Starts a worker on `aws` (the core `Worker` in-process, the local executor, `lease`) and
+/// waits until `runs` runs succeeded, then stops it.
+async fn run_until_succeeded(aws: &Deployment, runs: usize, lease: Dur) {
     let observer = {
         let mut plain = aws.settings.aws.clone();
         plain.request_counter = None;
         let clients = sked_aws::connect(&plain).await;
         sked_aws::ports(&clients, &plain, Arc::new(SystemClock))
     };
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let executor: Arc<dyn Executor> = Arc::new(TaskExecutor::new(clock));
+    let mut worker_config = WorkerConfig::new(WorkerId("requests-worker".into()));
+    worker_config.fired_ahead = true;
+    worker_config.lease = lease;
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let worker = tokio::spawn(Worker::new(aws.ports.clone(), executor, worker_config).run(shutdown.clone()));
+    let tenant = TenantId::from("default");
+    let succeeded = RunFilter {
+        state: Some(RunState::Succeeded),
+        ..RunFilter::default()
+    };
+    let page = PageRequest {
+        cursor: None,
+        limit: 1000,
+    };
+    wait_until("every run to succeed", Duration::from_secs(60), async || {
+        let found = observer.store.list_runs(&tenant, &succeeded, &page).await.ok()?;
+        (found.items.len() == runs).then_some(())
+    })
+    .await;
+    shutdown.cancel();
+    worker.await.expect("the worker stops");
+}
+
+/// Runs [`RUNS`] one-shots of `task` end to end and prints what they cost as `what`; `prints`:
+/// whether the payload writes a log line.
+async fn measure(what: &str, task: serde_json::Value, prints: bool) -> Spent {
+    let counter = RequestCounter::new();
+    let mut config = with_logs(fresh_config());
+    config.request_counter = Some(counter.clone());
+    // The API fires nothing itself: the sweeper does, as for a job created ahead of time.
+    let aws = Deployment::start(config, Dur::ZERO, Dur::secs(600)).await;
     counter.reset(); // the resources' creation is not a run's
 
     let due = in_secs(3.0);
@@ -98,33 +226,29 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
     let units_created = counter.dynamodb_capacity();
     let outcome = aws.sweep().await;
     assert_eq!(outcome.fired, RUNS, "{outcome:?}");
-    let after_sweep = counter.snapshot();
-    let units_swept = counter.dynamodb_capacity();
+    let phases = Phases {
+        after_create,
+        units_created,
+        after_sweep: counter.snapshot(),
+        units_swept: counter.dynamodb_capacity(),
+    };
+    run_until_succeeded(&aws, RUNS, WorkerConfig::new(WorkerId("defaults".into())).lease).await;
+    print_phases(&counter, &phases, what);
+    check_counts(&counter, prints);
+    let spent = Spent::of(&counter, RUNS, prints, true);
+    spent.print(what);
+    spent
+}
 
-    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-    let executor: Arc<dyn Executor> = Arc::new(TaskExecutor::new(clock));
-    let mut worker_config = WorkerConfig::new(WorkerId("requests-worker".into()));
-    worker_config.fired_ahead = true;
-    let shutdown = tokio_util::sync::CancellationToken::new();
-    let worker = tokio::spawn(Worker::new(aws.ports.clone(), executor, worker_config).run(shutdown.clone()));
-    let tenant = TenantId::from("default");
-    let succeeded = RunFilter {
-        state: Some(RunState::Succeeded),
-        ..RunFilter::default()
-    };
-    let page = PageRequest {
-        cursor: None,
-        limit: 1000,
-    };
-    wait_until("every run to succeed", Duration::from_secs(60), async || {
-        let runs = observer.store.list_runs(&tenant, &succeeded, &page).await.ok()?;
-        (runs.items.len() == RUNS).then_some(())
-    })
-    .await;
-    shutdown.cancel();
-    worker.await.expect("the worker stops");
+/// Prints the requests per service and operation, per phase and per run.
+fn print_phases(counter: &RequestCounter, phases: &Phases, what: &str) {
     let total = counter.snapshot();
-
+    let Phases {
+        after_create,
+        units_created,
+        after_sweep,
+        units_swept,
+    } = phases;
     let phase = |from: &BTreeMap<(String, String), u64>, to: &BTreeMap<(String, String), u64>| {
         let mut out: BTreeMap<(String, String), u64> = BTreeMap::new();
         for (op, n) in to {
@@ -142,9 +266,9 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
         "service", "operation", "create", "sweep", "worker", "per run"
     );
     let (created, swept, worked) = (
-        phase(&none, &after_create),
-        phase(&after_create, &after_sweep),
-        phase(&after_sweep, &total),
+        phase(&none, after_create),
+        phase(after_create, after_sweep),
+        phase(after_sweep, &total),
     );
     for (op, n) in &total {
         let get = |m: &BTreeMap<(String, String), u64>| m.get(op).copied().unwrap_or(0);
@@ -160,16 +284,16 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
     }
     let units = counter.dynamodb_capacity();
     let per = |u: f64| u / RUNS as f64;
-    type Units = fn(&sked_aws::request_count::Capacity) -> f64;
+    type Units = fn(&Capacity) -> f64;
     let rows: [(&str, Units); 2] = [("table WRU", |c| c.write_units), ("table RRU", |c| c.read_units)];
     for (what, of) in rows {
         eprintln!(
             "{:<16} {:<28} {:>7.1} {:>7.1} {:>7.1} {:>9.2}",
             "DynamoDB",
             what,
-            per(of(&units_created)),
-            per(of(&units_swept) - of(&units_created)),
-            per(of(&units) - of(&units_swept)),
+            per(of(units_created)),
+            per(of(units_swept) - of(units_created)),
+            per(of(&units) - of(units_swept)),
             per(of(&units))
         );
     }
@@ -180,13 +304,16 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
         all as f64 / RUNS as f64,
         (all - receives) as f64 / RUNS as f64
     );
+}
 
-    // Sanity: every step of a run made its calls, and a run costs a bounded number.
+/// Sanity of [`RUNS`] one-shots' counts: every step of a run made its calls, and a run costs
+/// a bounded number.
+fn check_counts(counter: &RequestCounter, prints: bool) {
+    let total = counter.snapshot();
+    let all: u64 = total.values().sum();
+    let receives = counter.of("SQS", "ReceiveMessage");
     let per_run = |service: &str, op: &str| counter.of(service, op) as f64 / RUNS as f64;
-    assert!(
-        per_run("DynamoDB", "TransactWriteItems") >= 1.0,
-        "create + fire: {total:?}"
-    );
+    assert!(per_run("DynamoDB", "TransactWriteItems") >= 1.0, "fire: {total:?}");
     assert!(counter.of("SQS", "SendMessageBatch") >= 1, "{total:?}");
     assert!(
         counter.of("SQS", "SendMessageBatch") <= RUNS.div_ceil(10) as u64 + 1,
@@ -220,51 +347,105 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
         (all - receives) as f64 / RUNS as f64 <= 20.0,
         "more than 20 requests per run besides receives: {total:?}"
     );
+}
 
-    // Cost per million runs.
-    let capacity = counter.dynamodb_capacity();
-    let wru = capacity.write_units / RUNS as f64 + INDEX_WRU_PER_RUN;
-    let rru = capacity.read_units / RUNS as f64;
-    let sqs_requests: u64 = total.iter().filter(|((s, _), _)| s == "SQS").map(|(_, n)| n).sum();
-    let sqs = sqs_requests as f64 / RUNS as f64;
-    let s3_put = per_run("S3", "PutObject");
-    let s3_get = per_run("S3", "GetObject");
-    // A printing run logs one short line: well under 1 KB with the event's overhead.
-    let cwl_gb = if prints { 1024.0 / 1e9 } else { 0.0 };
-    let million = 1e6;
-    let lines = [
-        (
-            "DynamoDB writes",
-            format!(
-                "{wru:.1} WRU (table {:.1} + index {INDEX_WRU_PER_RUN})",
-                wru - INDEX_WRU_PER_RUN
+/// What `runs` runs spent, per run, priced.
+struct Spent {
+    /// Priced lines: what, amount, dollars per run.
+    lines: Vec<(&'static str, String, f64)>,
+    /// Dollars per million runs.
+    dollars: f64,
+    /// Of which the API call and its Lambda invocation (a create).
+    api_dollars: f64,
+    /// Requests per run, receives left out (their count follows idle time).
+    requests_without_receives: f64,
+    /// Receives per run.
+    receives: f64,
+    /// DynamoDB units per run (WRU with the index writes of a one-shot when `created`).
+    wru: f64,
+    rru: f64,
+}
+
+impl Spent {
+    /// From `counter`'s figures for `runs` runs; `prints`: whether a run logs a line;
+    /// `created`: whether each run had its own create through the API.
+    fn of(counter: &RequestCounter, runs: usize, prints: bool, created: bool) -> Spent {
+        let total = counter.snapshot();
+        let per = |n: f64| n / runs as f64;
+        let capacity = counter.dynamodb_capacity();
+        let index_wru = if created {
+            INDEX_WRU_PER_RUN
+        } else {
+            INDEX_WRU_PER_RUN - INDEX_WRU_OF_CREATE
+        };
+        let table_wru = per(capacity.write_units);
+        let wru = table_wru + index_wru;
+        let rru = per(capacity.read_units);
+        let sqs_requests: u64 = total.iter().filter(|((s, _), _)| s == "SQS").map(|(_, n)| n).sum();
+        let sqs = per(sqs_requests as f64);
+        let s3_put = per(counter.of("S3", "PutObject") as f64);
+        let s3_get = per(counter.of("S3", "GetObject") as f64);
+        // A printing run logs one short line: well under 1 KB with the event's overhead.
+        let cwl_gb = if prints { 1024.0 / 1e9 } else { 0.0 };
+        let api = if created {
+            price::HTTP_API_REQUEST + price::LAMBDA_REQUEST + API_SECONDS * API_GB * price::LAMBDA_GB_S
+        } else {
+            0.0
+        };
+        let lines = vec![
+            (
+                "DynamoDB writes",
+                format!("{wru:.1} WRU (table {table_wru:.1} + index {index_wru})"),
+                wru * price::DYNAMODB_WRU,
             ),
-            wru * price::DYNAMODB_WRU,
-        ),
-        ("DynamoDB reads", format!("{rru:.1} RRU"), rru * price::DYNAMODB_RRU),
-        ("SQS", format!("{sqs:.2} requests"), sqs * price::SQS_REQUEST),
-        (
-            "S3",
-            format!("{s3_put:.1} PUT + {s3_get:.1} GET"),
-            s3_put * price::S3_PUT + s3_get * price::S3_GET,
-        ),
-        (
-            "CloudWatch Logs",
-            format!("~{} KB ingested", if prints { 1 } else { 0 }),
-            cwl_gb * price::CWL_INGEST_GB,
-        ),
-        (
-            "API (create)",
-            format!("1 HTTP API request + 1 Lambda invocation × {API_SECONDS} s × {API_GB} GB"),
-            price::HTTP_API_REQUEST + price::LAMBDA_REQUEST + API_SECONDS * API_GB * price::LAMBDA_GB_S,
-        ),
-    ];
-    eprintln!("cost per million {what} (us-east-1 list prices, 2025):");
-    let mut sum = 0.0;
-    for (what, amount, dollars) in &lines {
-        eprintln!("  {what:<16} {amount:<60} ${:>7.2}", dollars * million);
-        sum += dollars * million;
+            ("DynamoDB reads", format!("{rru:.1} RRU"), rru * price::DYNAMODB_RRU),
+            ("SQS", format!("{sqs:.2} requests"), sqs * price::SQS_REQUEST),
+            (
+                "S3",
+                format!("{s3_put:.1} PUT + {s3_get:.1} GET"),
+                s3_put * price::S3_PUT + s3_get * price::S3_GET,
+            ),
+            (
+                "CloudWatch Logs",
+                format!("~{} KB ingested", if prints { 1 } else { 0 }),
+                cwl_gb * price::CWL_INGEST_GB,
+            ),
+            (
+                "API (create)",
+                if created {
+                    format!("1 HTTP API request + 1 Lambda invocation × {API_SECONDS} s × {API_GB} GB")
+                } else {
+                    "none".to_string()
+                },
+                api,
+            ),
+        ];
+        let million = 1e6;
+        let all: u64 = total.values().sum();
+        let receives = counter.of("SQS", "ReceiveMessage");
+        Spent {
+            dollars: lines.iter().map(|l| l.2).sum::<f64>() * million,
+            api_dollars: api * million,
+            lines,
+            requests_without_receives: per((all - receives) as f64),
+            receives: per(receives as f64),
+            wru,
+            rru,
+        }
     }
-    eprintln!("  total ${sum:.2} per million {what}");
-    assert!(sum > 0.0 && capacity.write_units > 0.0 && capacity.read_units > 0.0);
+
+    /// Dollars per million runs, receives left out.
+    fn dollars_without_receives(&self) -> f64 {
+        self.dollars - self.receives * price::SQS_REQUEST * 1e6
+    }
+
+    /// Prints the cost per million runs, `what` naming them.
+    fn print(&self, what: &str) {
+        eprintln!("cost per million {what} (us-east-1 list prices, 2025):");
+        for (item, amount, dollars) in &self.lines {
+            eprintln!("  {item:<16} {amount:<60} ${:>7.2}", dollars * 1e6);
+        }
+        eprintln!("  total ${:.2} per million {what}", self.dollars);
+        assert!(self.dollars > 0.0 && self.wru > 0.0 && self.rru > 0.0);
+    }
 }
