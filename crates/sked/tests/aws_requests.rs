@@ -3,8 +3,10 @@
 //! function's handler, run by the core `Worker` on the AWS ports with the local process
 //! executor — with a [`RequestCounter`] on every AWS client. Prints the requests per
 //! service and operation, per run, the estimated DynamoDB capacity units, and the cost per
-//! million runs at the list prices below; asserts the counts are sane. Measured twice: runs
-//! whose payload prints a line (its log one table item), and silent runs (no log at all).
+//! million runs at the list prices below; asserts the counts are sane. Measured: one-shots
+//! whose payload prints a line (its log one table item), silent one-shots (no log at all), a
+//! per-second cron's runs (no create), and a running minute of heartbeats; the last two
+//! against targets (see their tests).
 //!
 //! Reads the test itself makes to wait for the runs go through clients without the counter.
 
