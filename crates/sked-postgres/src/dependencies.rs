@@ -115,6 +115,11 @@ impl DependencyTx for PgTx<'_> {
         Ok(())
     }
 
+    /// Locked until the transaction ends (`locks`): upstreams ending at once decide it in turn.
+    fn lock_occurrence(&mut self, tenant: &TenantId, job_id: &JobId, t: Timestamp) -> Result<(), TxError> {
+        crate::locks::lock_occurrence(self.0, tenant, job_id, t)
+    }
+
     fn delete_wait(&mut self, tenant: &TenantId, job_id: &JobId, scheduled_for: Timestamp) -> Result<(), TxError> {
         self.0.execute(
             "DELETE FROM after_waits WHERE tenant = $1 AND job_id = $2 AND scheduled_for = $3",

@@ -29,6 +29,7 @@ pub mod db;
 mod dependencies;
 pub mod keys;
 mod ledger;
+mod locks;
 mod listen;
 pub mod logs;
 pub mod queue;

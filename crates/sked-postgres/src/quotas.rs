@@ -78,12 +78,16 @@ pub(crate) fn check_active_jobs(tx: &mut Tx, tenant: &str, before: Option<(Quota
 /// Whether the tenant's `max_concurrent_runs` runs already hold a slot at `now`
 /// ([`quota::occupies_slot`]: RUNNING with a live lease).
 pub(crate) fn at_capacity(tx: &mut Tx, tenant: &str, now: Timestamp) -> Result<bool, TxError> {
-    let max: Option<i64> = match tx.query_opt(
-        "SELECT max_concurrent_runs FROM tenant_quotas WHERE tenant = $1",
-        &[&tenant],
-    )? {
-        Some(row) => get(&row, 0)?,
-        None => None,
+    let max: Option<i64> = match tx.claims.cap(tenant) {
+        // Read with the batch's runs, before the cap's lock was taken.
+        Some(cap) => cap,
+        None => match tx.query_opt(
+            "SELECT max_concurrent_runs FROM tenant_quotas WHERE tenant = $1",
+            &[&tenant],
+        )? {
+            Some(row) => get(&row, 0)?,
+            None => None,
+        },
     };
     let Some(max) = max else {
         return Ok(false);

@@ -27,6 +27,7 @@ use crate::codec::{
 use crate::db::PgDb;
 use crate::dependencies::{EXPIRED_WAITS, ended, wait_from_row};
 use crate::ledger::{SKIP_RECORDS_IN, skip_record_of, write_skip_records};
+use crate::locks::{lock_claims, lock_job, lock_run};
 use crate::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_holders};
 use crate::tx::{Tx, TxError};
 use async_trait::async_trait;
@@ -72,6 +73,16 @@ impl PgStore {
     {
         self.db.transaction(f).await.map_err(TxError::into_store)
     }
+
+    /// Runs `f`, which follows the lock discipline of `locks`, in one READ COMMITTED
+    /// transaction (see the module header), as a port's answer.
+    async fn write_locked<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Tx) -> Result<T, TxError> + Send + 'static,
+    {
+        self.db.locking_transaction(f).await.map_err(TxError::into_store)
+    }
 }
 
 /// Runs one read statement on a pooled connection (prepared once per connection).
@@ -98,9 +109,10 @@ fn decoded<T>(decoding: Result<T, TxError>) -> Result<T, StoreError> {
     decoding.map_err(TxError::into_store)
 }
 
-/// Loads a run for a conditional write, or `NotFound`.
+/// Loads a run for a conditional write, locked until the transaction ends (see `locks`), or
+/// `NotFound`.
 fn must_load(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<StoredRun, TxError> {
-    load_run(tx, tenant, run_id)?.ok_or(TxError::Store(StoreError::NotFound))
+    lock_run(tx, tenant, run_id)?.ok_or(TxError::Store(StoreError::NotFound))
 }
 
 /// Writes back a run changed in this transaction.
@@ -123,14 +135,15 @@ pub(crate) fn load_active_runs(tx: &mut Tx, tenant: &str, job_id: &str) -> Resul
 
 /// Applies one sweep decision in the current transaction (see [`JobStore::fire`]).
 pub(crate) fn apply_firing(tx: &mut Tx, firing: &Firing) -> Result<Vec<Run>, TxError> {
+    // Locked: a concurrent firing of the job decides after this one commits, on its writes.
     let job =
-        load_job(tx, firing.tenant.as_str(), firing.job_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
+        lock_job(tx, firing.tenant.as_str(), firing.job_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
     if !firing.still_applies_to(&job) {
         return Err(conflict(format!("job {} moved on", firing.job_id)));
     }
     let mut released = Vec::new();
     for id in &firing.cancel {
-        if let Some(mut stored) = load_run(tx, firing.tenant.as_str(), id.as_str())?
+        if let Some(mut stored) = lock_run(tx, firing.tenant.as_str(), id.as_str())?
             && !stored.run.state.is_terminal()
         {
             stored.run.request_cancel(firing.at, REPLACED);
@@ -190,7 +203,15 @@ impl ClaimTx for PgTx<'_> {
     }
 
     fn run(&mut self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, TxError> {
+        if let Some(locked) = self.0.claims.peek(tenant.as_str(), run_id.as_str()) {
+            return Ok(Some(locked.run.clone()));
+        }
         Ok(load_run(self.0, tenant.as_str(), run_id.as_str())?.map(|stored| stored.run))
+    }
+
+    /// The batch's runs locked, then the keys, caps and jobs their claims count (`locks`).
+    fn lock_claims(&mut self, batch: &ClaimBatch) -> Result<(), TxError> {
+        lock_claims(self.0, batch)
     }
 
     /// A run that does not exist (found before any write) is that run's answer; an SQL
@@ -212,7 +233,10 @@ impl ClaimTx for PgTx<'_> {
 /// [`StoreError::NotFound`] before any write if the run does not exist.
 fn claim_run(tx: &mut Tx, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Result<ClaimOutcome, TxError> {
     let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
-    let mut stored = must_load(tx, tenant, run_id)?;
+    let mut stored = match tx.claims.take(tenant, run_id) {
+        Some(locked) => locked,
+        None => must_load(tx, tenant, run_id)?,
+    };
     if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
         if changed {
             save(tx, &stored)?;
@@ -507,7 +531,7 @@ impl JobStore for PgStore {
 
     async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
         let firings = firings.to_vec();
-        self.write(move |tx| apply_firings(tx, &firings)).await
+        self.write_locked(move |tx| apply_firings(tx, &firings)).await
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
@@ -599,7 +623,7 @@ impl JobStore for PgStore {
 
     async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
         let batch = batch.clone();
-        self.write(move |tx| claim_batch(&mut PgTx(tx), &batch)).await
+        self.write_locked(move |tx| claim_batch(&mut PgTx(tx), &batch)).await
     }
 
     async fn heartbeat(
@@ -611,7 +635,7 @@ impl JobStore for PgStore {
         lease_until: Timestamp,
     ) -> Result<Run, StoreError> {
         let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
-        self.write(move |tx| {
+        self.write_locked(move |tx| {
             let renewal = LeaseRenewal {
                 tenant: &tenant,
                 run_id: &run_id,
@@ -626,7 +650,7 @@ impl JobStore for PgStore {
 
     async fn complete(&self, done: &Completion) -> Result<Ended, StoreError> {
         let done = done.clone();
-        self.write(move |tx| finish_attempt(tx, &done)).await
+        self.write_locked(move |tx| finish_attempt(tx, &done)).await
     }
 
     async fn cancel_run(
@@ -637,7 +661,7 @@ impl JobStore for PgStore {
         reason: &str,
     ) -> Result<Ended, StoreError> {
         let (tenant, run_id, reason) = (tenant.0.clone(), run_id.0.clone(), reason.to_string());
-        self.write(move |tx| {
+        self.write_locked(move |tx| {
             let mut stored = must_load(tx, &tenant, &run_id)?;
             if !stored.run.request_cancel(now, &reason) {
                 return Ok(Ended {
@@ -653,8 +677,8 @@ impl JobStore for PgStore {
 
     async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
         let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
-        self.write(move |tx| {
-            let Some(mut stored) = load_run(tx, &tenant, &run_id)? else {
+        self.write_locked(move |tx| {
+            let Some(mut stored) = lock_run(tx, &tenant, &run_id)? else {
                 return Ok(false);
             };
             let changed = stored.run.defer(until);
@@ -740,7 +764,7 @@ impl JobStore for PgStore {
 
     async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError> {
         let wait = wait.clone();
-        self.write(move |tx| dependency::expire(&mut PgTx(tx), &wait, now))
+        self.write_locked(move |tx| dependency::expire(&mut PgTx(tx), &wait, now))
             .await
     }
 

@@ -11,6 +11,7 @@
 //! reads in its transaction (`FnMut`). Answers are returned only after `COMMIT` succeeded.
 
 use crate::db::{PgDb, PoolError};
+use crate::locks::LockedForClaims;
 use deadpool_postgres::Object;
 use sked_core::ports::StoreError;
 use std::time::Duration;
@@ -135,6 +136,8 @@ impl From<TxError> for StoreError {
 pub struct Tx {
     client: Object,
     handle: Handle,
+    /// What a claim batch's lock step read ([`crate::locks::lock_claims`]).
+    pub(crate) claims: LockedForClaims,
 }
 
 impl Tx {
@@ -185,6 +188,16 @@ impl PgDb {
         self.transaction_with(Isolation::Serializable, f).await
     }
 
+    /// Runs `f`, which follows the lock discipline of [`crate::locks`], in one `READ
+    /// COMMITTED` transaction and commits; see the module's header.
+    pub async fn locking_transaction<T, F>(&self, f: F) -> Result<T, TxError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Tx) -> Result<T, TxError> + Send + 'static,
+    {
+        self.transaction_with(Isolation::ReadCommitted, f).await
+    }
+
     /// Runs `f` in one transaction at `isolation` and commits; see the module's header.
     pub async fn transaction_with<T, F>(&self, isolation: Isolation, mut f: F) -> Result<T, TxError>
     where
@@ -201,6 +214,7 @@ impl PgDb {
                 let mut tx = Tx {
                     client,
                     handle: handle.clone(),
+                    claims: LockedForClaims::default(),
                 };
                 let result = tx
                     .simple(isolation.begin())

@@ -47,6 +47,7 @@
 //! store's claims, so that claims could run at `READ COMMITTED`.
 
 use crate::db::PgDb;
+use crate::locks::{advisory_locks, key_lock};
 use crate::queue::{
     Poller, delete_delivered, extend_delivered, insert_dispatches, park_delivered, receipt_seq, take_visible,
     wake_parked,
@@ -106,7 +107,7 @@ impl PgWork {
         F: FnMut(&mut PgTx<'_>) -> Result<T, TxError> + Send + 'static,
     {
         self.db
-            .transaction(move |tx| step(&mut PgTx(tx)))
+            .locking_transaction(move |tx| step(&mut PgTx(tx)))
             .await
             .map_err(|e| WorkError::Store(e.into_store()))
     }
@@ -176,7 +177,10 @@ impl WorkTx for PgTx<'_> {
         })
     }
 
+    /// The key locked first (`locks`): a claim that found the key full and parks its message
+    /// commits before this looks for parked messages, or counts after this commits.
     fn wake(&mut self, tenant: &TenantId, key: &str, n: usize, now: Timestamp) -> Result<usize, TxError> {
+        advisory_locks(self.0, vec![key_lock(tenant.as_str(), key)])?;
         wake_parked(self.0, tenant.as_str(), key, n, now)
     }
 }
@@ -199,7 +203,7 @@ impl WorkPort for PgWork {
         let stop = request.stop.clone();
         let request = request.clone();
         self.poller
-            .poll(Isolation::Serializable, request.wait, Some(&stop), move |tx, now| {
+            .poll(Isolation::ReadCommitted, request.wait, Some(&stop), move |tx, now| {
                 one_transaction::receive(&mut PgTx(tx), &request, trunc_ms(now))
             })
             .await
