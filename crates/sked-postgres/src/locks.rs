@@ -43,6 +43,8 @@ pub(crate) struct LockedForClaims {
     runs: HashMap<(String, String), StoredRun>,
     /// Each batch tenant's `max_concurrent_runs` (`None`: no cap).
     caps: HashMap<String, Option<i64>>,
+    /// The runs' jobs, for a batch that reads them (`None`: it does not exist).
+    jobs: HashMap<(String, String), Option<Job>>,
 }
 
 impl LockedForClaims {
@@ -59,6 +61,11 @@ impl LockedForClaims {
     /// The tenant's cap, if the batch read it.
     pub(crate) fn cap(&self, tenant: &str) -> Option<Option<i64>> {
         self.caps.get(tenant).copied()
+    }
+
+    /// The job, if the batch read it (`Some(None)`: it does not exist).
+    pub(crate) fn job(&self, tenant: &str, id: &str) -> Option<Option<Job>> {
+        self.jobs.get(&(tenant.to_string(), id.to_string())).cloned()
     }
 }
 
@@ -171,8 +178,37 @@ pub(crate) fn lock_claims(tx: &mut Tx, batch: &ClaimBatch) -> Result<(), TxError
             .insert((tenant.to_string(), run.run_id.as_str().to_string()), stored);
     }
     advisory_locks(tx, numbers)?;
+    if batch.read_jobs {
+        locked.jobs = read_jobs(tx, batch)?;
+    }
     tx.claims = locked;
     Ok(())
+}
+
+/// The jobs of the batch's runs, in one statement (read, not locked: a claim does not write
+/// its job).
+fn read_jobs(tx: &mut Tx, batch: &ClaimBatch) -> Result<HashMap<(String, String), Option<Job>>, TxError> {
+    let mut jobs: HashMap<(String, String), Option<Job>> = batch
+        .runs
+        .iter()
+        .filter_map(|(tenant, run_id)| {
+            let (job_id, _) = run_id.parts()?;
+            Some(((tenant.as_str().to_string(), job_id.as_str().to_string()), None))
+        })
+        .collect();
+    let (tenants, ids): (Vec<&str>, Vec<&str>) = jobs.keys().map(|(t, j)| (t.as_str(), j.as_str())).unzip();
+    let rows = tx.query(
+        &format!(
+            "SELECT {JOB_COLS} FROM jobs
+             WHERE (tenant, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
+        ),
+        &[&tenants, &ids],
+    )?;
+    for row in &rows {
+        let job = job_from_row(row)?;
+        jobs.insert((job.tenant.as_str().to_string(), job.id.as_str().to_string()), Some(job));
+    }
+    Ok(jobs)
 }
 
 #[cfg(test)]

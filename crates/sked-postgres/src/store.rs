@@ -195,6 +195,9 @@ impl ClaimTx for PgTx<'_> {
     type Error = TxError;
 
     fn job(&mut self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, TxError> {
+        if let Some(read) = self.0.claims.job(tenant.as_str(), id.as_str()) {
+            return Ok(read);
+        }
         load_job(self.0, tenant.as_str(), id.as_str())
     }
 
