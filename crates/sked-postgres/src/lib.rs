@@ -4,7 +4,9 @@
 //! - [`PgDb`] (`db`): the connection pool and the versioned migrations (`migrations/`,
 //!   embedded at build time, applied on connect).
 //! - [`Tx`] (`tx`): transactions run on a blocking thread, so `sked-core`'s synchronous
-//!   transaction traits drive them; `SERIALIZABLE` with retries by default.
+//!   transaction traits drive them; `SERIALIZABLE` with retries by default, `READ
+//!   COMMITTED` under the lock discipline of `locks` for a run's hand-over (claims,
+//!   completions, heartbeats, firings, cancels, releases).
 //! - [`PgStore`] (`store`): the [`sked_core::ports::JobStore`], with its sibling modules
 //!   `codec` (rows ↔ domain values), `dependencies` (`after` edges and waits, the
 //!   `DependencyTx`), `ledger` (skip records), `quotas` (the
@@ -20,8 +22,8 @@
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
-//! (row locks, `FOR UPDATE SKIP LOCKED`), never an in-process lock; the rules themselves stay
-//! in `sked-core`.
+//! (row locks, advisory transaction locks, `FOR UPDATE SKIP LOCKED`), never an in-process
+//! lock; the rules themselves stay in `sked-core`.
 
 mod alerts;
 mod codec;
@@ -29,8 +31,8 @@ pub mod db;
 mod dependencies;
 pub mod keys;
 mod ledger;
-mod locks;
 mod listen;
+mod locks;
 pub mod logs;
 pub mod queue;
 mod quotas;

@@ -125,7 +125,10 @@ pub(crate) fn advisory_locks(tx: &mut Tx, mut numbers: Vec<i64>) -> Result<(), T
     numbers.sort_unstable();
     numbers.dedup();
     // A function scan of `unnest` yields the array in order: the locks are taken in it.
-    tx.query("SELECT pg_advisory_xact_lock(n) FROM unnest($1::bigint[]) AS n", &[&numbers])?;
+    tx.query(
+        "SELECT pg_advisory_xact_lock(n) FROM unnest($1::bigint[]) AS n",
+        &[&numbers],
+    )?;
     Ok(())
 }
 
@@ -145,8 +148,7 @@ pub(crate) fn lock_claims(tx: &mut Tx, batch: &ClaimBatch) -> Result<(), TxError
     if batch.runs.is_empty() {
         return Ok(());
     }
-    let (tenants, run_ids): (Vec<&str>, Vec<&str>) =
-        batch.runs.iter().map(|(t, r)| (t.as_str(), r.as_str())).unzip();
+    let (tenants, run_ids): (Vec<&str>, Vec<&str>) = batch.runs.iter().map(|(t, r)| (t.as_str(), r.as_str())).unzip();
     // The rows are locked in the sort's order (the locking node is above it).
     let rows = tx.query(
         &format!(
@@ -206,7 +208,10 @@ fn read_jobs(tx: &mut Tx, batch: &ClaimBatch) -> Result<HashMap<(String, String)
     )?;
     for row in &rows {
         let job = job_from_row(row)?;
-        jobs.insert((job.tenant.as_str().to_string(), job.id.as_str().to_string()), Some(job));
+        jobs.insert(
+            (job.tenant.as_str().to_string(), job.id.as_str().to_string()),
+            Some(job),
+        );
     }
     Ok(jobs)
 }

@@ -1,12 +1,18 @@
 //! [`PgStore`]: the [`JobStore`] over the `jobs`, `runs` and `idempotency_keys` tables (and,
 //! through its sibling modules, the ledger, the `after` edges and waits, quotas and alerts).
 //!
-//! Every conditional write (create, update, fire, claim, heartbeat, complete, cancel) is one
-//! [`PgDb::transaction`]: SERIALIZABLE, run again from the start when PostgreSQL aborts it for
-//! a concurrent one, so its read-decide-write holds against every other connection and host.
-//! A refused write returns its error from inside the transaction, which rolls it back:
-//! nothing changes. Plain reads (gets, listings, the sweeper's and reaper's scans) are single
-//! statements on a pooled connection.
+//! Every conditional write is one transaction, run again from the start when PostgreSQL
+//! aborts it for a concurrent one. The writes of a run's hand-over — fire, claim, heartbeat,
+//! complete, cancel, defer, a wait's expiry — are `READ COMMITTED` and follow the lock
+//! discipline of [`crate::locks`] (the run row `FOR UPDATE` before deciding on it, the job
+//! row before firing, advisory locks on what a claim counts and on a downstream occurrence),
+//! the one [`crate::PgWork`]'s steps follow. The rest (create, update, insert a run, quotas,
+//! alerts, skip records) are [`PgDb::transaction`]s: `SERIALIZABLE`, so their read-decide-write
+//! holds against one another, and against a locking write where both write one row (a job
+//! updated while a firing locked it: PostgreSQL aborts the `SERIALIZABLE` one if the row
+//! changed since its snapshot, and it runs again). A refused write returns its error from inside the
+//! transaction, which rolls it back: nothing changes. Plain reads (gets, listings, the
+//! sweeper's and reaper's scans) are single statements on a pooled connection.
 //!
 //! Cursors, as SQLite's: jobs page on the last id (`id > cursor`); runs on
 //! `<scheduled_for ms>|<run id>` of the last item (`(scheduled_for, run_id) < cursor`, newest

@@ -3,12 +3,14 @@
 //! core's synchronous transaction traits (`ClaimTx`, `DependencyTx`, `WorkTx`) are implemented
 //! here as they are for SQLite, and the decisions stay written once in `sked-core`.
 //!
-//! Transactions are `SERIALIZABLE` unless the caller asks otherwise: a closure reads, decides
-//! and writes as if it were alone — the guarantee the SQLite store gets from its file lock —
-//! and PostgreSQL aborts the one that would break that (SQLSTATE 40001, or 40P01 for a
-//! deadlock); the closure is then run again from the start on a new transaction, up to
-//! [`MAX_TRIES`] times. A closure must therefore depend only on what it captured and what it
-//! reads in its transaction (`FnMut`). Answers are returned only after `COMMIT` succeeded.
+//! Transactions are `SERIALIZABLE` unless the caller asks otherwise ([`PgDb::transaction`]): a
+//! closure reads, decides and writes as if it were alone — the guarantee the SQLite store gets
+//! from its file lock — and PostgreSQL aborts the one that would break that (SQLSTATE 40001).
+//! The run's hand-over instead runs at `READ COMMITTED` ([`PgDb::locking_transaction`]) and
+//! locks what it decides on ([`crate::locks`]), which aborts nothing but a rare deadlock
+//! (40P01). Either way the closure is then run again from the start on a new transaction, up
+//! to [`MAX_TRIES`] times. A closure must therefore depend only on what it captured and what
+//! it reads in its transaction (`FnMut`). Answers are returned only after `COMMIT` succeeded.
 
 use crate::db::{PgDb, PoolError};
 use crate::locks::LockedForClaims;

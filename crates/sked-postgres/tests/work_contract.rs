@@ -407,7 +407,13 @@ async fn receives_on_several_hosts_claim_a_key_s_last_slot_once() {
         fire(round, 0).await;
         let first = hosts[0].receive(&request("holder")).await.unwrap();
         assert!(
-            matches!(first[..], [Received { claim: Ok(JobClaim::Claimed(ClaimOutcome::Claimed { .. }, _)), .. }]),
+            matches!(
+                first[..],
+                [Received {
+                    claim: Ok(JobClaim::Claimed(ClaimOutcome::Claimed { .. }, _)),
+                    ..
+                }]
+            ),
             "round {round}: {first:?}"
         );
         for j in 1..=RACERS {
@@ -437,7 +443,10 @@ async fn receives_on_several_hosts_claim_a_key_s_last_slot_once() {
         while let Some(n) = racers.join_next().await {
             claimed += n.expect("racer");
         }
-        assert_eq!(claimed, 1, "round {round}: claims of the key's last slot that succeeded");
+        assert_eq!(
+            claimed, 1,
+            "round {round}: claims of the key's last slot that succeeded"
+        );
         let mut holding = 0;
         for j in 0..=RACERS {
             let (_, r) = keyed(round, j);
