@@ -7,7 +7,7 @@
 //!   one after the other, the second on the row the first committed (no double claim; the
 //!   fencing token read is the last one written, so tokens only grow).
 //! - **A job row** is locked before a firing decides on it (`still_applies_to`), so two
-//!   sweeps never both fire one occurrence.
+//!   sweeps never both fire one occurrence (a call's jobs all at once, sorted).
 //! - **Advisory locks** (`pg_advisory_xact_lock`, held to the transaction's end) stand for
 //!   what a claim counts rather than a row: a concurrency key's slots (`key`), a capped
 //!   tenant's running attempts (`cap`), a job's other runs for a claim that must run alone
@@ -78,13 +78,26 @@ pub(crate) fn lock_run(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<Option
     row.as_ref().map(run_from_row).transpose()
 }
 
-/// The job, locked until the transaction ends (`None`: it does not exist).
-pub(crate) fn lock_job(tx: &mut Tx, tenant: &str, id: &str) -> Result<Option<Job>, TxError> {
-    let row = tx.query_opt(
-        &format!("SELECT {JOB_COLS} FROM jobs WHERE tenant = $1 AND id = $2 FOR UPDATE"),
-        &[&tenant, &id],
+/// The jobs of `keys` (tenant, id) that exist, locked until the transaction ends, in one
+/// statement (rows locked in tenant and id order).
+pub(crate) fn lock_jobs(tx: &mut Tx, keys: &[(&str, &str)]) -> Result<HashMap<(String, String), Job>, TxError> {
+    if keys.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let (tenants, ids): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+    let rows = tx.query(
+        &format!(
+            "SELECT {JOB_COLS} FROM jobs WHERE (tenant, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+             ORDER BY tenant, id FOR UPDATE"
+        ),
+        &[&tenants, &ids],
     )?;
-    row.as_ref().map(job_from_row).transpose()
+    rows.iter()
+        .map(|row| {
+            let job = job_from_row(row)?;
+            Ok(((job.tenant.as_str().to_string(), job.id.as_str().to_string()), job))
+        })
+        .collect()
 }
 
 /// A lock's number: the FNV-1a hash of its name.

@@ -33,7 +33,7 @@ use crate::codec::{
 use crate::db::PgDb;
 use crate::dependencies::{EXPIRED_WAITS, ended, wait_from_row};
 use crate::ledger::{SKIP_RECORDS_IN, skip_record_of, write_skip_records};
-use crate::locks::{lock_claims, lock_job, lock_run};
+use crate::locks::{lock_claims, lock_jobs, lock_run};
 use crate::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_holders};
 use crate::tx::{Tx, TxError};
 use async_trait::async_trait;
@@ -139,57 +139,96 @@ pub(crate) fn load_active_runs(tx: &mut Tx, tenant: &str, job_id: &str) -> Resul
     runs_of(&rows)
 }
 
-/// Applies one sweep decision in the current transaction (see [`JobStore::fire`]).
-pub(crate) fn apply_firing(tx: &mut Tx, firing: &Firing) -> Result<Vec<Run>, TxError> {
-    // Locked: a concurrent firing of the job decides after this one commits, on its writes.
-    let job =
-        lock_job(tx, firing.tenant.as_str(), firing.job_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
-    if !firing.still_applies_to(&job) {
-        return Err(conflict(format!("job {} moved on", firing.job_id)));
-    }
-    let mut released = Vec::new();
-    for id in &firing.cancel {
-        if let Some(mut stored) = lock_run(tx, firing.tenant.as_str(), id.as_str())?
-            && !stored.run.state.is_terminal()
-        {
-            stored.run.request_cancel(firing.at, REPLACED);
-            save(tx, &stored)?;
-            released.extend(ended(tx, stored.run)?.released);
+/// Applies sweep decisions in the current transaction, each on its own (see
+/// [`JobStore::fire`]), in a few statements for the whole call: the firings' jobs locked at
+/// once (sorted, as `locks` orders rows), then each firing decided on its job as locked — a
+/// refusal (the job moved on, or is gone) before any write of its firing, so it needs no
+/// savepoint — and its cancellations written, then every firing's runs inserted in one
+/// statement and every job's next firing in another. An SQL failure fails the whole call.
+pub(crate) fn apply_firings(tx: &mut Tx, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, TxError> {
+    let keys: Vec<(&str, &str)> = firings.iter().map(|f| (f.tenant.as_str(), f.job_id.as_str())).collect();
+    let mut jobs = lock_jobs(tx, &keys)?;
+    // Per firing: its answer so far (the runs its cancellations released, or its refusal).
+    let mut answers: Vec<Result<Vec<Run>, StoreError>> = Vec::with_capacity(firings.len());
+    let mut rows = Vec::new();
+    // The jobs' new next firing, the last firing of each job winning (one statement may
+    // change a row once).
+    let mut next: HashMap<(&str, &str), (Option<i64>, &'static str)> = HashMap::new();
+    for firing in firings {
+        let key = (firing.tenant.as_str().to_string(), firing.job_id.as_str().to_string());
+        let Some(job) = jobs.get_mut(&key) else {
+            answers.push(Err(StoreError::NotFound));
+            continue;
+        };
+        if !firing.still_applies_to(job) {
+            answers.push(Err(StoreError::Conflict(format!("job {} moved on", firing.job_id))));
+            continue;
         }
-    }
-    let mut inserted = Vec::new();
-    for run in &firing.runs {
-        if RunRow::new(run, 0)?.insert(tx)? {
-            inserted.push(truncated(run));
+        // A later firing of the same job in this call sees this one's write.
+        job.next_fire_at = firing.next_fire_at;
+        job.state = firing.state;
+        let mut released = Vec::new();
+        for id in &firing.cancel {
+            if let Some(mut stored) = lock_run(tx, firing.tenant.as_str(), id.as_str())?
+                && !stored.run.state.is_terminal()
+            {
+                stored.run.request_cancel(firing.at, REPLACED);
+                save(tx, &stored)?;
+                released.extend(ended(tx, stored.run)?.released);
+            }
         }
+        for run in &firing.runs {
+            rows.push(RunRow::new(run, 0)?);
+        }
+        next.insert(
+            (firing.tenant.as_str(), firing.job_id.as_str()),
+            (firing.next_fire_at.map(ms), firing.state.as_str()),
+        );
+        write_skip_records(tx, firing.tenant.as_str(), firing.job_id.as_str(), &firing.skipped)?;
+        answers.push(Ok(released));
     }
-    // The runs the cancellations released, to enqueue with the firing's.
-    inserted.extend(released.into_iter().filter(|r| r.state == RunState::Pending));
-    tx.execute(
-        "UPDATE jobs SET next_fire_at = $3, state = $4 WHERE tenant = $1 AND id = $2",
-        &[
-            &firing.tenant.as_str(),
-            &firing.job_id.as_str(),
-            &firing.next_fire_at.map(ms),
-            &firing.state.as_str(),
-        ],
-    )?;
-    write_skip_records(tx, firing.tenant.as_str(), firing.job_id.as_str(), &firing.skipped)?;
-    Ok(inserted)
+    let mut inserted: std::collections::HashSet<(String, String)> =
+        RunRow::insert_all(tx, &rows)?.into_iter().collect();
+    update_next_firings(tx, &next)?;
+    // Each applied firing's inserted runs, then the runs its cancellations released (to
+    // enqueue with the firing's).
+    Ok(firings
+        .iter()
+        .zip(answers)
+        .map(|(firing, answer)| {
+            answer.map(|released| {
+                let mut runs: Vec<Run> = firing
+                    .runs
+                    .iter()
+                    .filter(|run| inserted.remove(&(run.tenant.as_str().to_string(), run.run_id.as_str().to_string())))
+                    .map(truncated)
+                    .collect();
+                runs.extend(released.into_iter().filter(|r| r.state == RunState::Pending));
+                runs
+            })
+        })
+        .collect())
 }
 
-/// Applies sweep decisions in the current transaction, each on its own (see
-/// [`JobStore::fire`]): a refusal (the job moved on, or is gone) comes before any write of
-/// its firing, so it needs no savepoint; an SQL failure fails the whole call.
-pub(crate) fn apply_firings(tx: &mut Tx, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, TxError> {
-    let mut out = Vec::with_capacity(firings.len());
-    for firing in firings {
-        match apply_firing(tx, firing) {
-            Err(TxError::Store(refused)) => out.push(Err(refused)),
-            written => out.push(Ok(written?)),
-        }
+/// Sets each job's `next_fire_at` and state, in one statement.
+fn update_next_firings(tx: &mut Tx, next: &HashMap<(&str, &str), (Option<i64>, &'static str)>) -> Result<(), TxError> {
+    if next.is_empty() {
+        return Ok(());
     }
-    Ok(out)
+    let (mut tenants, mut ids, mut at, mut states) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for ((tenant, id), (next_fire_at, state)) in next {
+        tenants.push(*tenant);
+        ids.push(*id);
+        at.push(*next_fire_at);
+        states.push(*state);
+    }
+    tx.execute(
+        "UPDATE jobs SET next_fire_at = u.next_fire_at, state = u.state
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS u(tenant, id, next_fire_at, state)
+         WHERE jobs.tenant = u.tenant AND jobs.id = u.id",
+        &[&tenants, &ids, &at, &states],
+    )?;
+    Ok(())
 }
 
 /// The current transaction, as a claim's ([`claim_batch`] decides, this reads and writes), as

@@ -167,7 +167,8 @@ impl Tx {
         match begin {
             None => Ok(self.block_on(statement)?),
             Some(begin) => {
-                let (began, answer) = self.block_on(async { tokio::join!(biased; self.client.batch_execute(begin), statement) });
+                let (began, answer) =
+                    self.block_on(async { tokio::join!(biased; self.client.batch_execute(begin), statement) });
                 began?;
                 Ok(answer?)
             }
