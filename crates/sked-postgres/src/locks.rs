@@ -78,6 +78,26 @@ pub(crate) fn lock_run(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<Option
     row.as_ref().map(run_from_row).transpose()
 }
 
+/// The run, locked until the transaction ends, to close an attempt: read with whether any job
+/// runs `after` its job, so that a run with no downstream job (almost every one) releases
+/// nothing without another statement (`tx.no_downstream`). `None`: it does not exist.
+pub(crate) fn lock_run_to_end(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<Option<StoredRun>, TxError> {
+    let row = tx.query_opt(
+        &format!(
+            "SELECT {RUN_COLS}, EXISTS (SELECT 1 FROM job_after a WHERE a.tenant = runs.tenant AND a.upstream = runs.job_id)
+             FROM runs WHERE tenant = $1 AND run_id = $2 FOR UPDATE OF runs"
+        ),
+        &[&tenant, &run_id],
+    )?;
+    let Some(row) = row else {
+        return Ok(None);
+    };
+    let stored = run_from_row(&row)?;
+    let has_downstream: bool = get(&row, RUN_COLS.split(',').count())?;
+    tx.no_downstream = (!has_downstream).then(|| (tenant.to_string(), stored.run.job_id.as_str().to_string()));
+    Ok(Some(stored))
+}
+
 /// The jobs of `keys` (tenant, id) that exist, locked until the transaction ends, in one
 /// statement (rows locked in tenant and id order).
 pub(crate) fn lock_jobs(tx: &mut Tx, keys: &[(&str, &str)]) -> Result<HashMap<(String, String), Job>, TxError> {

@@ -33,7 +33,7 @@ use crate::codec::{
 use crate::db::PgDb;
 use crate::dependencies::{EXPIRED_WAITS, ended, wait_from_row};
 use crate::ledger::{SKIP_RECORDS_IN, skip_record_of, write_skip_records};
-use crate::locks::{lock_claims, lock_jobs, lock_run};
+use crate::locks::{lock_claims, lock_jobs, lock_run, lock_run_to_end};
 use crate::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_holders};
 use crate::tx::{Tx, TxError};
 use async_trait::async_trait;
@@ -313,7 +313,8 @@ fn claim_run(tx: &mut Tx, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Res
 /// Closes the attempt holding `done.token` in the current transaction (see
 /// [`JobStore::complete`]); what the run's end released is written with it.
 pub(crate) fn finish_attempt(tx: &mut Tx, done: &Completion) -> Result<Ended, TxError> {
-    let mut stored = must_load(tx, done.tenant.as_str(), done.run_id.as_str())?;
+    let mut stored =
+        lock_run_to_end(tx, done.tenant.as_str(), done.run_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
     stored
         .run
         .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)

@@ -142,6 +142,9 @@ pub struct Tx {
     begin: Option<&'static str>,
     /// What a claim batch's lock step read ([`crate::locks::lock_claims`]).
     pub(crate) claims: LockedForClaims,
+    /// A job (tenant, id) that this transaction saw no `after` edge from when it locked a
+    /// run of it to end it ([`crate::locks::lock_run_to_end`]): its end releases nothing.
+    pub(crate) no_downstream: Option<(String, String)>,
 }
 
 impl Tx {
@@ -263,6 +266,7 @@ impl PgDb {
                     handle: handle.clone(),
                     begin: Some(isolation.begin()),
                     claims: LockedForClaims::default(),
+                    no_downstream: None,
                 };
                 let result = f(&mut tx).and_then(|answer| tx.commit().map(|()| answer).map_err(TxError::from));
                 match result {
