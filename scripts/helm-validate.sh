@@ -144,6 +144,10 @@ refused grace-too-long "exceeds terminationGracePeriodSeconds" \
     -f "$chart/ci/defaults-values.yaml" --set worker.payloadGraceSeconds=50
 refused role-key-without-secret "names a key of database.existingSecret" \
     -f "$chart/ci/defaults-values.yaml" --set database.roleKeys.worker=worker-url
+refused ca-twice "database.ca.secret or database.ca.configMap, not both" \
+    -f "$chart/ci/defaults-values.yaml" --set database.ca.secret=a --set database.ca.configMap=b
+refused bad-log-retention "sweeper.logRetention: Does not match pattern" \
+    -f "$chart/ci/defaults-values.yaml" --set "sweeper.logRetention=30 days"
 # values.schema.json: a misspelt key, and a string where a boolean goes ("false" is true).
 refused misspelt-value "Additional property replica is not allowed" \
     -f "$chart/ci/defaults-values.yaml" --set api.replica=3

@@ -196,10 +196,14 @@ pub fn with_logs(mut config: AwsConfig) -> AwsConfig {
     config
 }
 
-/// Clients and a config whose log bucket and group exist (table and queues not created).
+/// Clients and a config whose log bucket, group and table (small finished logs are items)
+/// exist (queues not created).
 pub async fn fresh_logs() -> (AwsClients, AwsConfig) {
     let config = with_logs(fresh_config());
     let clients = connect(&config).await;
+    crate::bootstrap::create_table(&clients.dynamodb, &config)
+        .await
+        .expect("create table");
     let logs = config.logs.as_ref().expect("logs config");
     crate::bootstrap::create_log_resources(&clients, &config.region, logs)
         .await

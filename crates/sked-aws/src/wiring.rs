@@ -34,11 +34,7 @@ pub struct TenantStores {
 /// [`ports`], and the tenants' quotas and webhook secrets kept by the same store.
 pub fn ports_and_tenants(clients: &AwsClients, config: &AwsConfig, clock: Arc<dyn Clock>) -> (Ports, TenantStores) {
     let logs: Arc<dyn LogStore> = match &config.logs {
-        Some(logs) => Arc::new(CloudWatchLogStore::new(
-            clients.logs.clone(),
-            clients.s3.clone(),
-            logs.clone(),
-        )),
+        Some(logs) => Arc::new(CloudWatchLogStore::new(clients, &config.table, logs.clone())),
         None => Arc::new(NoLogs),
     };
     let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), config, clock.clone()));

@@ -1,11 +1,13 @@
 //! The CloudWatch/S3 log store against a real moto server: lines written while an attempt
 //! "runs" are read (and followed) from its CloudWatch stream; after `finish` they are read
-//! from its S3 object (tail, stream filter, cursor), and a cursor taken on the stream
-//! continues on the object; the cap with its one marker; unknown attempts are `NotFound`;
-//! the bootstrap's bucket lifecycle and group retention.
+//! from its S3 object, or from its table item when small (tail, stream filter, cursor), and a
+//! cursor taken on the stream continues on the finished log; the cap with its one marker; an
+//! attempt that prints nothing makes no request; unknown attempts are `NotFound`; the
+//! bootstrap's bucket lifecycle and group retention.
 
 mod common;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
 use sked_aws::logs::{object_key, stream_name};
 use sked_aws::{AwsClients, AwsConfig, CloudWatchLogStore, LogsConfig};
@@ -51,12 +53,23 @@ fn logs_config(config: &AwsConfig) -> LogsConfig {
     config.logs.clone().expect("logs config")
 }
 
+/// Finished logs go to S3 whatever their size.
+fn always_s3(logs: &mut LogsConfig) {
+    logs.inline_bytes = 0;
+}
+
 async fn store_with(f: impl FnOnce(&mut LogsConfig)) -> (CloudWatchLogStore, AwsClients, LogsConfig) {
+    let (store, clients, logs, _) = store_and_table_with(f).await;
+    (store, clients, logs)
+}
+
+/// [`store_with`], and the table's name.
+async fn store_and_table_with(f: impl FnOnce(&mut LogsConfig)) -> (CloudWatchLogStore, AwsClients, LogsConfig, String) {
     let (clients, config) = fresh_logs().await;
     let mut logs = logs_config(&config);
     f(&mut logs);
-    let store = CloudWatchLogStore::new(clients.logs.clone(), clients.s3.clone(), logs.clone());
-    (store, clients, logs)
+    let store = CloudWatchLogStore::new(&clients, &config.table, logs.clone());
+    (store, clients, logs, config.table)
 }
 
 async fn write_all(store: &CloudWatchLogStore, key: &LogKey, lines: &[LogLine]) -> Box<dyn LogWriter> {
@@ -67,12 +80,21 @@ async fn write_all(store: &CloudWatchLogStore, key: &LogKey, lines: &[LogLine]) 
     writer
 }
 
+/// `key`'s page for `query`; an empty one while the attempt has no log yet (its stream is
+/// created with its first batch).
+async fn read_or_empty(store: &CloudWatchLogStore, key: &LogKey, query: &LogQuery) -> LogPage {
+    match store.read(key, query).await {
+        Err(LogError::NotFound) => LogPage::default(),
+        page => page.unwrap(),
+    }
+}
+
 /// Reads until `enough` holds for the page (lines reach CloudWatch in batches), for at most
 /// five seconds.
 async fn read_until(store: &CloudWatchLogStore, query: &LogQuery, enough: impl Fn(&LogPage) -> bool) -> LogPage {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let page = store.read(&key(1), query).await.unwrap();
+        let page = read_or_empty(store, &key(1), query).await;
         if enough(&page) {
             return page;
         }
@@ -98,7 +120,7 @@ fn texts(page: &LogPage) -> Vec<&str> {
 
 #[tokio::test]
 async fn a_running_attempt_is_read_and_followed_from_cloudwatch_then_from_s3() {
-    let (store, clients, logs) = store_with(|_| {}).await;
+    let (store, clients, logs) = store_with(always_s3).await;
     let written = lines(6);
     let mut writer = write_all(&store, &key(1), &written[..2]).await;
 
@@ -194,10 +216,76 @@ async fn a_running_attempt_is_read_and_followed_from_cloudwatch_then_from_s3() {
 
 #[tokio::test]
 async fn a_finished_log_is_read_from_s3_with_tail_and_stream_filter() {
-    let (store, _clients, _) = store_with(|_| {}).await;
+    let (store, clients, logs) = store_with(always_s3).await;
     let written = lines(10);
     write_all(&store, &key(1), &written).await.finish().await.unwrap();
+    assert!(object_exists(&clients, &logs, &key(1)).await);
+    assert_finished_reads(&store, &written).await;
+}
 
+#[tokio::test]
+async fn a_small_finished_log_is_one_table_item_and_no_s3_object() {
+    let (store, clients, logs, table) = store_and_table_with(|_| {}).await;
+    let written = lines(10);
+    let mut writer = write_all(&store, &key(1), &written[..4]).await;
+    let running = read_until(&store, &LogQuery::default(), |p| p.lines.len() == 4).await;
+    for l in &written[4..] {
+        writer.append(l.clone()).await.unwrap();
+    }
+    writer.finish().await.unwrap();
+    assert!(
+        !object_exists(&clients, &logs, &key(1)).await,
+        "a log of {} bytes costs no S3 PUT",
+        written.len() * 70
+    );
+    let item = clients
+        .dynamodb
+        .get_item()
+        .table_name(&table)
+        .key(
+            "pk",
+            AttributeValue::S("T#acme#LOG#backup.nightly@20261201T090000.000Z".into()),
+        )
+        .key("sk", AttributeValue::S("ATTEMPT#1".into()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .expect("the log's item");
+    let body = item["lines"].as_s().unwrap();
+    assert_eq!(body.lines().count(), 10);
+    assert!(item["ttl"].as_n().unwrap().parse::<i64>().unwrap() > chrono::Utc::now().timestamp() + 29 * 86_400);
+    // A follower that started on the stream continues on the item.
+    let rest = store
+        .read(
+            &key(1),
+            &LogQuery {
+                after: Some(running.cursor),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(rest.lines, written[4..]);
+    assert_finished_reads(&store, &written).await;
+
+    // One byte more than the limit goes to S3.
+    let (store, clients, logs) = store_with(|l| l.inline_bytes = body.len()).await;
+    write_all(&store, &key(1), &written).await.finish().await.unwrap();
+    assert!(
+        !object_exists(&clients, &logs, &key(1)).await,
+        "exactly the limit is inline"
+    );
+    let mut more = written.clone();
+    more[9].line.push('!');
+    write_all(&store, &key(2), &more).await.finish().await.unwrap();
+    assert!(object_exists(&clients, &logs, &key(2)).await, "past the limit is in S3");
+    assert_eq!(store.read(&key(2), &LogQuery::default()).await.unwrap().lines, more);
+}
+
+/// The finished log of `key(1)`, `written` (10 lines), read whole, by stream, by tail and
+/// after a cursor.
+async fn assert_finished_reads(store: &CloudWatchLogStore, written: &[LogLine]) {
     let all = store.read(&key(1), &LogQuery::default()).await.unwrap();
     assert_eq!(all.lines, written);
     assert_eq!(all.cursor, 10);
@@ -317,7 +405,7 @@ async fn a_payload_printing_the_marker_text_does_not_truncate() {
 
 #[tokio::test]
 async fn a_line_too_long_for_cloudwatch_is_cut_in_the_stream_and_whole_in_s3() {
-    let (store, _clients, _) = store_with(|_| {}).await;
+    let (store, _clients, _) = store_with(always_s3).await;
     let long = line(0, LogStream::Stdout, &"z".repeat(300 * 1024));
     let writer = write_all(&store, &key(1), &[long.clone(), line(1, LogStream::Stdout, "after")]).await;
     let running = read_until(&store, &LogQuery::default(), |p| p.lines.len() == 2).await;
@@ -349,30 +437,41 @@ async fn many_lines_go_out_in_batches_of_flush_lines() {
 }
 
 #[tokio::test]
-async fn an_empty_log_exists_while_running_and_after_with_no_s3_object() {
-    let (store, clients, logs) = store_with(|_| {}).await;
-    let writer = store.writer(&key(1)).await.unwrap();
-    let page = store.read(&key(1), &LogQuery::default()).await.unwrap();
-    assert!(page.lines.is_empty());
-    assert_eq!(page.cursor, 0);
+async fn an_attempt_that_prints_nothing_makes_no_request_and_has_no_log() {
+    let (clients, mut config) = fresh_logs().await;
+    let logs = logs_config(&config);
+    let store = CloudWatchLogStore::new(&clients, &config.table, logs.clone());
+    let counter = sked_aws::RequestCounter::new();
+    config.request_counter = Some(counter.clone());
+    let counted = CloudWatchLogStore::new(&sked_aws::connect(&config).await, &config.table, logs.clone());
+    let writer = counted.writer(&key(1)).await.unwrap();
     let summary = writer.finish().await.unwrap();
     assert_eq!((summary.bytes, summary.truncated), (0, false));
-    assert!(
-        !object_exists(&clients, &logs, &key(1)).await,
-        "an attempt that printed nothing costs no S3 PUT"
+    assert_eq!(
+        counter.total(),
+        0,
+        "no stream, item or object for a silent attempt: {:?}",
+        counter.snapshot()
     );
-    let page = store
-        .read(
-            &key(1),
-            &LogQuery {
-                tail: Some(10),
-                ..Default::default()
-            },
-        )
+    // Nothing to read, before and after: sked-core shows that as an empty log.
+    for query in [
+        LogQuery::default(),
+        LogQuery {
+            tail: Some(10),
+            ..Default::default()
+        },
+    ] {
+        assert!(matches!(store.read(&key(1), &query).await, Err(LogError::NotFound)));
+    }
+    assert!(!object_exists(&clients, &logs, &key(1)).await);
+    let streams = clients
+        .logs
+        .describe_log_streams()
+        .log_group_name(&logs.log_group)
+        .send()
         .await
         .unwrap();
-    assert!(page.lines.is_empty());
-    assert_eq!(page.cursor, 0);
+    assert!(streams.log_streams().is_empty(), "{streams:?}");
 }
 
 #[tokio::test]
@@ -411,7 +510,7 @@ async fn attempts_are_kept_apart_and_unknown_ones_are_not_found() {
 async fn read_until_key(store: &CloudWatchLogStore, key: &LogKey, n: usize) -> LogPage {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
-        let page = store.read(key, &LogQuery::default()).await.unwrap();
+        let page = read_or_empty(store, key, &LogQuery::default()).await;
         if page.lines.len() >= n || Instant::now() > deadline {
             return page;
         }

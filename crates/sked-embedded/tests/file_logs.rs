@@ -2,7 +2,7 @@
 //! cap with its marker, following with a cursor while the writer appends, partial lines, and
 //! keys that name no log.
 
-use sked_core::ports::{LogError, LogKey, LogLine, LogQuery, LogStore, LogStream, LogWriter};
+use sked_core::ports::{LogError, LogKey, LogLine, LogQuery, LogRetention, LogStore, LogStream, LogWriter};
 use sked_core::timestamp::{self, Timestamp};
 use sked_embedded::logs::FileLogStore;
 use std::io::Write;
@@ -484,4 +484,40 @@ async fn retention_removes_old_logs_and_the_folders_they_leave_empty() {
         !store.path(&old_run).unwrap().parent().unwrap().exists(),
         "the empty run folder is gone"
     );
+}
+
+/// Through the retention port: whole logs last written before the cutoff go, a bounded batch
+/// per call (fewer than the limit once nothing old is left); recent logs stay.
+#[tokio::test]
+async fn the_retention_port_removes_old_logs_in_batches_and_keeps_recent_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = FileLogStore::new(dir.path());
+    let forty_days_ago = SystemTime::now() - Duration::from_secs(40 * 86_400);
+    let old: Vec<LogKey> = (1..=3).map(key).collect();
+    let recent = LogKey {
+        run_id: "recent@20261101T090000.000Z".into(),
+        ..key(1)
+    };
+    for key in old.iter().chain([&recent]) {
+        write_all(&store, key, &lines(2)).await.finish().await.unwrap();
+    }
+    for key in &old {
+        let file = std::fs::File::options()
+            .append(true)
+            .open(store.path(key).unwrap())
+            .unwrap();
+        file.set_modified(forty_days_ago).unwrap();
+    }
+    let cutoff = chrono::Utc::now() - chrono::Duration::days(30);
+
+    assert_eq!(store.remove_before(cutoff, 2).await.unwrap(), 2);
+    assert_eq!(store.remove_before(cutoff, 2).await.unwrap(), 1);
+    assert_eq!(store.remove_before(cutoff, 2).await.unwrap(), 0);
+    for key in &old {
+        assert!(
+            matches!(store.read(key, &LogQuery::default()).await, Err(LogError::NotFound)),
+            "{key:?}"
+        );
+    }
+    assert_eq!(store.read(&recent, &LogQuery::default()).await.unwrap().lines.len(), 2);
 }

@@ -1,12 +1,14 @@
 //! [`PgDb`]: the pool of connections every adapter of this crate shares, opened from a
-//! `postgres://` URL (tokio-postgres through deadpool), with the schema brought up to date by
+//! `postgres://` URL (tokio-postgres through deadpool; TLS as the URL's `sslmode` and
+//! `sslrootcert` say, see `conninfo` and `tls`), with the schema brought up to date by
 //! the embedded migrations (`migrations/V<n>__<name>.sql`, refinery: applied in order on
 //! connect, each once, recorded in `refinery_schema_history`). Several processes starting at
 //! once take turns on a session advisory lock, so only the first applies them.
 
+use crate::conninfo::{self, ConnInfoError};
+use crate::tls::{TlsConnector, TlsError};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use std::time::Duration;
-use tokio_postgres::NoTls;
 
 mod embedded {
     refinery::embed_migrations!("./migrations");
@@ -37,11 +39,15 @@ impl Default for PgOptions {
 /// Opening the database failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
-    /// The URL is not a PostgreSQL connection string.
-    #[error("invalid database URL: {0}")]
-    Url(#[source] tokio_postgres::Error),
-    /// The database did not answer or refused the connection.
-    #[error("could not connect to PostgreSQL: {0}")]
+    /// The URL is not a PostgreSQL connection string (or its TLS settings are wrong).
+    #[error("invalid database URL")]
+    Url(#[source] ConnInfoError),
+    /// The URL's TLS settings cannot be put to use (an unreadable CA file).
+    #[error(transparent)]
+    Tls(#[from] TlsError),
+    /// The database did not answer or refused the connection (the cause, TLS handshake
+    /// failures included, is the source).
+    #[error("could not connect to PostgreSQL")]
     Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// A migration failed (or the database holds a newer schema than this build knows).
     #[error("could not migrate the database: {0}")]
@@ -52,11 +58,20 @@ pub enum ConnectError {
 /// than the acquire timeout).
 pub type PoolError = deadpool_postgres::PoolError;
 
+/// How to open one more connection: the settings, and TLS as they ask.
+#[derive(Clone)]
+pub struct ConnectConfig {
+    /// Host, port, user, database, `sslmode` as tokio-postgres knows it…
+    pub(crate) pg: tokio_postgres::Config,
+    /// The TLS connector (used unless `sslmode=disable`).
+    pub(crate) tls: TlsConnector,
+}
+
 /// The shared pool. Cheap to clone (the pool is reference-counted).
 #[derive(Clone)]
 pub struct PgDb {
     pool: Pool,
-    config: tokio_postgres::Config,
+    config: ConnectConfig,
 }
 
 impl std::fmt::Debug for PgDb {
@@ -69,11 +84,15 @@ impl std::fmt::Debug for PgDb {
 impl PgDb {
     /// Connects to `url` and applies the migrations this build has and the database has not.
     pub async fn connect(url: &str, options: &PgOptions) -> Result<PgDb, ConnectError> {
-        let mut config: tokio_postgres::Config = url.parse().map_err(ConnectError::Url)?;
-        config.connect_timeout(options.acquire_timeout);
+        let conninfo::ConnInfo { config: mut pg, tls } = conninfo::parse(url).map_err(ConnectError::Url)?;
+        pg.connect_timeout(options.acquire_timeout);
+        let config = ConnectConfig {
+            pg,
+            tls: TlsConnector::new(tls)?,
+        };
         let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
+            config.pg.clone(),
+            config.tls.clone(),
             ManagerConfig {
                 // A connection the server closed (a restart) reports itself closed and is
                 // dropped rather than handed out.
@@ -93,7 +112,11 @@ impl PgDb {
     }
 
     async fn migrate(&self) -> Result<(), ConnectError> {
-        let mut conn = self.get().await.map_err(|e| ConnectError::Connect(Box::new(e)))?;
+        let mut conn = self.get().await.map_err(|e| match e {
+            // The database's own error, not deadpool's wrapper (which repeats it).
+            deadpool_postgres::PoolError::Backend(e) => ConnectError::Connect(Box::new(e)),
+            e => ConnectError::Connect(Box::new(e)),
+        })?;
         let migrate_err = |e: tokio_postgres::Error| ConnectError::Migrate(Box::new(e));
         conn.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])
             .await
@@ -115,7 +138,7 @@ impl PgDb {
     }
 
     /// The connection settings, for a dedicated connection outside the pool (`LISTEN`).
-    pub fn config(&self) -> &tokio_postgres::Config {
+    pub fn config(&self) -> &ConnectConfig {
         &self.config
     }
 }

@@ -2,7 +2,8 @@
 //! workers on many hosts share one database.
 //!
 //! - [`PgDb`] (`db`): the connection pool and the versioned migrations (`migrations/`,
-//!   embedded at build time, applied on connect).
+//!   embedded at build time, applied on connect); `conninfo` reads the connection string's
+//!   TLS settings (libpq's `sslmode`, `sslrootcert`), `tls` turns them into a rustls connector.
 //! - [`Tx`] (`tx`): transactions run on a blocking thread, so `sked-core`'s synchronous
 //!   transaction traits drive them; `SERIALIZABLE` with retries by default, `READ
 //!   COMMITTED` under the lock discipline of `locks` for a run's hand-over (claims,
@@ -16,7 +17,7 @@
 //! - [`PgQueue`] (`queue`): the dispatch queue, received with `FOR UPDATE SKIP LOCKED`,
 //!   tenants in turns, waiting receives woken by `LISTEN`/`NOTIFY` (`listen`).
 //! - [`PgLogs`] (`logs`): attempts' logs, a row per line, readable from any server while
-//!   they are written.
+//!   they are written; `log_retention` deletes lines past the retention period.
 //! - [`PgWork`] (`work`): the [`sked_core::ports::WorkPort`] whose every step is one
 //!   transaction over the store's tables and the queue's (as SQLite's work port).
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
@@ -27,25 +28,30 @@
 
 mod alerts;
 mod codec;
+pub mod conninfo;
 pub mod db;
 mod dependencies;
 pub mod keys;
 mod ledger;
 mod listen;
 mod locks;
+mod log_retention;
 pub mod logs;
 pub mod queue;
 mod quotas;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod tls;
 pub mod tx;
 pub mod work;
 
+pub use conninfo::{ConnInfoError, SslMode};
 pub use db::{ConnectError, PgDb, PgOptions};
 pub use keys::PgKeys;
 pub use logs::PgLogs;
 pub use queue::PgQueue;
 pub use store::PgStore;
+pub use tls::TlsError;
 pub use tx::{Isolation, Tx, TxError};
 pub use work::PgWork;

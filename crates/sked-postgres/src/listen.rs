@@ -13,10 +13,11 @@
 //! their own, so a lost notification costs latency, never a message. What it must not do:
 //! decide anything about messages; it only says "look again".
 
+use crate::db::ConnectConfig;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Notify, futures::Notified, watch};
-use tokio_postgres::{AsyncMessage, NoTls};
+use tokio_postgres::AsyncMessage;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 /// How long after losing (or failing to open) its connection the listener tries again.
@@ -34,11 +35,13 @@ pub(crate) struct Listener {
 
 impl Listener {
     /// Starts listening on `channel` (a lower-case SQL identifier) over a connection opened
-    /// from `config`. Must be called within a Tokio runtime: the task runs on it.
-    pub(crate) fn start(mut config: tokio_postgres::Config, channel: &'static str) -> Listener {
+    /// from `config` (TLS as the pool's). Must be called within a Tokio runtime: the task runs
+    /// on it.
+    pub(crate) fn start(mut config: ConnectConfig, channel: &'static str) -> Listener {
         // An idle connection whose peer vanished (a host gone, a NAT entry dropped) is noticed
         // in about a minute, not after the operating system's two hours.
         config
+            .pg
             .keepalives(true)
             .keepalives_idle(Duration::from_secs(30))
             .keepalives_interval(Duration::from_secs(10))
@@ -77,14 +80,9 @@ impl Listener {
 
 /// The background task: connect, `LISTEN`, forward notifications until the connection ends,
 /// then again after [`RECONNECT`]. Runs until cancelled.
-async fn listen(
-    config: tokio_postgres::Config,
-    channel: &'static str,
-    wake: Arc<Notify>,
-    listening: watch::Sender<bool>,
-) {
+async fn listen(config: ConnectConfig, channel: &'static str, wake: Arc<Notify>, listening: watch::Sender<bool>) {
     loop {
-        match config.connect(NoTls).await {
+        match config.pg.connect(config.tls.clone()).await {
             Ok((client, mut connection)) => {
                 // The connection must be polled for the client's `LISTEN` to go through; the
                 // same polling yields the notifications.

@@ -54,7 +54,7 @@ const MOST_BACKOFF: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone)]
 pub struct PgLogs {
     /// The shared pool.
-    db: PgDb,
+    pub(crate) db: PgDb,
     /// Bytes of line text kept per attempt.
     cap_bytes: u64,
 }

@@ -11,6 +11,9 @@
 //! and [`PgServer::start_again`] restart it on the same port and data, for tests of a
 //! database restart.
 //!
+//! [`PgServer::start_with_tls`] serves TLS too (`ssl=on`) with a certificate and key the test
+//! made; the key file is the server user's and private (`0600`), as PostgreSQL demands.
+//!
 //! Durability is off (`fsync`, `synchronous_commit`, full-page writes) and the WAL kept small:
 //! the tests stop the server only cleanly, never crash the machine under it, so nothing they
 //! check depends on it, and each test's fresh database costs no flush. Benchmarks run their
@@ -44,6 +47,8 @@ fn free_port() -> u16 {
 pub struct PgServer {
     /// `127.0.0.1`'s port it listens on.
     pub port: u16,
+    /// `postgres -c` settings: [`TEST_SETTINGS`] and any of this server's own.
+    settings: String,
     dir: tempdir::Dir,
     running: Mutex<Option<(Child, Option<ChildStdin>)>>,
 }
@@ -78,14 +83,42 @@ impl PgServer {
     /// Creates a cluster in a fresh directory, starts it on a free port and waits until it
     /// accepts connections.
     pub fn start() -> PgServer {
-        let port = free_port();
-        let server = PgServer {
-            port,
-            dir: tempdir::Dir::new(&format!("sked-pg-{}-{port}", std::process::id())),
-            running: Mutex::new(None),
-        };
+        let server = PgServer::new();
         server.start_again();
         server
+    }
+
+    /// As [`PgServer::start`], serving TLS as well as plain connections, with `tls`'s
+    /// certificate and key.
+    pub fn start_with_tls(tls: &ServerTls) -> PgServer {
+        let mut server = PgServer::new();
+        let dir = server.dir.path().join("tls");
+        std::fs::create_dir_all(&dir).expect("create the TLS directory");
+        let (cert, key) = (dir.join("server.crt"), dir.join("server.key"));
+        std::fs::write(&cert, &tls.cert_pem).expect("write the server certificate");
+        write_private_key(&key, &tls.key_pem);
+        server.settings = format!(
+            "{TEST_SETTINGS} -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+            cert.display(),
+            key.display()
+        );
+        if let Some(client_ca) = &tls.client_ca_pem {
+            let file = dir.join("client-ca.crt");
+            std::fs::write(&file, client_ca).expect("write the client CA");
+            server.settings.push_str(&format!(" -c ssl_ca_file={}", file.display()));
+        }
+        server.start_again();
+        server
+    }
+
+    fn new() -> PgServer {
+        let port = free_port();
+        PgServer {
+            port,
+            settings: TEST_SETTINGS.to_owned(),
+            dir: tempdir::Dir::new(&format!("sked-pg-{}-{port}", std::process::id())),
+            running: Mutex::new(None),
+        }
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -122,7 +155,7 @@ impl PgServer {
             .arg(self.port.to_string())
             .arg(self.log_path())
             .arg(self.dir.path())
-            .env("TEST_SETTINGS", TEST_SETTINGS)
+            .env("TEST_SETTINGS", &self.settings)
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -196,6 +229,46 @@ impl Drop for PgServer {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// A server certificate (its chain, PEM) and its private key (PEM), for
+/// [`PgServer::start_with_tls`].
+pub struct ServerTls {
+    /// The certificate the server presents, then any intermediates.
+    pub cert_pem: String,
+    /// The certificate's private key.
+    pub key_pem: String,
+    /// CA certificates whose client certificates the server asks for and checks
+    /// (`ssl_ca_file`; authentication stays `trust`, so a client without one connects too).
+    pub client_ca_pem: Option<String>,
+}
+
+/// Writes the server's private key readable by its owner only, the owner being the user the
+/// server runs as: PostgreSQL refuses a key others can read. As root, `postgres-server.sh`
+/// runs the server as `postgres`, so the file is given to that user.
+fn write_private_key(path: &Path, pem: &str) {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .expect("create the server's key file");
+    file.write_all(pem.as_bytes()).expect("write the server's key");
+    if user_id(&["-u"]) == 0 {
+        let (uid, gid) = (user_id(&["-u", "postgres"]), user_id(&["-g", "postgres"]));
+        std::os::unix::fs::chown(path, Some(uid), Some(gid)).expect("give the key to postgres");
+    }
+}
+
+/// `id <args>`'s number (`-u`: this process's user; `-u postgres`: that user's).
+fn user_id(args: &[&str]) -> u32 {
+    let out = Command::new("id").args(args).output().expect("run id");
+    assert!(out.status.success(), "id {args:?} failed (no `postgres` user?)");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("a numeric id")
 }
 
 /// The directory of the server binaries, from `scripts/postgres-env.sh` (which installs them

@@ -22,13 +22,21 @@
 use crate::cli::WorkerArgs;
 use crate::runtime;
 use anyhow::Context as _;
+use sked_core::duration::Dur;
 use sked_core::ports::{Clock, Executor, SystemClock};
+use sked_core::service::alerts::NotifierConfig;
 use sked_core::service::worker::Worker;
 use sked_embedded::logs::FileLogStore;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
+
+/// How often each AWS worker process looks for due alerts: every pass queries each shard's
+/// `ALERT#` key, so at the local default (1 s) an idle worker would make 4 index queries a
+/// second for nothing; at 5 s an alert is posted within about 5 s of its run's end, and a
+/// retry within 5 s of its time.
+const NOTIFIER_INTERVAL: Dur = Dur::secs(5);
 
 /// Runs AWS workers until a shutdown signal.
 pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
@@ -64,7 +72,11 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
         tracing::info!(worker = %config.id, concurrency = config.concurrency, "starting worker");
         tasks.spawn(Worker::new(ports.clone(), executor.clone(), config).run(shutdown.clone()));
     }
-    tasks.spawn(runtime::notifier(&ports, tenants.webhook_secrets).run(shutdown.clone()));
+    let notifier = NotifierConfig {
+        interval: NOTIFIER_INTERVAL,
+        ..NotifierConfig::default()
+    };
+    tasks.spawn(runtime::notifier(&ports, tenants.webhook_secrets, notifier).run(shutdown.clone()));
     tasks.spawn(print_metrics(
         metrics.clone(),
         clock.clone(),

@@ -4,6 +4,7 @@
 //! [`crate::server`], [`crate::worker`] and [`crate::client`].
 
 use clap::{Args, Parser, Subcommand};
+use sked_core::service::log_retention::Retention;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -82,7 +83,9 @@ pub struct StoreArgs {
     pub data_dir: PathBuf,
     /// A PostgreSQL database (`postgres://user:password@host:port/db`) instead of the data
     /// dir's SQLite file: jobs, runs, the queue, run logs and keys, shared by every process
-    /// given the same URL on any host. The schema is migrated on start. Never logged.
+    /// given the same URL on any host. The schema is migrated on start. Never logged. TLS as
+    /// libpq: `?sslmode=disable|prefer|require|verify-ca|verify-full` (default `prefer`) and
+    /// `sslrootcert=<CA file>`; a client certificate with `sslcert=<file>&sslkey=<file>`.
     #[arg(long, env = "SKED_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// How log lines are written on stderr: `text` for people, or `json`, one object a line
@@ -161,9 +164,23 @@ pub struct ServerArgs {
     #[arg(long, env = "SKED_LISTEN", default_value = "127.0.0.1:8080")]
     pub listen: SocketAddr,
     /// Runs no sweeper in this process: `sked sweeper` processes fire the jobs instead (the
-    /// API, sweepers and workers as separate processes).
+    /// API, sweepers and workers as separate processes). Log retention goes with the sweeper.
     #[arg(long)]
     pub no_sweeper: bool,
+    /// How long attempts' logs are kept.
+    #[command(flatten)]
+    pub retention: RetentionArgs,
+}
+
+/// Housekeeping of the process that fires the jobs (`sked sweeper`, or `sked server` with its
+/// sweeper).
+#[derive(Debug, Args, Clone)]
+pub struct RetentionArgs {
+    /// How long attempts' logs are kept: a duration (`30d`, `12h`, `1d12h`), or `off` (or `0`)
+    /// to keep them forever. Older ones are removed at start and then hourly, a batch at a
+    /// time. Runs and their attempts' records are kept; a removed log reads as empty.
+    #[arg(long, env = "SKED_LOG_RETENTION", default_value_t = Retention::DEFAULT)]
+    pub log_retention: Retention,
 }
 
 /// `sked sweeper`.
@@ -176,6 +193,9 @@ pub struct SweeperArgs {
     /// Storage and logging.
     #[command(flatten)]
     pub store: StoreArgs,
+    /// How long attempts' logs are kept.
+    #[command(flatten)]
+    pub retention: RetentionArgs,
 }
 
 /// Where `sked worker` takes its work from.

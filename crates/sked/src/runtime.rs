@@ -1,6 +1,6 @@
 //! What `sked server` and `sked worker` share: structured logging (and span export), the shutdown signal,
 //! opening the data directory into sked-core's ports, and spawning workers, a reaper and a
-//! notifier.
+//! notifier (and, where the sweeper runs, the log retention pass).
 //!
 //! This is wiring only. Scheduling behaviour lives in sked-core; storage in sked-embedded.
 
@@ -10,9 +10,10 @@ use anyhow::Context as _;
 use sked_api::metrics::Recorder;
 use sked_core::WorkerId;
 use sked_core::duration::Dur;
-use sked_core::ports::{Clock, Executor, KeyStore, QuotaStore, SystemClock, WebhookSecrets};
+use sked_core::ports::{Clock, Executor, KeyStore, LogRetention, QuotaStore, SystemClock, WebhookSecrets};
 use sked_core::service::alerts::{Notifier, NotifierConfig, NotifierPorts};
 use sked_core::service::keys::Keys;
+use sked_core::service::log_retention::{LogPruner, LogRetentionConfig, Retention};
 use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
@@ -93,6 +94,8 @@ pub struct Local {
     pub quotas: Arc<dyn QuotaStore>,
     /// Tenants' webhook secrets, in the same file.
     pub webhook_secrets: Arc<dyn WebhookSecrets>,
+    /// Removing attempts' logs past their retention (the same logs as `ports.logs`).
+    pub log_retention: Arc<dyn LogRetention>,
     /// Runs command and HTTP tasks.
     pub executor: Arc<dyn Executor>,
     /// This process's metrics: the ports report to it; `GET /metrics` reads it.
@@ -124,17 +127,19 @@ fn open_sqlite(
     let store = Arc::new(SqliteStore::new(db.clone()));
     // The queue is a table of the store's file: the work port makes each hand-over of a run
     // one transaction over both, and the process's workers share its one receive turn.
+    let logs = Arc::new(FileLogStore::new(dir.join("logs")));
     let ports = Ports {
         store: store.clone(),
         queue: Arc::new(SqliteQueue::new(db.clone(), clock.clone())),
         work: Arc::new(SqliteWork::new(db.clone(), clock.clone())),
-        logs: Arc::new(FileLogStore::new(dir.join("logs"))),
+        logs: logs.clone(),
         clock,
         observer: metrics.clone(),
     };
     Ok(Local {
         ports,
         metrics,
+        log_retention: logs,
         keys: Arc::new(SqliteKeys::new(db)),
         quotas: store.clone(),
         webhook_secrets: store,
@@ -155,17 +160,19 @@ async fn open_postgres(
         .await
         .context("opening the PostgreSQL database of --database-url")?;
     let store = Arc::new(PgStore::new(db.clone()));
+    let logs = Arc::new(PgLogs::new(db.clone()));
     let ports = Ports {
         store: store.clone(),
         queue: Arc::new(PgQueue::new(db.clone(), clock.clone())),
         work: Arc::new(PgWork::new(db.clone(), clock.clone())),
-        logs: Arc::new(PgLogs::new(db.clone())),
+        logs: logs.clone(),
         clock,
         observer: metrics.clone(),
     };
     Ok(Local {
         ports,
         metrics,
+        log_retention: logs,
         keys: Arc::new(PgKeys::new(db)),
         quotas: store.clone(),
         webhook_secrets: store,
@@ -219,8 +226,25 @@ pub fn spawn_background_tasks(
     }
     let reaper = Reaper::new(local.ports.clone(), ReaperConfig::default());
     tasks.spawn(reaper.run(shutdown.clone()));
-    tasks.spawn(notifier(&local.ports, local.webhook_secrets.clone()).run(shutdown.clone()));
+    tasks.spawn(notifier(&local.ports, local.webhook_secrets.clone(), NotifierConfig::default()).run(shutdown.clone()));
     Ok(())
+}
+
+/// Spawns the log retention pass onto `tasks` (nothing with `Retention::Forever`): in the
+/// processes that fire the jobs, one or two per deployment, not in every worker.
+pub fn spawn_log_retention(local: &Local, retention: Retention, shutdown: &CancellationToken, tasks: &mut JoinSet<()>) {
+    match retention {
+        Retention::Forever => tracing::info!("log retention off: attempts' logs are kept forever"),
+        Retention::Keep(keep) => {
+            tracing::info!(keep = %keep, "removing attempts' logs older than the retention period, hourly");
+            let pruner = LogPruner::new(
+                local.log_retention.clone(),
+                local.ports.clock.clone(),
+                LogRetentionConfig::keeping(keep),
+            );
+            tasks.spawn(pruner.run(shutdown.clone()));
+        }
+    }
 }
 
 /// Serves this process's `/metrics`, `/healthz` and `/readyz` on `listen` until `shutdown`,
@@ -259,14 +283,14 @@ pub async fn serve_ops(
 }
 
 /// The notifier of failure alerts over `ports`' store, posting over HTTP.
-pub fn notifier(ports: &Ports, secrets: Arc<dyn WebhookSecrets>) -> Notifier {
+pub fn notifier(ports: &Ports, secrets: Arc<dyn WebhookSecrets>, config: NotifierConfig) -> Notifier {
     let notifier_ports = NotifierPorts {
         store: ports.store.clone(),
         secrets,
         sender: Arc::new(HttpWebhookSender::new()),
         clock: ports.clock.clone(),
     };
-    Notifier::new(notifier_ports, NotifierConfig::default())
+    Notifier::new(notifier_ports, config)
 }
 
 /// Waits for the background tasks to stop after shutdown, at most `limit`.

@@ -1,7 +1,7 @@
 //! `sked server`: the whole local deployment in one process — the REST API on a TCP
-//! listener, the sweeper, a reaper and N workers, all over one SQLite file. With
-//! `--no-sweeper --workers 0` it is the API alone, beside `sked sweeper` and `sked worker`
-//! processes on the same file.
+//! listener, the sweeper (and the log retention pass), a reaper and N workers, all over one
+//! SQLite file. With `--no-sweeper --workers 0` it is the API alone, beside `sked sweeper` and
+//! `sked worker` processes on the same file.
 //!
 //! With `SKED_OPERATOR_KEY` set (a deployment's Secret: several API servers, no shared disk)
 //! it makes that operator key of tenant `default` known to the store. Otherwise, on an empty
@@ -48,6 +48,7 @@ pub async fn run(args: ServerArgs) -> anyhow::Result<ExitCode> {
     } else {
         let sweeper = Sweeper::new(local.ports.clone(), signal, SweeperConfig::default());
         tasks.spawn(sweeper.run(shutdown.clone()));
+        runtime::spawn_log_retention(&local, args.retention.log_retention, &shutdown, &mut tasks);
     }
     runtime::spawn_background_tasks(&local, &args.runtime, &shutdown, &mut tasks)?;
 

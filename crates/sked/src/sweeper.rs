@@ -8,6 +8,9 @@
 //! or [`POLL`], whichever comes first, so a job created due at once starts within [`POLL`]
 //! (in `sked server` the sweeper is woken by the change itself).
 //!
+//! It also runs the log retention pass (`--log-retention`): old attempts' logs are removed by
+//! the processes that fire the jobs.
+//!
 //! Prints `sked sweeper ready` on stdout once started (after `sked sweeper metrics on
 //! http://<addr>` with `--metrics-listen`); on SIGINT or SIGTERM it stops between sweeps and
 //! exits 0.
@@ -37,6 +40,7 @@ pub async fn run(args: SweeperArgs) -> anyhow::Result<ExitCode> {
     };
     let sweeper = Sweeper::new(local.ports.clone(), SweepSignal::default(), config);
     tasks.spawn(sweeper.run(shutdown.clone()));
+    runtime::spawn_log_retention(&local, args.retention.log_retention, &shutdown, &mut tasks);
     if let Some(listen) = args.metrics_listen {
         runtime::serve_ops(&local, listen, "sked sweeper", &shutdown, &mut tasks).await?;
     }

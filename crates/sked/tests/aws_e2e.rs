@@ -23,6 +23,7 @@
 
 mod common;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use axum::http::StatusCode;
 use common::aws::Deployment;
 use common::webhook::{WebhookReceiver, header, wait_delivered};
@@ -118,29 +119,34 @@ async fn jobs_created_through_the_api_are_swept_onto_their_priority_queue_run_by
         assert_eq!(aws.messages_on(url).await, 0, "{url}");
     }
 
-    // Logs: through the API (an ended attempt is read from its S3 object) and the object.
+    // Logs: through the API (an ended attempt's small log is read from its table item) and
+    // the item; no S3 object for it.
     let once_id = once[0]["run_id"].as_str().unwrap();
     let lines = api.log_lines(once_id, "attempt=1").await;
     assert!(lines.iter().any(|l| l == "hello from once"), "{lines:?}");
     assert!(lines.iter().any(|l| l == "to stderr"), "{lines:?}");
+    let item = aws
+        .clients
+        .dynamodb
+        .get_item()
+        .table_name(&aws.settings.aws.table)
+        .key("pk", AttributeValue::S(format!("T#default#LOG#{once_id}")))
+        .key("sk", AttributeValue::S("ATTEMPT#1".into()))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap_or_else(|| panic!("the log item of {once_id}"));
+    let text = item["lines"].as_s().unwrap();
+    assert!(text.contains("hello from once"), "{text}");
     let logs = aws.settings.aws.logs.clone().unwrap();
     let key = sked_aws::logs::object_key(&sked_core::ports::LogKey {
         tenant: "default".into(),
         run_id: once_id.into(),
         attempt: 1,
     });
-    let object = aws
-        .clients
-        .s3
-        .get_object()
-        .bucket(&logs.bucket)
-        .key(&key)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("the S3 object {key}: {e:?}"));
-    let body = object.body.collect().await.unwrap().into_bytes();
-    let text = String::from_utf8_lossy(&body);
-    assert!(text.contains("hello from once"), "{key}: {text}");
+    let object = aws.clients.s3.head_object().bucket(&logs.bucket).key(&key).send().await;
+    assert!(object.is_err(), "a small log has no S3 object: {key}");
     for run in &crons {
         let run_id = run["run_id"].as_str().unwrap();
         let lines = api.log_lines(run_id, "attempt=1").await;

@@ -4,7 +4,7 @@
 //! executor — with a [`RequestCounter`] on every AWS client. Prints the requests per
 //! service and operation, per run, the estimated DynamoDB capacity units, and the cost per
 //! million runs at the list prices below; asserts the counts are sane. Measured twice: runs
-//! whose payload prints a line, and silent runs (no S3 object, no log lines sent).
+//! whose payload prints a line (its log one table item), and silent runs (no log at all).
 //!
 //! Reads the test itself makes to wait for the runs go through clients without the counter.
 
@@ -95,9 +95,11 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
             .await;
     }
     let after_create = counter.snapshot();
+    let units_created = counter.dynamodb_capacity();
     let outcome = aws.sweep().await;
     assert_eq!(outcome.fired, RUNS, "{outcome:?}");
     let after_sweep = counter.snapshot();
+    let units_swept = counter.dynamodb_capacity();
 
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let executor: Arc<dyn Executor> = Arc::new(TaskExecutor::new(clock));
@@ -156,6 +158,21 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
             *n as f64 / RUNS as f64
         );
     }
+    let units = counter.dynamodb_capacity();
+    let per = |u: f64| u / RUNS as f64;
+    type Units = fn(&sked_aws::request_count::Capacity) -> f64;
+    let rows: [(&str, Units); 2] = [("table WRU", |c| c.write_units), ("table RRU", |c| c.read_units)];
+    for (what, of) in rows {
+        eprintln!(
+            "{:<16} {:<28} {:>7.1} {:>7.1} {:>7.1} {:>9.2}",
+            "DynamoDB",
+            what,
+            per(of(&units_created)),
+            per(of(&units_swept) - of(&units_created)),
+            per(of(&units) - of(&units_swept)),
+            per(of(&units))
+        );
+    }
     let all: u64 = total.values().sum();
     let receives = counter.of("SQS", "ReceiveMessage");
     eprintln!(
@@ -181,24 +198,24 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) {
         RUNS as u64,
         "one delete per run: {total:?}"
     );
-    if prints {
-        assert_eq!(
-            counter.of("S3", "PutObject"),
-            RUNS as u64,
-            "one log object per attempt: {total:?}"
-        );
-        assert!(
-            counter.of("CloudWatch Logs", "PutLogEvents") >= RUNS as u64,
-            "{total:?}"
-        );
-    } else {
-        assert_eq!(
-            counter.of("S3", "PutObject"),
-            0,
-            "no log object for an attempt that printed nothing: {total:?}"
-        );
-        assert_eq!(counter.of("CloudWatch Logs", "PutLogEvents"), 0, "{total:?}");
-    }
+    // A small finished log is a table item, never an S3 object; a silent attempt has no
+    // log at all, not even a stream.
+    assert_eq!(
+        counter.of("S3", "PutObject"),
+        0,
+        "no S3 object for a log of one line: {total:?}"
+    );
+    let streams_and_sends = if prints { RUNS as u64 } else { 0 };
+    assert_eq!(
+        counter.of("CloudWatch Logs", "CreateLogStream"),
+        streams_and_sends,
+        "a stream per attempt that printed: {total:?}"
+    );
+    assert_eq!(
+        counter.of("CloudWatch Logs", "PutLogEvents"),
+        streams_and_sends,
+        "{total:?}"
+    );
     assert!(
         (all - receives) as f64 / RUNS as f64 <= 20.0,
         "more than 20 requests per run besides receives: {total:?}"

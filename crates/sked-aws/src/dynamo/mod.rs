@@ -26,6 +26,7 @@
 //! | waiting occurrence | `T#<tenant>#J#<downstream>` | `WAIT#<T>` | `deadline`, `ttl` ([`dependencies`]) |
 //! | skip record (ledger) | `T#<tenant>#J#<job>` | `SKIP#<from>` | `to`, `count`, `reason`, `ttl` ([`ledger`]) |
 //! | webhook secret | `T#<tenant>#TENANT` | `WEBHOOK_SECRET` | `secret`, `created_at` ([`alerts`]) |
+//! | small finished log | `T#<tenant>#LOG#<run>` | `ATTEMPT#<n>` | `lines`, `bytes`, `truncated`, `ttl` ([`crate::logs`]) |
 //!
 //! A job and its runs share a partition: a job's history is one `Query` on `pk` with
 //! `begins_with(sk, "RUN#")`, newest first by reading backwards. A run's key follows from its
@@ -71,6 +72,8 @@
 //!
 //! # Writes
 //!
+//! - A transaction of one item is sent as that item's own `PutItem`/`UpdateItem`/`DeleteItem`
+//!   (same condition): a transaction bills each item twice.
 //! - Jobs: `create_jobs` is one `TransactWriteItems` (each put conditional on
 //!   `attribute_not_exists(pk) OR state = DELETED`, the idempotency key on
 //!   `attribute_not_exists`). A batch of more than 100 writes is split into transactions and

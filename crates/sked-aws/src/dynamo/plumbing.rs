@@ -180,10 +180,78 @@ impl DynamoStore {
         Ok(pages.into_iter().flatten().collect())
     }
 
-    pub(super) async fn transact(&self, items: Vec<TransactWriteItem>) -> Result<(), Failure> {
+    /// Writes `items` all or nothing. One item alone is sent as the single-item write it is
+    /// (`PutItem`, `UpdateItem`, `DeleteItem` with the same condition): a transaction bills
+    /// each item twice, and one item is atomic anyway. Its refused condition is reported as
+    /// the transaction's would be: item 0.
+    pub(super) async fn transact(&self, mut items: Vec<TransactWriteItem>) -> Result<(), Failure> {
+        if items.len() == 1 {
+            let item = items.pop().expect("one item");
+            return self.write_one(item).await.map_err(|f| match f {
+                Failure::Condition { error, .. } => Failure::Condition {
+                    failed_items: vec![0],
+                    error,
+                },
+                other => other,
+            });
+        }
         self.client
             .transact_write_items()
             .set_transact_items(Some(items))
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| classify("dynamodb:TransactWriteItems", e, tx_reasons))
+    }
+
+    /// `item` as a single-item request (a lone condition check stays a transaction).
+    async fn write_one(&self, item: TransactWriteItem) -> Result<(), Failure> {
+        if let Some(put) = item.put {
+            return self
+                .client
+                .put_item()
+                .table_name(put.table_name)
+                .set_item(Some(put.item))
+                .set_condition_expression(put.condition_expression)
+                .set_expression_attribute_names(put.expression_attribute_names)
+                .set_expression_attribute_values(put.expression_attribute_values)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| classify("dynamodb:PutItem", e, |_| None));
+        }
+        if let Some(update) = item.update {
+            return self
+                .client
+                .update_item()
+                .table_name(update.table_name)
+                .set_key(Some(update.key))
+                .update_expression(update.update_expression)
+                .set_condition_expression(update.condition_expression)
+                .set_expression_attribute_names(update.expression_attribute_names)
+                .set_expression_attribute_values(update.expression_attribute_values)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| classify("dynamodb:UpdateItem", e, |_| None));
+        }
+        if let Some(delete) = item.delete {
+            return self
+                .client
+                .delete_item()
+                .table_name(delete.table_name)
+                .set_key(Some(delete.key))
+                .set_condition_expression(delete.condition_expression)
+                .set_expression_attribute_names(delete.expression_attribute_names)
+                .set_expression_attribute_values(delete.expression_attribute_values)
+                .send()
+                .await
+                .map(|_| ())
+                .map_err(|e| classify("dynamodb:DeleteItem", e, |_| None));
+        }
+        self.client
+            .transact_write_items()
+            .transact_items(item)
             .send()
             .await
             .map(|_| ())

@@ -1,31 +1,36 @@
 //! [`CloudWatchLogStore`]: the writer that batches lines to an attempt's CloudWatch stream
-//! and writes its S3 object at the end, and reads from whichever of the two holds the log.
+//! and keeps the finished log where it is cheapest, and reads from whichever holds the log.
 //!
 //! Writing: [`LogWriter::append`] applies the cap (the line that would pass it becomes one
-//! marker line, later lines are dropped), keeps the record for the S3 object, and hands it
+//! marker line, later lines are dropped), keeps the record for the finished log, and hands it
 //! to a task that sends `PutLogEvents` batches: as soon as [`LogsConfig::flush_lines`] lines
-//! are waiting, else [`LogsConfig::flush_interval`] after the first waiting line. Events
-//! carry the instant they are sent (never going backwards), not the line's own `ts` (that
-//! is in the message): CloudWatch refuses events too far in the past or future and orders a
-//! stream by timestamp, and the stream must hold the lines in the order they were appended
-//! so that a line's index means the same in the stream and in the object. A line too long
-//! for one CloudWatch event is cut in the stream (the object keeps it whole).
+//! are waiting, else [`LogsConfig::flush_interval`] after the first waiting line. The stream
+//! is created with the first batch, so an attempt that prints nothing makes no CloudWatch
+//! request at all. Events carry the instant they are sent (never going backwards), not the
+//! line's own `ts` (that is in the message): CloudWatch refuses events too far in the past or
+//! future and orders a stream by timestamp, and the stream must hold the lines in the order
+//! they were appended so that a line's index means the same in the stream and in the finished
+//! log. A line too long for one CloudWatch event is cut in the stream (the finished log keeps
+//! it whole).
 //!
-//! A CloudWatch failure does not fail the attempt's log: it is logged, the batch is
-//! dropped from the stream (followers miss it), and the S3 object still gets every line.
-//! `finish` fails only if the object cannot be written. The object is built in memory, so
-//! a writer holds up to the cap (plus JSON framing) until `finish`.
+//! A CloudWatch failure does not fail the attempt's log: it is logged, the batch is dropped
+//! from the stream (followers miss it), and the finished log still gets every line. `finish`
+//! fails only if the finished log cannot be written. It is built in memory, so a writer holds
+//! up to the cap (plus JSON framing) until `finish`.
 //!
-//! An attempt that printed nothing gets no object (its stream, created when the attempt
-//! started, stays empty): a PUT per silent run would be most of what its log costs.
+//! The finished log: nothing for an attempt that printed nothing (a PUT per silent run would
+//! be most of what its log costs); one table item ([`super::inline`]) when its JSON lines fit
+//! in [`LogsConfig::inline_bytes`]; else one S3 object.
 //!
-//! Reading: the S3 object when it exists, else the stream from its start; `NotFound` when
-//! neither does (sked-core shows that as an empty log). A cursor is a line index (the number of records before it, marker
-//! included), the same in the stream and the object, so a follower that started on the
-//! stream continues on the object without a gap or a repeat.
+//! Reading: the table item, else the S3 object, else the stream from its start; `NotFound`
+//! when none exists (an attempt that has printed nothing yet, or never will: sked-core shows
+//! that as an empty log). A cursor is a line index (the number of records before it, marker
+//! included), the same in the stream and the finished log, so a follower that started on the
+//! stream continues on the finished log without a gap or a repeat.
 
+use super::inline::{InlineLog, InlineLogs};
 use super::record;
-use crate::config::LogsConfig;
+use crate::config::{AwsClients, LogsConfig};
 use crate::error::classify;
 use async_trait::async_trait;
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
@@ -84,21 +89,34 @@ fn key_ok(key: &LogKey) -> bool {
     part(key.tenant.as_str(), b"_.-") && part(key.run_id.as_str(), b"_.-@")
 }
 
-/// Attempt logs in CloudWatch Logs (while running) and S3 (once finished).
+/// Attempt logs in CloudWatch Logs (while running), and in the table or S3 (once finished).
 #[derive(Debug, Clone)]
 pub struct CloudWatchLogStore {
     /// CloudWatch Logs.
     logs: aws_sdk_cloudwatchlogs::Client,
     /// S3.
     s3: aws_sdk_s3::Client,
+    /// Small finished logs.
+    inline: InlineLogs,
     /// Bucket, group, cap and batching.
     config: LogsConfig,
 }
 
 impl CloudWatchLogStore {
-    /// A store on the bucket and group of `config` (both must exist: see the bootstrap).
-    pub fn new(logs: aws_sdk_cloudwatchlogs::Client, s3: aws_sdk_s3::Client, config: LogsConfig) -> Self {
-        CloudWatchLogStore { logs, s3, config }
+    /// A store on the bucket and group of `config` and the DynamoDB `table` (all must exist:
+    /// see the bootstrap).
+    pub fn new(clients: &AwsClients, table: impl Into<String>, config: LogsConfig) -> Self {
+        let inline = InlineLogs {
+            client: clients.dynamodb.clone(),
+            table: table.into(),
+            retention_days: config.retention_days,
+        };
+        CloudWatchLogStore {
+            logs: clients.logs.clone(),
+            s3: clients.s3.clone(),
+            inline,
+            config,
+        }
     }
 
     /// The store's configuration.
@@ -166,27 +184,12 @@ impl LogStore for CloudWatchLogStore {
         if !key_ok(key) {
             return Err(LogError::Io("tenant or run id cannot name a log".into()));
         }
-        let stream = stream_name(key);
-        let created = self
-            .logs
-            .create_log_stream()
-            .log_group_name(&self.config.log_group)
-            .log_stream_name(&stream)
-            .send()
-            .await;
-        match created {
-            Ok(_) => {}
-            // Opened again (a retried open): keep appending to it.
-            Err(e)
-                if e.as_service_error()
-                    .is_some_and(|s| s.is_resource_already_exists_exception()) => {}
-            Err(e) => return Err(call_error(classify("logs:CreateLogStream", e, |_| None))),
-        }
         let (records, queue) = mpsc::channel(QUEUE);
         let sender = Sender {
             logs: self.logs.clone(),
             group: self.config.log_group.clone(),
-            stream,
+            stream: stream_name(key),
+            created: false,
             last_ms: 0,
         };
         let batching = Batching {
@@ -198,7 +201,9 @@ impl LogStore for CloudWatchLogStore {
             task: tokio::spawn(send_batches(sender, batching, queue)),
             s3: self.s3.clone(),
             bucket: self.config.bucket.clone(),
-            object_key: object_key(key),
+            inline: self.inline.clone(),
+            inline_bytes: self.config.inline_bytes,
+            key: key.clone(),
             body: Vec::new(),
             count: 0,
             cap: self.config.cap_bytes,
@@ -211,7 +216,11 @@ impl LogStore for CloudWatchLogStore {
         if !key_ok(key) {
             return Err(LogError::NotFound);
         }
-        if let Some(body) = self.object(key).await? {
+        let finished = match self.inline.get(key).await? {
+            Some(body) => Some(body),
+            None => self.object(key).await?,
+        };
+        if let Some(body) = finished {
             let records = body
                 .split(|&b| b == b'\n')
                 .filter(|l| !l.is_empty())
@@ -257,19 +266,24 @@ fn select(records: Vec<Option<(LogLine, bool)>>, query: &LogQuery) -> LogPage {
     }
 }
 
-/// Appends to one attempt's stream through its sending task, and keeps the object's body.
+/// Appends to one attempt's stream through its sending task, and keeps the finished log's
+/// body.
 struct CloudWatchLogWriter {
     /// Records for the sending task.
     records: mpsc::Sender<String>,
     /// The sending task.
     task: JoinHandle<()>,
-    /// S3, for the object at `finish`.
+    /// S3, for a large finished log.
     s3: aws_sdk_s3::Client,
     /// The bucket.
     bucket: String,
-    /// The object's key.
-    object_key: String,
-    /// The object's body so far: one record per line.
+    /// The table, for a small finished log.
+    inline: InlineLogs,
+    /// Largest body kept in the table.
+    inline_bytes: usize,
+    /// The attempt.
+    key: LogKey,
+    /// The finished log's body so far: one record per line.
     body: Vec<u8>,
     /// Records in `body`.
     count: u64,
@@ -322,7 +336,9 @@ impl LogWriter for CloudWatchLogWriter {
             task,
             s3,
             bucket,
-            object_key,
+            inline,
+            inline_bytes,
+            key,
             body,
             count,
             bytes,
@@ -332,13 +348,17 @@ impl LogWriter for CloudWatchLogWriter {
         drop(records); // the task sends what is queued, then ends
         let _ = task.await;
         if count == 0 {
-            // Nothing to keep: no object (an S3 PUT is most of a silent run's log cost). A
-            // read finds the empty stream, or nothing once it expired: an empty log either way.
+            // Nothing to keep, and nothing was sent: no stream, no item, no object. A read
+            // finds nothing, which sked-core shows as an empty log.
+            return Ok(LogSummary { bytes, truncated });
+        }
+        if body.len() <= inline_bytes {
+            inline.put(&key, InlineLog { body, bytes, truncated }).await?;
             return Ok(LogSummary { bytes, truncated });
         }
         s3.put_object()
             .bucket(&bucket)
-            .key(&object_key)
+            .key(object_key(&key))
             .content_type("application/x-ndjson")
             .metadata("sked-truncated", truncated.to_string())
             .metadata("sked-bytes", bytes.to_string())
@@ -368,6 +388,8 @@ struct Sender {
     group: String,
     /// The stream.
     stream: String,
+    /// Whether the stream exists (it is created before the first batch).
+    created: bool,
     /// The timestamp of the last event sent (events never go backwards).
     last_ms: i64,
 }
@@ -378,6 +400,13 @@ impl Sender {
     async fn send(&mut self, batch: Vec<String>) {
         if batch.is_empty() {
             return;
+        }
+        if !self.created {
+            if let Err(error) = self.create().await {
+                tracing::warn!(stream = %self.stream, lines = batch.len(), %error, "log stream not created: lines not sent to CloudWatch (the finished log keeps them)");
+                return;
+            }
+            self.created = true;
         }
         let ms = chrono::Utc::now().timestamp_millis().max(self.last_ms);
         self.last_ms = ms;
@@ -416,6 +445,30 @@ impl Sender {
     }
 }
 
+impl Sender {
+    /// Creates the stream; one that exists already (a retried attempt's writer opened again)
+    /// is appended to.
+    async fn create(&self) -> Result<(), crate::error::CallError> {
+        let created = self
+            .logs
+            .create_log_stream()
+            .log_group_name(&self.group)
+            .log_stream_name(&self.stream)
+            .send()
+            .await;
+        match created {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_already_exists_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(classify("logs:CreateLogStream", e, |_| None).into_call()),
+        }
+    }
+}
+
 /// Sends queued records until the writer is gone: a batch goes out when `lines` records or
 /// ~1 MB are waiting, or `interval` after its first record was queued.
 async fn send_batches(mut sender: Sender, batching: Batching, mut queue: mpsc::Receiver<String>) {
@@ -448,7 +501,7 @@ async fn send_batches(mut sender: Sender, batching: Batching, mut queue: mpsc::R
 }
 
 /// A failed call as a log error, keeping the call (and the SDK error) as its source.
-fn call_error(f: crate::error::Failure) -> LogError {
+pub(super) fn call_error(f: crate::error::Failure) -> LogError {
     LogError::Io(Box::new(f.into_call()))
 }
 

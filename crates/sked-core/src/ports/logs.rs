@@ -1,5 +1,6 @@
 //! The `LogStore` port: an attempt's stdout/stderr, appended line by line while it runs
-//! and read back by range, tail, or from a cursor (for follow).
+//! and read back by range, tail, or from a cursor (for follow); and the `LogRetention` port,
+//! removing what is past the deployment's retention.
 
 use crate::ids::{RunId, TenantId};
 use crate::job::wire_enum;
@@ -108,4 +109,17 @@ pub trait LogStore: Send + Sync + 'static {
     async fn writer(&self, key: &LogKey) -> Result<Box<dyn LogWriter>, LogError>;
     /// Reads an attempt's log, also while it is being written.
     async fn read(&self, key: &LogKey, query: &LogQuery) -> Result<LogPage, LogError>;
+}
+
+/// Removes attempts' logs past their retention, a bounded batch at a time (the pass in
+/// [`crate::service::log_retention`] decides the cutoff and calls again while batches come
+/// back full). A store that keeps a log as one object removes whole logs last written before
+/// the cutoff; one that keeps lines (PostgreSQL) removes lines read before it, so a log written
+/// across the cutoff loses its older lines first. Removing what another process removes at the
+/// same time is no error.
+#[async_trait]
+pub trait LogRetention: Send + Sync + 'static {
+    /// Removes at most `limit` logs (or lines, as the store keeps them) older than `cutoff`;
+    /// returns how many. Fewer than `limit` means nothing older is left.
+    async fn remove_before(&self, cutoff: Timestamp, limit: usize) -> Result<u64, LogError>;
 }

@@ -18,7 +18,9 @@ pub use alerts::{WebhookPost, WebhookSecrets, WebhookSender};
 pub use clock::{Clock, SystemClock};
 pub use executor::{ExecRequest, ExecResult, Executor, StopReason};
 pub use keys::KeyStore;
-pub use logs::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogStream, LogSummary, LogWriter};
+pub use logs::{
+    LogError, LogKey, LogLine, LogPage, LogQuery, LogRetention, LogStore, LogStream, LogSummary, LogWriter,
+};
 pub use observer::{Event, NoObserver, Observer, Outcome};
 pub use queue::{Delivery, Dispatch, DispatchQueue, QueueDepth, QueueError, Receipt};
 pub use quotas::QuotaStore;

@@ -13,6 +13,7 @@
 //! - [`dead_letter`]: what the DLQ handler does with a run whose message was dead-lettered.
 //! - [`worker::Worker`]: receives runs, claims, executes, heartbeats, completes.
 //! - [`reaper::Reaper`]: closes attempts whose worker vanished; re-enqueues lost runs.
+//! - [`log_retention::LogPruner`]: removes attempts' logs older than the retention period.
 //! - [`alerts`]: the notifier that posts runs' due alerts, and tenants' webhook secrets.
 
 pub mod alerts;
@@ -23,6 +24,7 @@ pub mod fire;
 pub mod jobs;
 pub mod keys;
 pub mod ledger;
+pub mod log_retention;
 pub mod quotas;
 pub mod reaper;
 pub mod runs;

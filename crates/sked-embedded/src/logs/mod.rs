@@ -5,7 +5,8 @@
 //! - `record`: one line's on-disk form (JSON, as `LogLine` serialises) and the truncation
 //!   marker.
 //! - `read`: reading a file forwards from a cursor or backwards for a tail.
-//! - `retention`: [`FileLogStore::remove_older_than`], for the configured retention days.
+//! - `retention`: [`FileLogStore::remove_older_than`] and the
+//!   [`LogRetention`](sked_core::ports::LogRetention) port: removing logs past the retention.
 //!
 //! What this module must not do: decide what a log means for a run (sked-core records the
 //! summary on the attempt), or expose files outside its root.

@@ -174,6 +174,38 @@ volumes:
     emptyDir: {}
   - name: tmp
     emptyDir: {}
+  {{- with $v.database.ca }}
+  {{- if and .secret .configMap }}
+  {{- fail "sked: set database.ca.secret or database.ca.configMap, not both" }}
+  {{- end }}
+  {{- if or .secret .configMap }}
+  # The database's CA certificate (sslrootcert=/etc/sked/postgres-ca/ca.crt in the URL).
+  - name: postgres-ca
+    {{- if .secret }}
+    secret:
+      secretName: {{ .secret | quote }}
+    {{- else }}
+    configMap:
+      name: {{ .configMap | quote }}
+    {{- end }}
+      items:
+        - key: {{ .key | quote }}
+          path: ca.crt
+  {{- end }}
+  {{- end }}
+  {{- with $v.database.clientCertSecret }}
+  # The client certificate for the database (sslcert/sslkey under /etc/sked/postgres-client/),
+  # readable by the pod's fsGroup only.
+  - name: postgres-client
+    secret:
+      secretName: {{ . | quote }}
+      defaultMode: 0440
+      items:
+        - key: tls.crt
+          path: tls.crt
+        - key: tls.key
+          path: tls.key
+  {{- end }}
 {{- end }}
 
 {{/* Container-level settings every role shares (goes inside a container). */}}
@@ -215,6 +247,16 @@ volumeMounts:
     mountPath: /var/lib/sked
   - name: tmp
     mountPath: /tmp
+  {{- if or $v.database.ca.secret $v.database.ca.configMap }}
+  - name: postgres-ca
+    mountPath: /etc/sked/postgres-ca
+    readOnly: true
+  {{- end }}
+  {{- if $v.database.clientCertSecret }}
+  - name: postgres-client
+    mountPath: /etc/sked/postgres-client
+    readOnly: true
+  {{- end }}
 {{- end }}
 
 {{/* Liveness and readiness on a named port. */}}

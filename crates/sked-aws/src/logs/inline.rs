@@ -1,0 +1,88 @@
+//! [`InlineLogs`]: small finished logs kept as one item of the DynamoDB table instead of an
+//! S3 object — a write of a few WRU where a PUT costs $5 per million, read back by one
+//! `GetItem`.
+//!
+//! The item: `pk` = `T#<tenant>#LOG#<run_id>`, `sk` = `ATTEMPT#<attempt>`, `lines` (the same
+//! JSON lines an S3 object holds), `truncated`, `bytes`, and `ttl` (written + the logs'
+//! retention, so DynamoDB's TTL removes it when the bucket's lifecycle rule would have removed
+//! the object). Each log has a partition of its own: nothing else lives there, and no index
+//! sees it.
+
+use super::store::call_error;
+use crate::error::classify;
+use aws_sdk_dynamodb::types::AttributeValue;
+use sked_core::ports::{LogError, LogKey};
+use std::collections::HashMap;
+
+/// A small finished log, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct InlineLog {
+    /// JSON lines, one record per line.
+    pub body: Vec<u8>,
+    /// Bytes of line text kept.
+    pub bytes: u64,
+    /// Whether lines were dropped at the cap.
+    pub truncated: bool,
+}
+
+/// The table's log items.
+#[derive(Debug, Clone)]
+pub(super) struct InlineLogs {
+    /// DynamoDB.
+    pub client: aws_sdk_dynamodb::Client,
+    /// The table.
+    pub table: String,
+    /// How long an item is kept.
+    pub retention_days: u32,
+}
+
+fn key(log: &LogKey) -> HashMap<String, AttributeValue> {
+    HashMap::from([
+        (
+            "pk".to_string(),
+            AttributeValue::S(format!("T#{}#LOG#{}", log.tenant, log.run_id)),
+        ),
+        ("sk".to_string(), AttributeValue::S(format!("ATTEMPT#{}", log.attempt))),
+    ])
+}
+
+impl InlineLogs {
+    /// Writes `log` as `key`'s item (a retried finish writes the same item again).
+    pub async fn put(&self, key_of: &LogKey, log: InlineLog) -> Result<(), LogError> {
+        let lines = String::from_utf8(log.body).map_err(|e| LogError::Io(Box::new(e)))?;
+        let expires = chrono::Utc::now().timestamp() + i64::from(self.retention_days) * 86_400;
+        let mut item = key(key_of);
+        item.insert("lines".into(), AttributeValue::S(lines));
+        item.insert("bytes".into(), AttributeValue::N(log.bytes.to_string()));
+        item.insert("truncated".into(), AttributeValue::Bool(log.truncated));
+        item.insert("ttl".into(), AttributeValue::N(expires.to_string()));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .send()
+            .await
+            .map_err(|e| call_error(classify("dynamodb:PutItem", e, |_| None)))?;
+        Ok(())
+    }
+
+    /// `key`'s JSON lines, or `None` when it has no item (strongly consistent: a log finished
+    /// before its run ended is seen by whoever saw the run end).
+    pub async fn get(&self, key_of: &LogKey) -> Result<Option<Vec<u8>>, LogError> {
+        let got = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(key_of)))
+            .consistent_read(true)
+            .projection_expression("#l")
+            .expression_attribute_names("#l", "lines")
+            .send()
+            .await
+            .map_err(|e| call_error(classify("dynamodb:GetItem", e, |_| None)))?;
+        Ok(got
+            .item
+            .and_then(|mut item| item.remove("lines"))
+            .and_then(|v| v.as_s().ok().map(|s| s.clone().into_bytes())))
+    }
+}
