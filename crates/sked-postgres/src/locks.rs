@@ -20,7 +20,9 @@
 //! at once, sorted by tenant and run id), then advisory locks (a batch's all at once, sorted
 //! by their 64-bit number). Paths that take one lock of a kind at a time (a completion's
 //! occurrences, then its key) may still meet a claim in the other order; PostgreSQL then
-//! reports a deadlock (40P01) and the transaction is run again (`tx.rs`), which is rare.
+//! reports a deadlock (40P01) and the transaction is run again (`tx.rs`), which is rare. So
+//! may a receive (its messages locked, then its runs) and a completion (its run locked, then
+//! its message deleted), only when a message was delivered again while its attempt still runs.
 //!
 //! Advisory lock numbers are FNV-1a hashes of a text naming what is locked: stable across
 //! processes and versions (every host must compute the same number), and a collision only

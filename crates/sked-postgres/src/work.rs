@@ -44,16 +44,17 @@
 //! PostgreSQL's serializable checks do not see what a `READ COMMITTED` transaction reads or
 //! writes, so those writes hold against these steps only where they write the same row (an
 //! update of a job a firing locked: the second writer waits, and the `SERIALIZABLE` one is
-//! aborted and run again if the row changed since its snapshot); none of them decides on a
-//! run, a key's slots or a cap, which only locking steps write.
+//! aborted and run again if the row changed since its snapshot); none of them decides on an
+//! existing run, a key's slots or a cap.
 //!
 //! Measured on a 2-core machine (`tests/work_contract.rs`, `drain_under_four_hosts`: four
-//! pools, four receivers each, batches of 10, 2,000 runs of 20 jobs of one tenant): 2.4–2.9 s
-//! with no transaction aborted, where the same drain at `SERIALIZABLE` took 5.8 s (6–9 s
-//! earlier) with 579 transactions aborted (650–740 earlier) and 3 steps answering
-//! [`StoreError::Transient`] after running out of [`crate::tx::MAX_TRIES`]. The rules
-//! contract suites that race claims of a key's last slot, a capped tenant's, and two
-//! upstreams of a fan-in fail without the advisory locks (checked by removing them).
+//! pools, four receivers each, batches of 10, 2,000 runs of 20 jobs of one tenant): 2.4–3.5 s
+//! (load average 3–7) with no transaction aborted, where the same drain at `SERIALIZABLE`
+//! took 5.8 s (6–9 s earlier) with 579 transactions aborted (650–740 earlier) and 3 steps
+//! answering [`StoreError::Transient`] after running out of [`crate::tx::MAX_TRIES`]. The
+//! contract cases that race claims of a key's last slot and of a capped tenant's, and the
+//! ends of a fan-in's two upstreams, fail without the advisory locks (checked by removing
+//! them), as does this crate's `receives_on_several_hosts_claim_a_key_s_last_slot_once`.
 
 use crate::db::PgDb;
 use crate::locks::{advisory_locks, key_lock};
