@@ -48,7 +48,7 @@
 //! existing run, a key's slots or a cap.
 //!
 //! Measured on a 2-core machine (`tests/work_contract.rs`, `drain_under_four_hosts`: four
-//! pools, four receivers each, batches of 10, 2,000 runs of 20 jobs of one tenant): 2.4–3.5 s
+//! pools, four receivers each, batches of 10, 2,000 runs of 20 jobs of one tenant): 1.9–3.5 s
 //! (load average 3–7) with no transaction aborted, where the same drain at `SERIALIZABLE`
 //! took 5.8 s (6–9 s earlier) with 579 transactions aborted (650–740 earlier) and 3 steps
 //! answering [`StoreError::Transient`] after running out of [`crate::tx::MAX_TRIES`]. The
