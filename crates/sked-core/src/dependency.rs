@@ -201,6 +201,14 @@ pub trait DependencyTx: ClaimTx {
     fn put_wait(&mut self, wait: &Wait) -> Result<(), Self::Error>;
     /// Removes the wait of an occurrence, if any.
     fn delete_wait(&mut self, tenant: &TenantId, job_id: &JobId, scheduled_for: Timestamp) -> Result<(), Self::Error>;
+    /// Called before a downstream occurrence (`job_id` at `t`) is decided: a store whose
+    /// transactions do not isolate on their own (PostgreSQL at `READ COMMITTED`) locks the
+    /// occurrence here until its transaction ends, so that two upstreams ending at once decide
+    /// it one after the other (the second seeing the first's end). Nothing by default.
+    fn lock_occurrence(&mut self, tenant: &TenantId, job_id: &JobId, t: Timestamp) -> Result<(), Self::Error> {
+        let _ = (tenant, job_id, t);
+        Ok(())
+    }
 }
 
 /// After `ended` reached a terminal state in this transaction: every downstream occurrence it
@@ -241,6 +249,7 @@ fn settle<T: DependencyTx>(
         return Ok(Vec::new());
     };
     let tenant = &downstream.tenant;
+    tx.lock_occurrence(tenant, &downstream.id, t)?;
     if tx.run(tenant, &RunId::derive(&downstream.id, t))?.is_some() {
         return Ok(Vec::new());
     }

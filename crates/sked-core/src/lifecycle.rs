@@ -259,6 +259,15 @@ pub trait ClaimTx {
     fn active_runs(&mut self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, Self::Error>;
     /// The run, if it exists.
     fn run(&mut self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, Self::Error>;
+    /// Called once before anything of `batch` is read: a store whose transactions do not
+    /// isolate on their own (PostgreSQL at `READ COMMITTED`) locks here what the claims will
+    /// decide on — the runs, and whatever the limits they check count (a concurrency key's
+    /// slots, a tenant's cap, a job's other runs) — in one fixed order, so that two
+    /// transactions claiming at once decide one after the other. Nothing by default.
+    fn lock_claims(&mut self, batch: &ClaimBatch) -> Result<(), Self::Error> {
+        let _ = batch;
+        Ok(())
+    }
     /// Claims one run as [`crate::ports::JobStore::claim`] describes.
     fn claim_run(
         &mut self,
@@ -275,6 +284,7 @@ pub trait ClaimTx {
 /// [`crate::ports::JobStore::claim`], written once for every store that has transactions.
 pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, T::Error> {
     let mut out = Vec::with_capacity(batch.runs.len());
+    tx.lock_claims(batch)?;
     for (tenant, run_id) in &batch.runs {
         let job_id = run_id.parts().map(|(job_id, _)| job_id);
         let job = match &job_id {

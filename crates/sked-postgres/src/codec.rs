@@ -368,6 +368,54 @@ impl RunRow {
         Ok(n == 1)
     }
 
+    /// Inserts each of `rows` unless its (tenant, run_id) exists (or an earlier row of
+    /// `rows` has it), in one statement; answers the (tenant, run_id) of those inserted.
+    pub(crate) fn insert_all(tx: &mut Tx, rows: &[RunRow]) -> Result<Vec<(String, String)>, TxError> {
+        if rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        fn col<'a, T>(rows: &'a [RunRow], f: impl Fn(&'a RunRow) -> T) -> Vec<T> {
+            rows.iter().map(f).collect()
+        }
+        let inserted = tx.query(
+            &format!(
+                "INSERT INTO runs ({RUN_COLS})
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[],
+                   $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[],
+                   $13::text[], $14::bigint[], $15::bigint[], $16::boolean[], $17::text[], $18::text[],
+                   $19::bigint[], $20::text[], $21::bigint[], $22::text[], $23::bigint[])
+                 ON CONFLICT (tenant, run_id) DO NOTHING
+                 RETURNING tenant, run_id"
+            ),
+            &[
+                &col(rows, |r| r.tenant.as_str()),
+                &col(rows, |r| r.run_id.as_str()),
+                &col(rows, |r| r.job_id.as_str()),
+                &col(rows, |r| r.scheduled_for),
+                &col(rows, |r| r.trigger),
+                &col(rows, |r| r.state),
+                &col(rows, |r| r.priority),
+                &col(rows, |r| r.not_before),
+                &col(rows, |r| r.max_attempts),
+                &col(rows, |r| r.created_at),
+                &col(rows, |r| r.started_at),
+                &col(rows, |r| r.finished_at),
+                &col(rows, |r| r.lease_owner.as_deref()),
+                &col(rows, |r| r.lease_token),
+                &col(rows, |r| r.lease_expires),
+                &col(rows, |r| r.cancel_requested),
+                &col(rows, |r| r.reason.as_deref()),
+                &col(rows, |r| r.attempts.as_str()),
+                &col(rows, |r| r.last_token),
+                &col(rows, |r| r.concurrency_key.as_deref()),
+                &col(rows, |r| r.concurrency_limit),
+                &col(rows, |r| r.alert.as_deref()),
+                &col(rows, |r| r.alert_due),
+            ],
+        )?;
+        inserted.iter().map(|row| Ok((get(row, 0)?, get(row, 1)?))).collect()
+    }
+
     /// Overwrites the stored run of the same (tenant, run_id): the columns a run's life
     /// changes (job, nominal time, trigger, priority, creation and concurrency key are fixed
     /// at creation). Unlike SQLite's, the statement binds only the values it sets: PostgreSQL

@@ -46,6 +46,14 @@ pub(crate) fn write_edges(tx: &mut Tx, job: &Job) -> Result<(), TxError> {
 /// The live jobs whose `after` names `upstream`, in id order. The edges first (an index
 /// probe, which almost always finds none: this runs for every run that ends), then the jobs.
 pub(crate) fn downstream_jobs(tx: &mut Tx, tenant: &str, upstream: &str) -> Result<Vec<Job>, TxError> {
+    // Seen with the run this transaction ends (`locks::lock_run_to_end`): no edge.
+    if tx
+        .no_downstream
+        .as_ref()
+        .is_some_and(|(t, job)| t == tenant && job == upstream)
+    {
+        return Ok(Vec::new());
+    }
     let rows = tx.query(
         "SELECT downstream FROM job_after WHERE tenant = $1 AND upstream = $2 ORDER BY downstream",
         &[&tenant, &upstream],
@@ -113,6 +121,11 @@ impl DependencyTx for PgTx<'_> {
             ],
         )?;
         Ok(())
+    }
+
+    /// Locked until the transaction ends (`locks`): upstreams ending at once decide it in turn.
+    fn lock_occurrence(&mut self, tenant: &TenantId, job_id: &JobId, t: Timestamp) -> Result<(), TxError> {
+        crate::locks::lock_occurrence(self.0, tenant, job_id, t)
     }
 
     fn delete_wait(&mut self, tenant: &TenantId, job_id: &JobId, scheduled_for: Timestamp) -> Result<(), TxError> {

@@ -5,7 +5,9 @@
 //!   embedded at build time, applied on connect); `conninfo` reads the connection string's
 //!   TLS settings (libpq's `sslmode`, `sslrootcert`), `tls` turns them into a rustls connector.
 //! - [`Tx`] (`tx`): transactions run on a blocking thread, so `sked-core`'s synchronous
-//!   transaction traits drive them; `SERIALIZABLE` with retries by default.
+//!   transaction traits drive them; `SERIALIZABLE` with retries by default, `READ
+//!   COMMITTED` under the lock discipline of `locks` for a run's hand-over (claims,
+//!   completions, heartbeats, firings, cancels, releases).
 //! - [`PgStore`] (`store`): the [`sked_core::ports::JobStore`], with its sibling modules
 //!   `codec` (rows ↔ domain values), `dependencies` (`after` edges and waits, the
 //!   `DependencyTx`), `ledger` (skip records), `quotas` (the
@@ -21,8 +23,8 @@
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
-//! (row locks, `FOR UPDATE SKIP LOCKED`), never an in-process lock; the rules themselves stay
-//! in `sked-core`.
+//! (row locks, advisory transaction locks, `FOR UPDATE SKIP LOCKED`), never an in-process
+//! lock; the rules themselves stay in `sked-core`.
 
 mod alerts;
 mod codec;
@@ -32,6 +34,7 @@ mod dependencies;
 pub mod keys;
 mod ledger;
 mod listen;
+mod locks;
 mod log_retention;
 pub mod logs;
 pub mod queue;

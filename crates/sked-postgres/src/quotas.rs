@@ -3,12 +3,13 @@
 //! `tenant_usage` by a trigger on `jobs`) on a create or a reactivating update, and the count
 //! of runs holding a slot on a claim. The rules are [`sked_core::quota`]'s.
 //!
-//! Both checks read inside the writer's SERIALIZABLE transaction: two claims that each count
-//! the other's run as free, then start theirs, form the read-write cycle PostgreSQL aborts one
-//! of (and the store runs it again, counting anew) — so racing claims from any number of
-//! connections and hosts never pass a cap together. The counts read only the tenant's (or the
-//! key's) RUNNING runs through their own partial indexes (`runs_slots`, `runs_by_key`), so
-//! the predicate locks they take cover those and not every run.
+//! The active-job check reads inside the writer's `SERIALIZABLE` transaction. The claim's
+//! counts (a capped tenant's running attempts, a concurrency key's holders) run at `READ
+//! COMMITTED` after the claim took the advisory lock of the tenant's cap or of the key
+//! ([`crate::locks::lock_claims`]), so racing claims from any number of connections and hosts
+//! count one after the other and never pass a cap together. The counts read only the tenant's
+//! (or the key's) RUNNING runs through their own partial indexes (`runs_slots`,
+//! `runs_by_key`).
 
 use crate::codec::{get, ms};
 use crate::store::{PgStore, read_rows};
@@ -78,12 +79,16 @@ pub(crate) fn check_active_jobs(tx: &mut Tx, tenant: &str, before: Option<(Quota
 /// Whether the tenant's `max_concurrent_runs` runs already hold a slot at `now`
 /// ([`quota::occupies_slot`]: RUNNING with a live lease).
 pub(crate) fn at_capacity(tx: &mut Tx, tenant: &str, now: Timestamp) -> Result<bool, TxError> {
-    let max: Option<i64> = match tx.query_opt(
-        "SELECT max_concurrent_runs FROM tenant_quotas WHERE tenant = $1",
-        &[&tenant],
-    )? {
-        Some(row) => get(&row, 0)?,
-        None => None,
+    let max: Option<i64> = match tx.claims.cap(tenant) {
+        // Read with the batch's runs, before the cap's lock was taken.
+        Some(cap) => cap,
+        None => match tx.query_opt(
+            "SELECT max_concurrent_runs FROM tenant_quotas WHERE tenant = $1",
+            &[&tenant],
+        )? {
+            Some(row) => get(&row, 0)?,
+            None => None,
+        },
     };
     let Some(max) = max else {
         return Ok(false);

@@ -1,12 +1,18 @@
 //! [`PgStore`]: the [`JobStore`] over the `jobs`, `runs` and `idempotency_keys` tables (and,
 //! through its sibling modules, the ledger, the `after` edges and waits, quotas and alerts).
 //!
-//! Every conditional write (create, update, fire, claim, heartbeat, complete, cancel) is one
-//! [`PgDb::transaction`]: SERIALIZABLE, run again from the start when PostgreSQL aborts it for
-//! a concurrent one, so its read-decide-write holds against every other connection and host.
-//! A refused write returns its error from inside the transaction, which rolls it back:
-//! nothing changes. Plain reads (gets, listings, the sweeper's and reaper's scans) are single
-//! statements on a pooled connection.
+//! Every conditional write is one transaction, run again from the start when PostgreSQL
+//! aborts it for a concurrent one. The writes of a run's hand-over — fire, claim, heartbeat,
+//! complete, cancel, defer, a wait's expiry — are `READ COMMITTED` and follow the lock
+//! discipline of [`crate::locks`] (the run row `FOR UPDATE` before deciding on it, the job
+//! row before firing, advisory locks on what a claim counts and on a downstream occurrence),
+//! the one [`crate::PgWork`]'s steps follow. The rest (create, update, insert a run, quotas,
+//! alerts, skip records) are [`PgDb::transaction`]s: `SERIALIZABLE`, so their read-decide-write
+//! holds against one another, and against a locking write where both write one row (a job
+//! updated while a firing locked it: PostgreSQL aborts the `SERIALIZABLE` one if the row
+//! changed since its snapshot, and it runs again). A refused write returns its error from inside the
+//! transaction, which rolls it back: nothing changes. Plain reads (gets, listings, the
+//! sweeper's and reaper's scans) are single statements on a pooled connection.
 //!
 //! Cursors, as SQLite's: jobs page on the last id (`id > cursor`); runs on
 //! `<scheduled_for ms>|<run id>` of the last item (`(scheduled_for, run_id) < cursor`, newest
@@ -27,6 +33,7 @@ use crate::codec::{
 use crate::db::PgDb;
 use crate::dependencies::{EXPIRED_WAITS, ended, wait_from_row};
 use crate::ledger::{SKIP_RECORDS_IN, skip_record_of, write_skip_records};
+use crate::locks::{lock_claims, lock_jobs, lock_run, lock_run_to_end};
 use crate::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_holders};
 use crate::tx::{Tx, TxError};
 use async_trait::async_trait;
@@ -72,6 +79,16 @@ impl PgStore {
     {
         self.db.transaction(f).await.map_err(TxError::into_store)
     }
+
+    /// Runs `f`, which follows the lock discipline of `locks`, in one READ COMMITTED
+    /// transaction (see the module header), as a port's answer.
+    async fn write_locked<T, F>(&self, f: F) -> Result<T, StoreError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Tx) -> Result<T, TxError> + Send + 'static,
+    {
+        self.db.locking_transaction(f).await.map_err(TxError::into_store)
+    }
 }
 
 /// Runs one read statement on a pooled connection (prepared once per connection).
@@ -98,9 +115,10 @@ fn decoded<T>(decoding: Result<T, TxError>) -> Result<T, StoreError> {
     decoding.map_err(TxError::into_store)
 }
 
-/// Loads a run for a conditional write, or `NotFound`.
+/// Loads a run for a conditional write, locked until the transaction ends (see `locks`), or
+/// `NotFound`.
 fn must_load(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<StoredRun, TxError> {
-    load_run(tx, tenant, run_id)?.ok_or(TxError::Store(StoreError::NotFound))
+    lock_run(tx, tenant, run_id)?.ok_or(TxError::Store(StoreError::NotFound))
 }
 
 /// Writes back a run changed in this transaction.
@@ -121,56 +139,96 @@ pub(crate) fn load_active_runs(tx: &mut Tx, tenant: &str, job_id: &str) -> Resul
     runs_of(&rows)
 }
 
-/// Applies one sweep decision in the current transaction (see [`JobStore::fire`]).
-pub(crate) fn apply_firing(tx: &mut Tx, firing: &Firing) -> Result<Vec<Run>, TxError> {
-    let job =
-        load_job(tx, firing.tenant.as_str(), firing.job_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
-    if !firing.still_applies_to(&job) {
-        return Err(conflict(format!("job {} moved on", firing.job_id)));
-    }
-    let mut released = Vec::new();
-    for id in &firing.cancel {
-        if let Some(mut stored) = load_run(tx, firing.tenant.as_str(), id.as_str())?
-            && !stored.run.state.is_terminal()
-        {
-            stored.run.request_cancel(firing.at, REPLACED);
-            save(tx, &stored)?;
-            released.extend(ended(tx, stored.run)?.released);
+/// Applies sweep decisions in the current transaction, each on its own (see
+/// [`JobStore::fire`]), in a few statements for the whole call: the firings' jobs locked at
+/// once (sorted, as `locks` orders rows), then each firing decided on its job as locked — a
+/// refusal (the job moved on, or is gone) before any write of its firing, so it needs no
+/// savepoint — and its cancellations written, then every firing's runs inserted in one
+/// statement and every job's next firing in another. An SQL failure fails the whole call.
+pub(crate) fn apply_firings(tx: &mut Tx, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, TxError> {
+    let keys: Vec<(&str, &str)> = firings.iter().map(|f| (f.tenant.as_str(), f.job_id.as_str())).collect();
+    let mut jobs = lock_jobs(tx, &keys)?;
+    // Per firing: its answer so far (the runs its cancellations released, or its refusal).
+    let mut answers: Vec<Result<Vec<Run>, StoreError>> = Vec::with_capacity(firings.len());
+    let mut rows = Vec::new();
+    // The jobs' new next firing, the last firing of each job winning (one statement may
+    // change a row once).
+    let mut next: HashMap<(&str, &str), (Option<i64>, &'static str)> = HashMap::new();
+    for firing in firings {
+        let key = (firing.tenant.as_str().to_string(), firing.job_id.as_str().to_string());
+        let Some(job) = jobs.get_mut(&key) else {
+            answers.push(Err(StoreError::NotFound));
+            continue;
+        };
+        if !firing.still_applies_to(job) {
+            answers.push(Err(StoreError::Conflict(format!("job {} moved on", firing.job_id))));
+            continue;
         }
-    }
-    let mut inserted = Vec::new();
-    for run in &firing.runs {
-        if RunRow::new(run, 0)?.insert(tx)? {
-            inserted.push(truncated(run));
+        // A later firing of the same job in this call sees this one's write.
+        job.next_fire_at = firing.next_fire_at;
+        job.state = firing.state;
+        let mut released = Vec::new();
+        for id in &firing.cancel {
+            if let Some(mut stored) = lock_run(tx, firing.tenant.as_str(), id.as_str())?
+                && !stored.run.state.is_terminal()
+            {
+                stored.run.request_cancel(firing.at, REPLACED);
+                save(tx, &stored)?;
+                released.extend(ended(tx, stored.run)?.released);
+            }
         }
+        for run in &firing.runs {
+            rows.push(RunRow::new(run, 0)?);
+        }
+        next.insert(
+            (firing.tenant.as_str(), firing.job_id.as_str()),
+            (firing.next_fire_at.map(ms), firing.state.as_str()),
+        );
+        write_skip_records(tx, firing.tenant.as_str(), firing.job_id.as_str(), &firing.skipped)?;
+        answers.push(Ok(released));
     }
-    // The runs the cancellations released, to enqueue with the firing's.
-    inserted.extend(released.into_iter().filter(|r| r.state == RunState::Pending));
-    tx.execute(
-        "UPDATE jobs SET next_fire_at = $3, state = $4 WHERE tenant = $1 AND id = $2",
-        &[
-            &firing.tenant.as_str(),
-            &firing.job_id.as_str(),
-            &firing.next_fire_at.map(ms),
-            &firing.state.as_str(),
-        ],
-    )?;
-    write_skip_records(tx, firing.tenant.as_str(), firing.job_id.as_str(), &firing.skipped)?;
-    Ok(inserted)
+    let mut inserted: std::collections::HashSet<(String, String)> =
+        RunRow::insert_all(tx, &rows)?.into_iter().collect();
+    update_next_firings(tx, &next)?;
+    // Each applied firing's inserted runs, then the runs its cancellations released (to
+    // enqueue with the firing's).
+    Ok(firings
+        .iter()
+        .zip(answers)
+        .map(|(firing, answer)| {
+            answer.map(|released| {
+                let mut runs: Vec<Run> = firing
+                    .runs
+                    .iter()
+                    .filter(|run| inserted.remove(&(run.tenant.as_str().to_string(), run.run_id.as_str().to_string())))
+                    .map(truncated)
+                    .collect();
+                runs.extend(released.into_iter().filter(|r| r.state == RunState::Pending));
+                runs
+            })
+        })
+        .collect())
 }
 
-/// Applies sweep decisions in the current transaction, each on its own (see
-/// [`JobStore::fire`]): a refusal (the job moved on, or is gone) comes before any write of
-/// its firing, so it needs no savepoint; an SQL failure fails the whole call.
-pub(crate) fn apply_firings(tx: &mut Tx, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, TxError> {
-    let mut out = Vec::with_capacity(firings.len());
-    for firing in firings {
-        match apply_firing(tx, firing) {
-            Err(TxError::Store(refused)) => out.push(Err(refused)),
-            written => out.push(Ok(written?)),
-        }
+/// Sets each job's `next_fire_at` and state, in one statement.
+fn update_next_firings(tx: &mut Tx, next: &HashMap<(&str, &str), (Option<i64>, &'static str)>) -> Result<(), TxError> {
+    if next.is_empty() {
+        return Ok(());
     }
-    Ok(out)
+    let (mut tenants, mut ids, mut at, mut states) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for ((tenant, id), (next_fire_at, state)) in next {
+        tenants.push(*tenant);
+        ids.push(*id);
+        at.push(*next_fire_at);
+        states.push(*state);
+    }
+    tx.execute(
+        "UPDATE jobs SET next_fire_at = u.next_fire_at, state = u.state
+         FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[]) AS u(tenant, id, next_fire_at, state)
+         WHERE jobs.tenant = u.tenant AND jobs.id = u.id",
+        &[&tenants, &ids, &at, &states],
+    )?;
+    Ok(())
 }
 
 /// The current transaction, as a claim's ([`claim_batch`] decides, this reads and writes), as
@@ -182,6 +240,9 @@ impl ClaimTx for PgTx<'_> {
     type Error = TxError;
 
     fn job(&mut self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, TxError> {
+        if let Some(read) = self.0.claims.job(tenant.as_str(), id.as_str()) {
+            return Ok(read);
+        }
         load_job(self.0, tenant.as_str(), id.as_str())
     }
 
@@ -190,7 +251,15 @@ impl ClaimTx for PgTx<'_> {
     }
 
     fn run(&mut self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, TxError> {
+        if let Some(locked) = self.0.claims.peek(tenant.as_str(), run_id.as_str()) {
+            return Ok(Some(locked.run.clone()));
+        }
         Ok(load_run(self.0, tenant.as_str(), run_id.as_str())?.map(|stored| stored.run))
+    }
+
+    /// The batch's runs locked, then the keys, caps and jobs their claims count (`locks`).
+    fn lock_claims(&mut self, batch: &ClaimBatch) -> Result<(), TxError> {
+        lock_claims(self.0, batch)
     }
 
     /// A run that does not exist (found before any write) is that run's answer; an SQL
@@ -212,7 +281,10 @@ impl ClaimTx for PgTx<'_> {
 /// [`StoreError::NotFound`] before any write if the run does not exist.
 fn claim_run(tx: &mut Tx, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Result<ClaimOutcome, TxError> {
     let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
-    let mut stored = must_load(tx, tenant, run_id)?;
+    let mut stored = match tx.claims.take(tenant, run_id) {
+        Some(locked) => locked,
+        None => must_load(tx, tenant, run_id)?,
+    };
     if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
         if changed {
             save(tx, &stored)?;
@@ -241,7 +313,8 @@ fn claim_run(tx: &mut Tx, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Res
 /// Closes the attempt holding `done.token` in the current transaction (see
 /// [`JobStore::complete`]); what the run's end released is written with it.
 pub(crate) fn finish_attempt(tx: &mut Tx, done: &Completion) -> Result<Ended, TxError> {
-    let mut stored = must_load(tx, done.tenant.as_str(), done.run_id.as_str())?;
+    let mut stored =
+        lock_run_to_end(tx, done.tenant.as_str(), done.run_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
     stored
         .run
         .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)
@@ -507,7 +580,7 @@ impl JobStore for PgStore {
 
     async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
         let firings = firings.to_vec();
-        self.write(move |tx| apply_firings(tx, &firings)).await
+        self.write_locked(move |tx| apply_firings(tx, &firings)).await
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
@@ -599,7 +672,7 @@ impl JobStore for PgStore {
 
     async fn claim(&self, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, StoreError> {
         let batch = batch.clone();
-        self.write(move |tx| claim_batch(&mut PgTx(tx), &batch)).await
+        self.write_locked(move |tx| claim_batch(&mut PgTx(tx), &batch)).await
     }
 
     async fn heartbeat(
@@ -611,7 +684,7 @@ impl JobStore for PgStore {
         lease_until: Timestamp,
     ) -> Result<Run, StoreError> {
         let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
-        self.write(move |tx| {
+        self.write_locked(move |tx| {
             let renewal = LeaseRenewal {
                 tenant: &tenant,
                 run_id: &run_id,
@@ -626,7 +699,7 @@ impl JobStore for PgStore {
 
     async fn complete(&self, done: &Completion) -> Result<Ended, StoreError> {
         let done = done.clone();
-        self.write(move |tx| finish_attempt(tx, &done)).await
+        self.write_locked(move |tx| finish_attempt(tx, &done)).await
     }
 
     async fn cancel_run(
@@ -637,7 +710,7 @@ impl JobStore for PgStore {
         reason: &str,
     ) -> Result<Ended, StoreError> {
         let (tenant, run_id, reason) = (tenant.0.clone(), run_id.0.clone(), reason.to_string());
-        self.write(move |tx| {
+        self.write_locked(move |tx| {
             let mut stored = must_load(tx, &tenant, &run_id)?;
             if !stored.run.request_cancel(now, &reason) {
                 return Ok(Ended {
@@ -653,8 +726,8 @@ impl JobStore for PgStore {
 
     async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
         let (tenant, run_id) = (tenant.0.clone(), run_id.0.clone());
-        self.write(move |tx| {
-            let Some(mut stored) = load_run(tx, &tenant, &run_id)? else {
+        self.write_locked(move |tx| {
+            let Some(mut stored) = lock_run(tx, &tenant, &run_id)? else {
                 return Ok(false);
             };
             let changed = stored.run.defer(until);
@@ -740,7 +813,7 @@ impl JobStore for PgStore {
 
     async fn expire_wait(&self, wait: &Wait, now: Timestamp) -> Result<Vec<Run>, StoreError> {
         let wait = wait.clone();
-        self.write(move |tx| dependency::expire(&mut PgTx(tx), &wait, now))
+        self.write_locked(move |tx| dependency::expire(&mut PgTx(tx), &wait, now))
             .await
     }
 

@@ -3,14 +3,17 @@
 //! core's synchronous transaction traits (`ClaimTx`, `DependencyTx`, `WorkTx`) are implemented
 //! here as they are for SQLite, and the decisions stay written once in `sked-core`.
 //!
-//! Transactions are `SERIALIZABLE` unless the caller asks otherwise: a closure reads, decides
-//! and writes as if it were alone — the guarantee the SQLite store gets from its file lock —
-//! and PostgreSQL aborts the one that would break that (SQLSTATE 40001, or 40P01 for a
-//! deadlock); the closure is then run again from the start on a new transaction, up to
-//! [`MAX_TRIES`] times. A closure must therefore depend only on what it captured and what it
-//! reads in its transaction (`FnMut`). Answers are returned only after `COMMIT` succeeded.
+//! Transactions are `SERIALIZABLE` unless the caller asks otherwise ([`PgDb::transaction`]): a
+//! closure reads, decides and writes as if it were alone — the guarantee the SQLite store gets
+//! from its file lock — and PostgreSQL aborts the one that would break that (SQLSTATE 40001).
+//! The run's hand-over instead runs at `READ COMMITTED` ([`PgDb::locking_transaction`]) and
+//! locks what it decides on ([`crate::locks`]), which aborts nothing but a rare deadlock
+//! (40P01). Either way the closure is then run again from the start on a new transaction, up
+//! to [`MAX_TRIES`] times. A closure must therefore depend only on what it captured and what
+//! it reads in its transaction (`FnMut`). Answers are returned only after `COMMIT` succeeded.
 
 use crate::db::{PgDb, PoolError};
+use crate::locks::LockedForClaims;
 use deadpool_postgres::Object;
 use sked_core::ports::StoreError;
 use std::time::Duration;
@@ -135,6 +138,13 @@ impl From<TxError> for StoreError {
 pub struct Tx {
     client: Object,
     handle: Handle,
+    /// The `BEGIN` not sent yet: it goes with the first statement, in its round trip.
+    begin: Option<&'static str>,
+    /// What a claim batch's lock step read ([`crate::locks::lock_claims`]).
+    pub(crate) claims: LockedForClaims,
+    /// A job (tenant, id) that this transaction saw no `after` edge from when it locked a
+    /// run of it to end it ([`crate::locks::lock_run_to_end`]): its end releases nothing.
+    pub(crate) no_downstream: Option<(String, String)>,
 }
 
 impl Tx {
@@ -142,32 +152,75 @@ impl Tx {
         self.handle.block_on(f)
     }
 
+    /// The statement, prepared on this connection once (outside the transaction the first
+    /// time: preparing changes no data).
     fn prepare(&self, sql: &str) -> Result<Statement, tokio_postgres::Error> {
         self.block_on(self.client.prepare_cached(sql))
+    }
+
+    /// Runs a statement's request; the first one of the transaction carries the pending
+    /// `BEGIN` in its round trip (both requests are written before either answer is read:
+    /// `biased` polls the `BEGIN` first, so it is sent first, and the server runs them in
+    /// order).
+    fn run<T>(
+        &self,
+        begin: Option<&'static str>,
+        statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Result<T, TxError> {
+        match begin {
+            None => Ok(self.block_on(statement)?),
+            Some(begin) => {
+                let (began, answer) =
+                    self.block_on(async { tokio::join!(biased; self.client.batch_execute(begin), statement) });
+                began?;
+                Ok(answer?)
+            }
+        }
     }
 
     /// Runs `sql`, answering every row.
     pub fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, TxError> {
         let stmt = self.prepare(sql)?;
-        Ok(self.block_on(self.client.query(&stmt, params))?)
+        let begin = self.begin.take();
+        self.run(begin, self.client.query(&stmt, params))
     }
 
     /// Runs `sql`, answering its row if there is one (an error if there are several).
     pub fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, TxError> {
         let stmt = self.prepare(sql)?;
-        Ok(self.block_on(self.client.query_opt(&stmt, params))?)
+        let begin = self.begin.take();
+        self.run(begin, self.client.query_opt(&stmt, params))
     }
 
     /// Runs `sql`, answering its one row.
     pub fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, TxError> {
         let stmt = self.prepare(sql)?;
-        Ok(self.block_on(self.client.query_one(&stmt, params))?)
+        let begin = self.begin.take();
+        self.run(begin, self.client.query_one(&stmt, params))
     }
 
     /// Runs `sql`, answering how many rows it changed.
     pub fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, TxError> {
         let stmt = self.prepare(sql)?;
-        Ok(self.block_on(self.client.execute(&stmt, params))?)
+        let begin = self.begin.take();
+        self.run(begin, self.client.execute(&stmt, params))
+    }
+
+    /// Ends the transaction: `COMMIT`, or nothing if no statement began it.
+    fn commit(&mut self) -> Result<(), tokio_postgres::Error> {
+        match self.begin.take() {
+            Some(_) => Ok(()),
+            None => self.simple("COMMIT"),
+        }
+    }
+
+    /// Rolls the transaction back, if a statement began it.
+    fn rollback(&mut self) {
+        if self.begin.take().is_none() {
+            // After a failed COMMIT the transaction has ended already; ROLLBACK is then a
+            // harmless warning.
+            let _ = self.simple("ROLLBACK");
+        }
     }
 
     fn simple(&self, sql: &str) -> Result<(), tokio_postgres::Error> {
@@ -183,6 +236,16 @@ impl PgDb {
         F: FnMut(&mut Tx) -> Result<T, TxError> + Send + 'static,
     {
         self.transaction_with(Isolation::Serializable, f).await
+    }
+
+    /// Runs `f`, which follows the lock discipline of [`crate::locks`], in one `READ
+    /// COMMITTED` transaction and commits; see the module's header.
+    pub async fn locking_transaction<T, F>(&self, f: F) -> Result<T, TxError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Tx) -> Result<T, TxError> + Send + 'static,
+    {
+        self.transaction_with(Isolation::ReadCommitted, f).await
     }
 
     /// Runs `f` in one transaction at `isolation` and commits; see the module's header.
@@ -201,18 +264,15 @@ impl PgDb {
                 let mut tx = Tx {
                     client,
                     handle: handle.clone(),
+                    begin: Some(isolation.begin()),
+                    claims: LockedForClaims::default(),
+                    no_downstream: None,
                 };
-                let result = tx
-                    .simple(isolation.begin())
-                    .map_err(TxError::from)
-                    .and_then(|()| f(&mut tx))
-                    .and_then(|answer| tx.simple("COMMIT").map(|()| answer).map_err(TxError::from));
+                let result = f(&mut tx).and_then(|answer| tx.commit().map(|()| answer).map_err(TxError::from));
                 match result {
                     Ok(answer) => return Ok(answer),
                     Err(e) => {
-                        // A failed COMMIT has ended the transaction already; ROLLBACK is then
-                        // a harmless warning.
-                        let _ = tx.simple("ROLLBACK");
+                        tx.rollback();
                         if !e.is_retryable() || tries >= MAX_TRIES {
                             return Err(e);
                         }

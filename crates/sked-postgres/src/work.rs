@@ -18,35 +18,46 @@
 //! queue's `insert_dispatches` and `wake_parked` call `pg_notify`), so the notification is
 //! delivered at, and only at, its commit — to the waiting receives of every host.
 //!
-//! # Isolation: SERIALIZABLE
+//! # Isolation: READ COMMITTED under one lock discipline
 //!
-//! Every step is `SERIALIZABLE`, as the store's writes are, run again from the start when
-//! PostgreSQL aborts it for a concurrent one ([`PgDb::transaction`]). What rests on it:
-//! - no double claim, and fencing: a claim reads the run, decides and writes the next token;
-//!   two transactions claiming one run cannot both commit. The worker also claims through
-//!   [`crate::PgStore`] (held runs, deliveries that came early, the dead-letter pass), whose
-//!   claims are `SERIALIZABLE`: a receive's claim is checked against those only at the same
-//!   isolation (`READ COMMITTED` would need every path to lock the rows it decides on).
+//! Every step is `READ COMMITTED` and takes, before it decides, the locks of
+//! [`crate::locks`] — the ones every other path that claims or ends a run takes too
+//! ([`crate::PgStore`]'s claims, which the worker uses for held runs, deliveries that came
+//! early and the dead-letter pass; its completions, heartbeats, cancels and the sweeper's
+//! firings; the releases of downstream runs). What rests on it:
+//! - no double claim, and fencing: a claim (or completion, or heartbeat) reads its run with
+//!   `FOR UPDATE`, so two transactions deciding on one run decide one after the other, the
+//!   second on the row the first committed; a claim hands out `last_token + 1`.
 //! - the limits a claim checks by counting rows — a tenant's cap on running attempts, a
-//!   concurrency key's slots: two claims of different runs racing at `READ COMMITTED` would
-//!   each count the other's slot free (write skew); `SERIALIZABLE` aborts one of them.
-//! - nothing lost: a step's writes to runs and messages commit together or not at all, and
-//!   an aborted step is run again whole.
+//!   concurrency key's slots, a `queue_one` job's other runs: the claim holds an advisory lock
+//!   on what it counts (taken with the batch's others, sorted) before it counts, so racing
+//!   claims count one after the other and never each see the other's slot free. A
+//!   completion takes its key's lock before it wakes a message parked on the key, so a claim
+//!   that parks one commits first (and is woken) or counts after the slot was freed.
+//! - a downstream occurrence decided once: two upstreams ending at once lock the occurrence
+//!   ([`sked_core::dependency::DependencyTx::lock_occurrence`]) before deciding it.
+//! - nothing lost: a step's writes to runs and messages commit together or not at all; a
+//!   step PostgreSQL aborts for a deadlock (40P01: rare, between paths that take one lock at a
+//!   time) is run again whole ([`PgDb::locking_transaction`]).
 //!
-//! The price, measured on a 2-core machine (`tests/work_contract.rs`,
-//! `drain_under_four_hosts`: four pools, four receivers each, batches of 10, 2,000 runs of
-//! 20 jobs of one tenant): 6–9 s, with 650–740 transactions aborted for about 2,200
-//! committed, and a few steps (3–6) running out of their [`crate::tx::MAX_TRIES`] and
-//! answering [`StoreError::Transient`] (the worker tries again); the same drain with every
-//! step at `READ COMMITTED` took 2.5 s and aborted none. The aborts are mostly claims and
-//! completions meeting on the `runs` table's index pages (PostgreSQL's predicate locks on a
-//! B-tree are per page), not the take: leasing at `READ COMMITTED` in a transaction of its
-//! own before a `SERIALIZABLE` claim was tried and aborted as much. `SKIP LOCKED` still keeps
-//! receives from queueing behind one another. Fewer aborts would need one lock discipline
-//! (run rows `FOR UPDATE`, a lock per concurrency key and capped tenant) shared with the
-//! store's claims, so that claims could run at `READ COMMITTED`.
+//! `SERIALIZABLE` remains for the store's other writes (jobs, quotas, keys), which are rare.
+//! PostgreSQL's serializable checks do not see what a `READ COMMITTED` transaction reads or
+//! writes, so those writes hold against these steps only where they write the same row (an
+//! update of a job a firing locked: the second writer waits, and the `SERIALIZABLE` one is
+//! aborted and run again if the row changed since its snapshot); none of them decides on an
+//! existing run, a key's slots or a cap.
+//!
+//! Measured on a 2-core machine (`tests/work_contract.rs`, `drain_under_four_hosts`: four
+//! pools, four receivers each, batches of 10, 2,000 runs of 20 jobs of one tenant): 1.9–3.5 s
+//! (load average 3–7) with no transaction aborted, where the same drain at `SERIALIZABLE`
+//! took 5.8 s (6–9 s earlier) with 579 transactions aborted (650–740 earlier) and 3 steps
+//! answering [`StoreError::Transient`] after running out of [`crate::tx::MAX_TRIES`]. The
+//! contract cases that race claims of a key's last slot and of a capped tenant's, and the
+//! ends of a fan-in's two upstreams, fail without the advisory locks (checked by removing
+//! them), as does this crate's `receives_on_several_hosts_claim_a_key_s_last_slot_once`.
 
 use crate::db::PgDb;
+use crate::locks::{advisory_locks, key_lock};
 use crate::queue::{
     Poller, delete_delivered, extend_delivered, insert_dispatches, park_delivered, receipt_seq, take_visible,
     wake_parked,
@@ -98,15 +109,16 @@ impl PgWork {
         self
     }
 
-    /// Runs `step` in one `SERIALIZABLE` transaction (run again whole if PostgreSQL aborts
-    /// it for a concurrent one, rolled back if it fails).
+    /// Runs `step`, which follows the lock discipline of [`crate::locks`], in one `READ
+    /// COMMITTED` transaction (run again whole if PostgreSQL aborts it for a deadlock, rolled
+    /// back if it fails).
     async fn step<T, F>(&self, mut step: F) -> Result<T, WorkError>
     where
         T: Send + 'static,
         F: FnMut(&mut PgTx<'_>) -> Result<T, TxError> + Send + 'static,
     {
         self.db
-            .transaction(move |tx| step(&mut PgTx(tx)))
+            .locking_transaction(move |tx| step(&mut PgTx(tx)))
             .await
             .map_err(|e| WorkError::Store(e.into_store()))
     }
@@ -176,7 +188,10 @@ impl WorkTx for PgTx<'_> {
         })
     }
 
+    /// The key locked first (`locks`): a claim that found the key full and parks its message
+    /// commits before this looks for parked messages, or counts after this commits.
     fn wake(&mut self, tenant: &TenantId, key: &str, n: usize, now: Timestamp) -> Result<usize, TxError> {
+        advisory_locks(self.0, vec![key_lock(tenant.as_str(), key)])?;
         wake_parked(self.0, tenant.as_str(), key, n, now)
     }
 }
@@ -199,7 +214,7 @@ impl WorkPort for PgWork {
         let stop = request.stop.clone();
         let request = request.clone();
         self.poller
-            .poll(Isolation::Serializable, request.wait, Some(&stop), move |tx, now| {
+            .poll(Isolation::ReadCommitted, request.wait, Some(&stop), move |tx, now| {
                 one_transaction::receive(&mut PgTx(tx), &request, trunc_ms(now))
             })
             .await

@@ -8,7 +8,7 @@ use sked_core::duration::Dur;
 use sked_core::ports::Clock;
 use sked_core::ports::queue::DispatchQueue;
 use sked_core::ports::store::{ClaimOutcome, JobClaim, JobStore, JobStoreExt, RunTransition, StoreError};
-use sked_core::ports::work::{ReceiveRequest, Settlement, WorkError, WorkPort};
+use sked_core::ports::work::{ReceiveRequest, Received, Settlement, WorkError, WorkPort};
 use sked_core::run::{AttemptOutcome, RunState};
 use sked_postgres::testing::postgres;
 use sked_postgres::{PgDb, PgOptions, PgQueue, PgStore, PgWork};
@@ -354,4 +354,105 @@ async fn a_run_released_by_the_store_is_enqueued_in_its_transaction() {
     let got = queue.receive(10, Dur::secs(30), Dur::ZERO).await.unwrap();
     let runs: Vec<_> = got.iter().map(|d| &d.dispatch.run_id).collect();
     assert_eq!(runs, [&released.run_id], "the released run's message is queued");
+}
+
+/// Receives on several hosts at once, each taking one message of a different job's run naming
+/// one concurrency key whose last slot is free: exactly one of them claims it (the others park
+/// their messages on the key), as the claims run at `READ COMMITTED` and count the key's
+/// holders only once they hold the key's lock. Without that lock each would count the slot
+/// free and claim it. Several rounds, a key each, so that a race lost by chance shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn receives_on_several_hosts_claim_a_key_s_last_slot_once() {
+    const HOSTS: usize = 6;
+    const RACERS: usize = 12;
+    const ROUNDS: usize = 8;
+    const LIMIT: u32 = 2;
+    let url = postgres().fresh_database();
+    let clock = Arc::new(ManualClock::new(t0()));
+    let mut hosts = Vec::new();
+    for _ in 0..HOSTS {
+        hosts.push(Arc::new(PgWork::new(connect(&url).await, clock.clone())));
+    }
+    let store = PgStore::new(connect(&url).await);
+    // The run of job `j` of `round`, holding the round's key.
+    let keyed = |round: usize, j: usize| {
+        let job = job("t1", &format!("round{round}job{j:02}"));
+        let mut r = run("t1", job.id.as_str(), 0);
+        r.concurrency = Some(sked_core::concurrency::Concurrency {
+            key: format!("key{round}"),
+            limit: LIMIT,
+        });
+        (job, r)
+    };
+    let request = |name: &str| ReceiveRequest {
+        max: 1,
+        wait: Dur::ZERO,
+        worker: worker(name),
+        lease: Dur::secs(3600),
+        hold: Vec::new(),
+        stop: CancellationToken::new(),
+    };
+    let fire = |round: usize, j: usize| {
+        let (job, r) = keyed(round, j);
+        let (host, store) = (hosts[0].clone(), store.clone());
+        async move {
+            store.create_jobs(std::slice::from_ref(&job), None).await.unwrap();
+            host.fire(&[firing(&job, vec![r], job.next_fire_at)]).await.unwrap();
+        }
+    };
+    // Every run due; the clock stays there, so a parked message stays parked.
+    clock.advance(Dur::secs(60));
+    for round in 0..ROUNDS {
+        // One slot of the key's two held.
+        fire(round, 0).await;
+        let first = hosts[0].receive(&request("holder")).await.unwrap();
+        assert!(
+            matches!(
+                first[..],
+                [Received {
+                    claim: Ok(JobClaim::Claimed(ClaimOutcome::Claimed { .. }, _)),
+                    ..
+                }]
+            ),
+            "round {round}: {first:?}"
+        );
+        for j in 1..=RACERS {
+            fire(round, j).await;
+        }
+        // The racers, each on a host's pool, released at once.
+        let barrier = Arc::new(tokio::sync::Barrier::new(RACERS));
+        let mut racers = tokio::task::JoinSet::new();
+        for i in 0..RACERS {
+            let (host, barrier, request) = (hosts[i % HOSTS].clone(), barrier.clone(), request(&format!("r{i}")));
+            racers.spawn(async move {
+                barrier.wait().await;
+                let mut claimed = 0;
+                loop {
+                    let got = host.receive(&request).await.expect("receive");
+                    if got.is_empty() {
+                        return claimed;
+                    }
+                    claimed += got
+                        .iter()
+                        .filter(|g| matches!(g.claim, Ok(JobClaim::Claimed(ClaimOutcome::Claimed { .. }, _))))
+                        .count();
+                }
+            });
+        }
+        let mut claimed = 0;
+        while let Some(n) = racers.join_next().await {
+            claimed += n.expect("racer");
+        }
+        assert_eq!(
+            claimed, 1,
+            "round {round}: claims of the key's last slot that succeeded"
+        );
+        let mut holding = 0;
+        for j in 0..=RACERS {
+            let (_, r) = keyed(round, j);
+            let stored = store.get_run(&r.tenant, &r.run_id).await.unwrap().unwrap();
+            holding += usize::from(stored.state == RunState::Running);
+        }
+        assert_eq!(holding, LIMIT as usize, "round {round}: runs holding the key");
+    }
 }
