@@ -93,6 +93,7 @@ class SerializeDynamoDb:
         if done - asked > SLOW_SECONDS:
             operation = environ.get("HTTP_X_AMZ_TARGET", "?").rsplit(".", 1)[-1]
             print(
+                f"{time.strftime('%H:%M:%S', time.gmtime())}.{int(time.time() * 1000) % 1000:03d} "
                 f"slow DynamoDB request {operation}{shape}: waited {started - asked:.3f} s, took {done - started:.3f} s",
                 file=sys.stderr,
                 flush=True,
