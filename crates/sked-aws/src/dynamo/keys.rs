@@ -62,6 +62,16 @@ pub fn run_sk(scheduled_ms: i64) -> String {
 /// Prefix shared by the sort keys of a job's runs.
 pub const RUN_SK_PREFIX: &str = "RUN#";
 
+/// Partition key of a run's small finished logs ([`crate::logs`]).
+pub fn log_pk(tenant: &str, run: &str) -> String {
+    format!("T#{tenant}#LOG#{run}")
+}
+
+/// Sort key of one attempt's small finished log.
+pub fn log_sk(attempt: u32) -> String {
+    format!("ATTEMPT#{attempt}")
+}
+
 /// Partition key of an idempotency key.
 pub fn idem_pk(tenant: &str, key: &str) -> String {
     format!("T#{tenant}#IDEM#{key}")

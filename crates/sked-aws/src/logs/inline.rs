@@ -9,10 +9,11 @@
 //! sees it.
 
 use super::store::call_error;
+use crate::dynamo::codec::{Item, key, n, s};
+use crate::dynamo::keys::{TTL, log_pk, log_sk};
 use crate::error::classify;
 use aws_sdk_dynamodb::types::AttributeValue;
 use sked_core::ports::{LogError, LogKey};
-use std::collections::HashMap;
 
 /// A small finished log, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,14 +37,8 @@ pub(super) struct InlineLogs {
     pub retention_days: u32,
 }
 
-fn key(log: &LogKey) -> HashMap<String, AttributeValue> {
-    HashMap::from([
-        (
-            "pk".to_string(),
-            AttributeValue::S(format!("T#{}#LOG#{}", log.tenant, log.run_id)),
-        ),
-        ("sk".to_string(), AttributeValue::S(format!("ATTEMPT#{}", log.attempt))),
-    ])
+fn item_key(log: &LogKey) -> Item {
+    key(log_pk(log.tenant.as_str(), log.run_id.as_str()), log_sk(log.attempt))
 }
 
 impl InlineLogs {
@@ -51,11 +46,11 @@ impl InlineLogs {
     pub async fn put(&self, key_of: &LogKey, log: InlineLog) -> Result<(), LogError> {
         let lines = String::from_utf8(log.body).map_err(|e| LogError::Io(Box::new(e)))?;
         let expires = chrono::Utc::now().timestamp() + i64::from(self.retention_days) * 86_400;
-        let mut item = key(key_of);
-        item.insert("lines".into(), AttributeValue::S(lines));
-        item.insert("bytes".into(), AttributeValue::N(log.bytes.to_string()));
+        let mut item = item_key(key_of);
+        item.insert("lines".into(), s(lines));
+        item.insert("bytes".into(), n(log.bytes));
         item.insert("truncated".into(), AttributeValue::Bool(log.truncated));
-        item.insert("ttl".into(), AttributeValue::N(expires.to_string()));
+        item.insert(TTL.into(), n(expires));
         self.client
             .put_item()
             .table_name(&self.table)
@@ -73,7 +68,7 @@ impl InlineLogs {
             .client
             .get_item()
             .table_name(&self.table)
-            .set_key(Some(key(key_of)))
+            .set_key(Some(item_key(key_of)))
             .consistent_read(true)
             .projection_expression("#l")
             .expression_attribute_names("#l", "lines")
