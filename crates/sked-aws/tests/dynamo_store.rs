@@ -368,3 +368,73 @@ async fn active_runs_read_costs_nothing_per_ended_run() {
     assert_eq!(left.len(), 1);
     assert_eq!(left[0].run_id, active[1].run_id);
 }
+
+/// Two processes' stores on one table: the first claims a run (and keeps its copy as its
+/// next read–decide–put's first guess); whatever the second writes meanwhile is what the
+/// first's next heartbeat and completion see — a cancel is answered, a reclaim fences them
+/// off — never overwritten from the first's copy.
+#[tokio::test]
+async fn a_run_written_by_another_process_is_read_again_not_overwritten() {
+    let (clients, config) = common::fresh_table().await;
+    let process = || DynamoStore::new(clients.dynamodb.clone(), &config, Arc::new(SystemClock));
+    let (first, second) = (process(), process());
+    let at = now();
+    let lease = |from: Timestamp| from + chrono::Duration::seconds(30);
+    let claimed = async |store: &DynamoStore, run: &Run, worker: &str, when: Timestamp| match store
+        .claim_one(&run.tenant, &run.run_id, &WorkerId::from(worker), when, lease(when))
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Claimed { token, .. } => token,
+        other => panic!("claim: {other:?}"),
+    };
+
+    // A cancel by the other process reaches the heartbeat.
+    let cancelled = run_at("cancelled-meanwhile", at);
+    first.insert_run(&cancelled).await.unwrap();
+    let token = claimed(&first, &cancelled, "w1", at).await;
+    let beat = first
+        .heartbeat(&cancelled.tenant, &cancelled.run_id, token, at, lease(at))
+        .await
+        .unwrap();
+    assert!(!beat.cancel_requested);
+    second
+        .cancel_run(&cancelled.tenant, &cancelled.run_id, at, "by the other process")
+        .await
+        .unwrap();
+    let beat = first
+        .heartbeat(&cancelled.tenant, &cancelled.run_id, token, at, lease(at))
+        .await
+        .unwrap();
+    assert!(beat.cancel_requested, "the heartbeat sees the other process's cancel");
+
+    // A reclaim by the other process after the lease expired fences the first off.
+    let reclaimed = run_at("reclaimed-meanwhile", at);
+    first.insert_run(&reclaimed).await.unwrap();
+    let old = claimed(&first, &reclaimed, "w1", at).await;
+    let later = lease(at) + chrono::Duration::seconds(1);
+    let new = claimed(&second, &reclaimed, "w2", later).await;
+    assert!(new > old);
+    let fenced = first
+        .heartbeat(&reclaimed.tenant, &reclaimed.run_id, old, later, lease(later))
+        .await;
+    assert!(matches!(fenced, Err(StoreError::Fenced)), "{fenced:?}");
+    let done = first
+        .complete(&Completion {
+            tenant: reclaimed.tenant.clone(),
+            run_id: reclaimed.run_id.clone(),
+            token: old,
+            result: fixtures::result(AttemptOutcome::Succeeded, later),
+            next: RunTransition::Finish(RunState::Succeeded),
+            only_if_expired_by: None,
+        })
+        .await;
+    assert!(matches!(done, Err(StoreError::Fenced)), "{done:?}");
+    let stored = second
+        .get_run(&reclaimed.tenant, &reclaimed.run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.state, RunState::Running);
+    assert_eq!(stored.attempts.len(), 2, "the second attempt stands: {stored:?}");
+}

@@ -144,6 +144,10 @@ async fn a_running_minute_of_heartbeats_is_counted_and_priced() {
     let requests = (long.requests_without_receives - short.requests_without_receives) / beats;
     let table_wru = (long.wru - short.wru) / beats;
     let rru = (long.rru - short.rru) / beats;
+    // The worker's store keeps the run as its last heartbeat wrote it: the next one starts
+    // from that copy instead of reading the item (its write is conditional on the copy's
+    // version).
+    assert!(rru < 0.5, "a heartbeat reads the run again: {rru:.1} RRU each");
     let per_heartbeat = (long.dollars_without_receives() - short.dollars_without_receives()) / beats
         + INDEX_WRU_PER_HEARTBEAT * price::DYNAMODB_WRU * 1e6;
     eprintln!(

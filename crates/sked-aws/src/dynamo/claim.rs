@@ -155,7 +155,10 @@ impl DynamoStore {
             }
             items.extend(slot);
             match self.transact(items).await {
-                Ok(()) => return Ok(outcome),
+                Ok(()) => {
+                    self.remember_written(&stored);
+                    return Ok(outcome);
+                }
                 Err(Failure::Condition { .. }) => continue,
                 Err(f) => return Err(f.into_store(String::new)),
             }
@@ -196,7 +199,10 @@ impl DynamoStore {
                     let mut items = vec![self.versioned_put(&stored)?];
                     items.extend(slots);
                     match self.transact(items).await {
-                        Ok(()) => return Ok(outcome),
+                        Ok(()) => {
+                            self.remember_written(&stored);
+                            return Ok(outcome);
+                        }
                         Err(Failure::Condition { .. }) => {}
                         Err(f) => return Err(f.into_store(String::new)),
                     }

@@ -5,7 +5,8 @@
 //! run's read–decide–put loop), `claim` (claims), `firing` (the due index, its watermark, and
 //! firings), `listing` (job and run listings), [`codec`] (items ↔ jobs and runs), [`keys`],
 //! [`quotas`], [`slots`], `dependencies` (the `after` schedule), `ledger` (skip records),
-//! `alerts` (runs' due alerts, webhook secrets), [`sweep_lease`].
+//! `alerts` (runs' due alerts, webhook secrets), [`sweep_lease`], `written_runs` (the runs this
+//! process wrote last, a read–decide–put's first guess).
 //!
 //! # Table layout
 //!
@@ -50,8 +51,8 @@
 //! the minute it is written if that is later (an overdue job — created in the past, resumed —
 //! is filed "now"); its sort key keeps the real due time. So no write lands in a minute older
 //! than its writer's clock, and the **watermark** can move forward safely: `due_jobs` queries
-//! every bucket from the watermark to `max(horizon, now)` (all shards in parallel; at most
-//! 24 hours past now), then
+//! every bucket from the watermark to `max(horizon, now)` (a minute's shards in parallel,
+//! oldest minute first, stopping once a full batch is found; at most 24 hours past now), then
 //! moves the watermark to the first bucket still holding a due job, but never closer than 2
 //! minutes to now (clock skew between writers and the sweeper, and index propagation, must fit
 //! in that margin). `next_due_at` reads the same buckets and at most 15 minutes past now; a
@@ -111,5 +112,6 @@ mod runs;
 pub mod slots;
 pub mod store;
 pub mod sweep_lease;
+mod written_runs;
 
 pub use store::DynamoStore;

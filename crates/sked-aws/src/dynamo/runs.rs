@@ -37,6 +37,15 @@ impl DynamoStore {
         }
     }
 
+    /// Keeps `saved` (just written as `rv + 1` on condition of its `rv`) as the next
+    /// read–decide–put's first guess.
+    pub(super) fn remember_written(&self, saved: &StoredRun) {
+        self.written_runs.keep(&StoredRun {
+            rv: saved.rv + 1,
+            ..saved.clone()
+        });
+    }
+
     /// The transaction write of `stored` with `rv + 1`, on condition its item still has `rv`.
     pub(super) fn versioned_put(&self, stored: &StoredRun) -> Result<TransactWriteItem, StoreError> {
         let next = StoredRun {
@@ -95,7 +104,8 @@ impl DynamoStore {
 
     /// Read-modify-write of one run: `decide` changes a fresh copy and says whether it changed
     /// and what to answer; a changed run is saved on condition of its item version, and a lost
-    /// race decides again on a fresh read.
+    /// race decides again on a fresh read. The first copy may be the one this process wrote
+    /// last ([`super::written_runs`]): only a successful write decided on it is trusted.
     pub(super) async fn modify_run<T>(
         &self,
         tenant: &TenantId,
@@ -112,13 +122,26 @@ impl DynamoStore {
         run_id: &RunId,
         mut decide: impl FnMut(&mut StoredRun) -> Result<(bool, T), StoreError>,
     ) -> Result<(T, Vec<Run>), StoreError> {
+        let mut guess = self.written_runs.take(tenant, run_id);
         for _ in 0..MAX_RMW_ATTEMPTS {
-            let mut stored = self.load_run(tenant, run_id).await?.ok_or(StoreError::NotFound)?;
-            let (changed, answer) = decide(&mut stored)?;
+            let (mut stored, guessed) = match guess.take() {
+                Some(written) => (written, true),
+                None => (self.load_run(tenant, run_id).await?.ok_or(StoreError::NotFound)?, false),
+            };
+            let (changed, answer) = match decide(&mut stored) {
+                Ok(decided) => decided,
+                // Refused on this process's last copy: the item may have moved since.
+                Err(_) if guessed => continue,
+                Err(e) => return Err(e),
+            };
             if !changed {
+                if guessed {
+                    continue;
+                }
                 return Ok((answer, Vec::new()));
             }
             if let Some(released) = self.save_run_releasing(&stored).await? {
+                self.remember_written(&stored);
                 return Ok((answer, released));
             }
         }

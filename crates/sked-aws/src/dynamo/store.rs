@@ -17,6 +17,7 @@ use super::codec::{Reader, StoredRun, job_from_item, job_item, key, ms, n, run_f
 use super::keys::*;
 use super::plumbing::MAX_TRANSACTION;
 use super::quotas::QuotaCache;
+use super::written_runs::WrittenRuns;
 use crate::config::AwsConfig;
 use crate::error::{Failure, classify};
 use async_trait::async_trait;
@@ -50,6 +51,7 @@ pub struct DynamoStore {
     idempotency_retention_secs: i64,
     clock: Arc<dyn Clock>,
     pub(super) quota_cache: Arc<QuotaCache>,
+    pub(super) written_runs: Arc<WrittenRuns>,
 }
 
 impl std::fmt::Debug for DynamoStore {
@@ -77,6 +79,7 @@ impl DynamoStore {
             idempotency_retention_secs: config.idempotency_retention.as_secs() as i64,
             clock,
             quota_cache: Arc::default(),
+            written_runs: Arc::default(),
         }
     }
 
