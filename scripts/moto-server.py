@@ -103,7 +103,8 @@ class SerializeDynamoDb:
 
 def _shape(environ):
     """What a traced request asks for, in a few words: a Query's index, how many keys a
-    BatchGetItem names, how many items a TransactWriteItems writes. Reads the body and puts it
+    BatchGetItem names, which kind of item (its sort key's prefix) a GetItem or single-item
+    write names, how many items a TransactWriteItems writes. Reads the body and puts it
     back for moto."""
     import io
     import json
@@ -119,6 +120,13 @@ def _shape(environ):
         return f"[{request['IndexName']}]"
     if "RequestItems" in request:
         return f"[{sum(len(t.get('Keys', [])) for t in request['RequestItems'].values())} keys]"
+    if "Key" in request:
+        # The sort key's kind (JOB, RUN, QUOTA, ...): which item a GetItem or write names.
+        sort_key = next(iter(request["Key"].get("sk", {}).values()), "")
+        return f"[{sort_key.split('#', 1)[0]}]"
+    if "Item" in request:
+        sort_key = next(iter(request["Item"].get("sk", {}).values()), "")
+        return f"[{sort_key.split('#', 1)[0]}]"
     if "TransactItems" in request:
         return f"[{len(request['TransactItems'])} items]"
     return ""

@@ -49,8 +49,25 @@ impl DynamoStore {
         let now_min = epoch_minute(ms(now));
         let to = epoch_minute(ms(horizon)).clamp(now_min, now_min + MAX_DUE_AHEAD_MINUTES);
         let below = pad_ms(ms(horizon) + 1);
-        let specs = self.due_queries(from..=to, &below, true);
-        let items = self.query_many(specs, limit).await?;
+        // A minute's shards at a time, oldest minute first, until `limit` due jobs are found:
+        // a tick sends `shards` queries at once, not every bucket of its look-ahead (moto
+        // serves one request at a time; a burst of ~50 made a worker's claim wait ~1 s), and
+        // stops early when the first minutes hold a full batch.
+        let mut items = Vec::new();
+        let mut found = 0;
+        for minute in from..=to {
+            let page = self
+                .query_many(self.due_queries(minute..=minute, &below, true), limit)
+                .await?;
+            found += Self::due_order(&page)?
+                .iter()
+                .filter(|j| j.next_fire_at.is_some_and(|t| t <= horizon))
+                .count();
+            items.extend(page);
+            if found >= limit {
+                break;
+            }
+        }
         // The watermark may pass every minute found empty, up to the safety margin.
         let first_busy = items
             .iter()

@@ -51,6 +51,11 @@ pub struct Deployment {
 impl Drop for Deployment {
     fn drop(&mut self) {
         self.serving.iter().for_each(|s| s.abort());
+        // A failed test keeps its workers' whole logs (a tail is printed as they stop).
+        if std::thread::panicking() {
+            self.dir.disable_cleanup(true);
+            eprintln!("the deployment's directory is kept: {}", self.dir.path().display());
+        }
     }
 }
 
