@@ -4,12 +4,13 @@
 //!
 //! A firing is one `TransactWriteItems`: the job's update (conditional on version and
 //! `next_fire_at`), the cancelled runs' puts (conditional on `rv`) and the new runs' puts
-//! (`attribute_not_exists`). Runs that exist are left out beforehand; one created meanwhile
-//! cancels the transaction with a per-item reason, and it is retried without that run. A
+//! (`attribute_not_exists`). A run that exists already cancels the transaction with a
+//! per-item reason, and it is retried without that run (no read up front: a first firing,
+//! the usual one, finds none). A
 //! firing too large for one transaction writes its excess first, in transactions that each
 //! check the job's condition.
 
-use super::codec::{Item, Reader, StoredRun, job_due_keys, job_from_item, key, ms, n, run_key, s, truncated};
+use super::codec::{Item, Reader, StoredRun, job_due_keys, job_from_item, key, ms, n, s, truncated};
 use super::keys::*;
 use super::plumbing::{MAX_TRANSACTION, QuerySpec};
 use super::quotas::TenantLimits;
@@ -261,16 +262,10 @@ impl DynamoStore {
         };
         let ends = i64::from(!counts_as_active(firing.state));
         for _ in 0..MAX_RMW_ATTEMPTS {
-            // Runs that exist are left out up front.
-            let keys: Vec<Item> = firing
-                .runs
-                .iter()
-                .filter(|r| !skip.contains(&r.run_id))
-                .filter_map(|r| run_key(&r.tenant, &r.run_id))
-                .collect();
-            for item in self.batch_get(keys).await? {
-                skip.insert(RunId(Reader::new(&item).s("run_id")?));
-            }
+            // Runs that exist already (rare: a firing that committed part of its runs before
+            // it failed, fired again) are not read up front: each insert is conditional on
+            // its absence, and the transaction's per-item reasons name the ones to leave out
+            // of the next round.
             let mut ops: Vec<TransactWriteItem> = Vec::new();
             let mut op_runs: Vec<Option<Run>> = Vec::new(); // the new run each op inserts
             for id in &firing.cancel {

@@ -78,14 +78,9 @@ impl Sked {
             let job = self.get_job(tenant, &ids[0]).await?;
             return Ok(Created { job, created: false });
         }
-        if let Some(id) = &new.id
-            && let Some(existing) = self.existing_twin(tenant, id, &new.spec).await?
-        {
-            return Ok(Created {
-                job: existing,
-                created: false,
-            });
-        }
+        // The create is tried first: a job of that id that exists (a re-POST, or a race with
+        // another create) refuses it, and only then is the job read — so a create costs no read.
+        let submitted = new.spec.clone();
         let job = self.new_job(tenant, new, now);
         match self
             .ports
@@ -97,14 +92,18 @@ impl Sked {
             .await
         {
             Ok(()) => {}
-            // Lost a race with an identical create: answer like a re-POST.
-            Err(StoreError::Conflict(_)) => {
-                return match self.existing_twin(tenant, &job.id, &job.spec).await? {
+            // The same definition answers like a first create, without creating (also when
+            // the tenant is at its job quota: nothing would be added); another is a conflict.
+            Err(refused @ (StoreError::Conflict(_) | StoreError::QuotaExceeded(_))) => {
+                return match self.existing_twin(tenant, &job.id, &submitted).await? {
                     Some(existing) => Ok(Created {
                         job: existing,
                         created: false,
                     }),
-                    None => Err(CoreError::Conflict(format!("job {} already exists", job.id))),
+                    None => Err(match refused {
+                        StoreError::Conflict(_) => CoreError::Conflict(format!("job {} already exists", job.id)),
+                        quota => quota.into(),
+                    }),
                 };
             }
             Err(e) => return Err(e.into()),
