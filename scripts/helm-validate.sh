@@ -149,6 +149,10 @@ refused ca-twice "database.ca.secret or database.ca.configMap, not both" \
 refused bad-log-retention "sweeper.logRetention: Does not match pattern" \
     -f "$chart/ci/defaults-values.yaml" --set "sweeper.logRetention=30 days"
 # values.schema.json: a misspelt key, and a string where a boolean goes ("false" is true).
+refused bad-log-bucket "logs.s3.bucket: Does not match pattern" \
+    -f "$chart/ci/defaults-values.yaml" --set logs.s3.bucket=sked-logs
+refused log-endpoint-without-bucket "need logs.s3.bucket" \
+    -f "$chart/ci/defaults-values.yaml" --set logs.s3.endpoint=http://minio:9000
 refused misspelt-value "Additional property replica is not allowed" \
     -f "$chart/ci/defaults-values.yaml" --set api.replica=3
 refused string-boolean "keda.enabled: Invalid type" \

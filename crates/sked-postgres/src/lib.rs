@@ -17,7 +17,9 @@
 //! - [`PgQueue`] (`queue`): the dispatch queue, received with `FOR UPDATE SKIP LOCKED`,
 //!   tenants in turns, waiting receives woken by `LISTEN`/`NOTIFY` (`listen`).
 //! - [`PgLogs`] (`logs`): attempts' logs, a row per line, readable from any server while
-//!   they are written; `log_retention` deletes lines past the retention period.
+//!   they are written; `log_retention` deletes lines past the retention period;
+//!   `log_archive` hands a finished log's rows to an archive and removes them once it holds
+//!   them (`sked-objectlogs`, when logs go to S3-compatible storage).
 //! - [`PgWork`] (`work`): the [`sked_core::ports::WorkPort`] whose every step is one
 //!   transaction over the store's tables and the queue's (as SQLite's work port).
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
@@ -35,6 +37,7 @@ pub mod keys;
 mod ledger;
 mod listen;
 mod locks;
+pub mod log_archive;
 mod log_retention;
 pub mod logs;
 pub mod queue;
@@ -49,6 +52,7 @@ pub mod work;
 pub use conninfo::{ConnInfoError, SslMode};
 pub use db::{ConnectError, PgDb, PgOptions};
 pub use keys::PgKeys;
+pub use log_archive::ArchivedRows;
 pub use logs::PgLogs;
 pub use queue::PgQueue;
 pub use store::PgStore;

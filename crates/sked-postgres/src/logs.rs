@@ -14,7 +14,10 @@
 //!
 //! Reading: the attempt's last line is read first; its `seq` is the page's cursor and bounds
 //! the lines read, so a line committed meanwhile is left for the next read rather than
-//! skipped, and its `marker` says whether the log was truncated.
+//! skipped, and its `marker` says whether the log was truncated. Both statements read one
+//! snapshot (a read-only `REPEATABLE READ` transaction), so lines deleted meanwhile (by
+//! retention, or by an archive that took the finished log over: `log_archive`) never leave a
+//! page whose cursor passes lines it does not hold.
 //!
 //! PostgreSQL's text cannot hold NUL: a NUL in a line is stored as U+FFFD, as invalid UTF-8
 //! already is. What this module must not do: decide what a log means for a run (sked-core
@@ -32,6 +35,7 @@ use sked_core::timestamp;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+use tokio_postgres::IsolationLevel;
 use tokio_postgres::error::SqlState;
 
 /// Lines a writer may have queued before `append` waits for the database.
@@ -76,12 +80,12 @@ impl PgLogs {
 }
 
 /// A failure of the database as a log error, keeping its source.
-fn db_error(e: impl std::error::Error + Send + Sync + 'static) -> LogError {
+pub(crate) fn db_error(e: impl std::error::Error + Send + Sync + 'static) -> LogError {
     LogError::Io(Box::new(e))
 }
 
 /// The attempt as the key's columns.
-fn key_params(key: &LogKey) -> (String, String, i64) {
+pub(crate) fn key_params(key: &LogKey) -> (String, String, i64) {
     (key.tenant.0.clone(), key.run_id.0.clone(), i64::from(key.attempt))
 }
 
@@ -99,65 +103,89 @@ impl LogStore for PgLogs {
     }
 
     async fn read(&self, key: &LogKey, query: &LogQuery) -> Result<LogPage, LogError> {
-        let (tenant, run_id, attempt) = key_params(key);
-        let conn = self.db.get().await.map_err(db_error)?;
-        let last = conn
-            .query_opt(
-                "SELECT seq, marker FROM log_lines WHERE tenant = $1 AND run_id = $2 AND attempt = $3
-                 ORDER BY seq DESC LIMIT 1",
-                &[&tenant, &run_id, &attempt],
-            )
+        let mut conn = self.db.get().await.map_err(db_error)?;
+        // One snapshot for both statements: lines deleted between them (by retention, or by
+        // an archive taking over the finished log) must not leave a page whose cursor claims
+        // lines it does not hold.
+        let tx = conn
+            .build_transaction()
+            .isolation_level(IsolationLevel::RepeatableRead)
+            .read_only(true)
+            .start()
             .await
             .map_err(db_error)?;
-        let Some(last) = last else {
-            return Err(LogError::NotFound);
-        };
-        let (end, truncated): (i64, bool) = (last.get(0), last.get(1));
-        let stream = query.stream.map(|s| s.as_str());
-        let columns = "SELECT ts, stream, line FROM log_lines
-                       WHERE tenant = $1 AND run_id = $2 AND attempt = $3 AND seq <= $4
-                         AND ($5::text IS NULL OR stream = $5)";
-        let rows = match (query.after, query.tail) {
-            (None, Some(n)) => {
-                let n = i64::try_from(n).unwrap_or(i64::MAX);
-                let mut rows = conn
-                    .query(
-                        &format!("{columns} ORDER BY seq DESC LIMIT $6"),
-                        &[&tenant, &run_id, &attempt, &end, &stream, &n],
-                    )
-                    .await
-                    .map_err(db_error)?;
-                rows.reverse();
-                rows
-            }
-            (after, _) => {
-                let after = after.map_or(0, |a| i64::try_from(a).unwrap_or(i64::MAX));
-                conn.query(
+        let page = read_lines(&tx, key, query).await;
+        tx.commit().await.map_err(db_error)?;
+        page
+    }
+}
+
+/// Reads `key`'s lines as `query` asks through `client` (a snapshot: [`LogStore::read`]).
+async fn read_lines(
+    client: &tokio_postgres::Transaction<'_>,
+    key: &LogKey,
+    query: &LogQuery,
+) -> Result<LogPage, LogError> {
+    let (tenant, run_id, attempt) = key_params(key);
+    let last = client
+        .query_opt(
+            "SELECT seq, marker FROM log_lines WHERE tenant = $1 AND run_id = $2 AND attempt = $3
+             ORDER BY seq DESC LIMIT 1",
+            &[&tenant, &run_id, &attempt],
+        )
+        .await
+        .map_err(db_error)?;
+    let Some(last) = last else {
+        return Err(LogError::NotFound);
+    };
+    let (end, truncated): (i64, bool) = (last.get(0), last.get(1));
+    let stream = query.stream.map(|s| s.as_str());
+    let columns = "SELECT ts, stream, line FROM log_lines
+                   WHERE tenant = $1 AND run_id = $2 AND attempt = $3 AND seq <= $4
+                     AND ($5::text IS NULL OR stream = $5)";
+    let rows = match (query.after, query.tail) {
+        (None, Some(n)) => {
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            let mut rows = client
+                .query(
+                    &format!("{columns} ORDER BY seq DESC LIMIT $6"),
+                    &[&tenant, &run_id, &attempt, &end, &stream, &n],
+                )
+                .await
+                .map_err(db_error)?;
+            rows.reverse();
+            rows
+        }
+        (after, _) => {
+            let after = after.map_or(0, |a| i64::try_from(a).unwrap_or(i64::MAX));
+            client
+                .query(
                     &format!("{columns} AND seq > $6 ORDER BY seq"),
                     &[&tenant, &run_id, &attempt, &end, &stream, &after],
                 )
                 .await
                 .map_err(db_error)?
-            }
-        };
-        let lines = rows
-            .iter()
-            .map(|r| {
-                let stream: &str = r.get(1);
-                Ok(LogLine {
-                    ts: timestamp::from_ms(r.get(0)),
-                    stream: stream.parse().map_err(|e: String| LogError::Io(e.into()))?,
-                    line: r.get(2),
-                })
-            })
-            .collect::<Result<Vec<_>, LogError>>()?;
-        let end = u64::try_from(end).unwrap_or(0);
-        Ok(LogPage {
-            lines,
-            truncated,
-            cursor: query.after.map_or(end, |after| after.max(end)),
-        })
-    }
+        }
+    };
+    let lines = rows
+        .iter()
+        .map(|r| line_of(r.get(0), r.get(1), r.get(2)))
+        .collect::<Result<Vec<_>, LogError>>()?;
+    let end = u64::try_from(end).unwrap_or(0);
+    Ok(LogPage {
+        lines,
+        truncated,
+        cursor: query.after.map_or(end, |after| after.max(end)),
+    })
+}
+
+/// A row's columns as a line.
+pub(crate) fn line_of(ts: i64, stream: &str, line: String) -> Result<LogLine, LogError> {
+    Ok(LogLine {
+        ts: timestamp::from_ms(ts),
+        stream: stream.parse().map_err(|e: String| LogError::Io(e.into()))?,
+        line,
+    })
 }
 
 /// One line as the writer's task inserts it.

@@ -88,6 +88,19 @@ pub struct StoreArgs {
     /// `sslrootcert=<CA file>`; a client certificate with `sslcert=<file>&sslkey=<file>`.
     #[arg(long, env = "SKED_DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
+    /// With `--database-url`: keep finished attempts' logs in this S3-compatible bucket
+    /// (`s3://bucket` or `s3://bucket/prefix`, as `<prefix>logs/<tenant>/<run>/<attempt>.jsonl`)
+    /// instead of the database. Lines are rows of the database while the attempt runs (any
+    /// server follows them) and move to one object when it ends. Credentials and region from
+    /// the standard AWS chain (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`,
+    /// profiles, roles). Not with the SQLite file. Needs a build with `--features s3-logs`
+    /// (or `aws`).
+    #[arg(long, env = "SKED_LOG_BUCKET", value_name = "s3://BUCKET[/PREFIX]")]
+    pub log_bucket: Option<String>,
+    /// The S3-compatible server of `--log-bucket` (`http://minio:9000`); buckets are then
+    /// addressed by path. Default: `AWS_ENDPOINT_URL_S3`/`AWS_ENDPOINT_URL`, else AWS's S3.
+    #[arg(long, env = "SKED_LOG_ENDPOINT", value_name = "URL")]
+    pub log_endpoint: Option<String>,
     /// How log lines are written on stderr: `text` for people, or `json`, one object a line
     /// (every line of a run's life carries `job_id`, `run_id` and `attempt`, as fields or in
     /// its `span`). The filter comes from `SKED_LOG`.

@@ -6,6 +6,8 @@
 //! - [`sweeper`]: `sked sweeper` — the sweeper alone, beside a `sked server --no-sweeper`.
 //! - `aws` (build feature `aws`): `sked worker --backend aws` — workers of the AWS deployment.
 //! - [`runtime`]: what both share — opening the data dir, logging, shutdown signals.
+//! - [`pg_logs`]: where a PostgreSQL deployment keeps run logs (the database, or with
+//!   `--log-bucket` an S3-compatible bucket once finished).
 //! - [`client`]: the HTTP client and the `jobs`, `runs`, `logs`, `keys` and `tenants` commands.
 //! - [`output`]: human tables and `--json`.
 //!
@@ -17,6 +19,7 @@ mod aws;
 mod cli;
 mod client;
 mod output;
+mod pg_logs;
 mod runtime;
 mod server;
 mod sweeper;

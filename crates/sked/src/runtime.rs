@@ -111,8 +111,16 @@ pub async fn open(args: &StoreArgs) -> anyhow::Result<Local> {
     let metrics = Arc::new(Recorder::new());
     let executor = Arc::new(payload_executor(clock.clone())?);
     match &args.database_url {
-        Some(url) => open_postgres(url, clock, metrics, executor).await,
-        None => open_sqlite(dir, clock, metrics, executor),
+        Some(url) => open_postgres(url, args, clock, metrics, executor).await,
+        None => {
+            if args.log_bucket.is_some() || args.log_endpoint.is_some() {
+                anyhow::bail!(
+                    "--log-bucket/--log-endpoint (SKED_LOG_BUCKET/SKED_LOG_ENDPOINT) apply to a PostgreSQL database only (--database-url): with the data dir's SQLite file, logs are files under {}",
+                    dir.join("logs").display()
+                );
+            }
+            open_sqlite(dir, clock, metrics, executor)
+        }
     }
 }
 
@@ -147,10 +155,12 @@ fn open_sqlite(
     })
 }
 
-/// Everything in the database at `url` (migrated first), run logs included, so that any
-/// process on any host reads any run and its log.
+/// Everything in the database at `url` (migrated first), run logs included (or, with
+/// `--log-bucket`, finished logs in that bucket), so that any process on any host reads any
+/// run and its log.
 async fn open_postgres(
     url: &str,
+    args: &StoreArgs,
     clock: Arc<dyn Clock>,
     metrics: Arc<Recorder>,
     executor: Arc<dyn Executor>,
@@ -160,19 +170,19 @@ async fn open_postgres(
         .await
         .context("opening the PostgreSQL database of --database-url")?;
     let store = Arc::new(PgStore::new(db.clone()));
-    let logs = Arc::new(PgLogs::new(db.clone()));
+    let (logs, log_retention) = crate::pg_logs::open(PgLogs::new(db.clone()), args).await?;
     let ports = Ports {
         store: store.clone(),
         queue: Arc::new(PgQueue::new(db.clone(), clock.clone())),
         work: Arc::new(PgWork::new(db.clone(), clock.clone())),
-        logs: logs.clone(),
+        logs,
         clock,
         observer: metrics.clone(),
     };
     Ok(Local {
         ports,
         metrics,
-        log_retention: logs,
+        log_retention,
         keys: Arc::new(PgKeys::new(db)),
         quotas: store.clone(),
         webhook_secrets: store,

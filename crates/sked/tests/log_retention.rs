@@ -1,6 +1,7 @@
 //! End to end: `sked server` (with its sweeper) removes attempts' logs older than
 //! `--log-retention` (30 days by default) from its data dir when it starts, and keeps recent
-//! ones; a retention it cannot read is refused at start, naming it.
+//! ones; a retention it cannot read is refused at start, naming it; so is a log bucket, which
+//! only a PostgreSQL database can use.
 
 mod common;
 
@@ -55,6 +56,16 @@ fn an_unreadable_retention_is_refused() {
     assert_eq!(code, 2, "{stderr}");
     assert!(
         stderr.contains("--log-retention") && stderr.contains("thirty days"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_log_bucket_beside_the_sqlite_file_is_refused() {
+    let (code, stderr) = Sandbox::new().server_refusing(&["--log-bucket", "s3://sked-logs"], Duration::from_secs(20));
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("--log-bucket") && stderr.contains("--database-url"),
         "{stderr}"
     );
 }

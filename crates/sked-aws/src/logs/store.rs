@@ -35,14 +35,16 @@ use crate::error::classify;
 use async_trait::async_trait;
 use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use aws_sdk_s3::primitives::ByteStream;
+use sked_core::log_record;
 use sked_core::ports::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogSummary, LogWriter};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-/// Where the objects live in the bucket (the lifecycle rule filters on it).
-pub const LOG_PREFIX: &str = "logs/";
+/// Where the objects live in the bucket (the lifecycle rule filters on it), and each one's
+/// key: the shared naming of [`sked_core::log_record`].
+pub use sked_core::log_record::{LOG_PREFIX, object_key};
 
 /// Largest message of one CloudWatch event (256 KiB less the 26 bytes counted per event,
 /// less some room).
@@ -71,22 +73,10 @@ pub fn stream_name(key: &LogKey) -> String {
     format!("{}/{}/{}", key.tenant, key.run_id, key.attempt)
 }
 
-/// The S3 key of `key`'s log: `logs/<tenant>/<run_id>/<attempt>.jsonl`.
-pub fn object_key(key: &LogKey) -> String {
-    format!("{LOG_PREFIX}{}/{}/{}.jsonl", key.tenant, key.run_id, key.attempt)
-}
-
-/// Whether `key` names a log safely: tenant and run id single, harmless path components
-/// (as in the file store), so no two keys share a stream or an object and no stream name
-/// holds the `:` or `*` CloudWatch refuses.
+/// Whether `key` names a log safely (no two keys share a stream or an object, no stream name
+/// holds the `:` or `*` CloudWatch refuses).
 fn key_ok(key: &LogKey) -> bool {
-    let part = |s: &str, extra: &[u8]| {
-        (1..=255).contains(&s.len())
-            && s != "."
-            && s != ".."
-            && s.bytes().all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
-    };
-    part(key.tenant.as_str(), b"_.-") && part(key.run_id.as_str(), b"_.-@")
+    log_record::key_is_safe(key)
 }
 
 /// Attempt logs in CloudWatch Logs (while running), and in the table or S3 (once finished).
@@ -221,48 +211,15 @@ impl LogStore for CloudWatchLogStore {
             None => self.object(key).await?,
         };
         if let Some(body) = finished {
-            let records = body
-                .split(|&b| b == b'\n')
-                .filter(|l| !l.is_empty())
-                .map(record::decode)
-                .collect();
-            return Ok(select(records, query));
+            return Ok(log_record::select(log_record::parse(&body), query));
         }
         match self.stream(key).await? {
-            Some(messages) => Ok(select(
+            Some(messages) => Ok(log_record::select(
                 messages.iter().map(|m| record::decode(m.as_bytes())).collect(),
                 query,
             )),
             None => Err(LogError::NotFound),
         }
-    }
-}
-
-/// The page `query` asks for out of a whole log's records (`None`: a record that could not
-/// be decoded; it counts for the cursor but is never returned).
-fn select(records: Vec<Option<(LogLine, bool)>>, query: &LogQuery) -> LogPage {
-    let total = records.len() as u64;
-    // The marker, when there is one, is the last record: nothing is written after it.
-    let truncated = matches!(records.last(), Some(Some((_, true))));
-    let matches = |line: &LogLine| query.stream.is_none_or(|s| s == line.stream);
-    let lines = records.into_iter().map(|r| r.map(|(line, _)| line));
-    let lines: Vec<LogLine> = match (query.after, query.tail) {
-        (Some(after), _) => lines
-            .skip(usize::try_from(after).unwrap_or(usize::MAX))
-            .flatten()
-            .filter(|l| matches(l))
-            .collect(),
-        (None, Some(n)) => {
-            let all: Vec<LogLine> = lines.flatten().filter(|l| matches(l)).collect();
-            let from = all.len().saturating_sub(n);
-            all[from..].to_vec()
-        }
-        (None, None) => lines.flatten().filter(|l| matches(l)).collect(),
-    };
-    LogPage {
-        lines,
-        truncated,
-        cursor: query.after.map_or(total, |a| a.max(total)),
     }
 }
 
@@ -508,34 +465,6 @@ pub(super) fn call_error(f: crate::error::Failure) -> LogError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sked_core::ports::LogStream;
-    use sked_core::timestamp;
-
-    fn line(i: i64, stream: LogStream) -> LogLine {
-        LogLine {
-            ts: timestamp::from_ms(1_800_000_000_000 + i),
-            stream,
-            line: format!("line {i}"),
-        }
-    }
-
-    /// Records `0..n`, even on stdout, odd on stderr; the last one a marker if `marker`.
-    fn records(n: i64, marker: bool) -> Vec<Option<(LogLine, bool)>> {
-        (0..n)
-            .map(|i| {
-                let stream = if i % 2 == 0 {
-                    LogStream::Stdout
-                } else {
-                    LogStream::Stderr
-                };
-                Some((line(i, stream), marker && i == n - 1))
-            })
-            .collect()
-    }
-
-    fn texts(page: &LogPage) -> Vec<&str> {
-        page.lines.iter().map(|l| l.line.as_str()).collect()
-    }
 
     #[test]
     fn names_are_tenant_run_attempt() {
@@ -550,72 +479,10 @@ mod tests {
             "logs/acme/backup.nightly@20261201T090000.250Z/2.jsonl"
         );
         assert!(key_ok(&key));
-        for (tenant, run) in [
-            ("..", "r"),
-            ("a/b", "r"),
-            ("t", "a:b"),
-            ("t", "*"),
-            ("", "r"),
-            ("t@x", "r"),
-        ] {
-            let key = LogKey {
-                tenant: tenant.into(),
-                run_id: run.into(),
-                attempt: 1,
-            };
-            assert!(!key_ok(&key), "{tenant:?} {run:?}");
-        }
-    }
-
-    #[test]
-    fn given_a_log_when_selecting_then_tail_filter_and_cursor_are_line_indexes() {
-        let all = select(records(6, false), &LogQuery::default());
-        assert_eq!(all.lines.len(), 6);
-        assert_eq!(all.cursor, 6);
-        assert!(!all.truncated);
-
-        let tail = LogQuery {
-            tail: Some(2),
-            stream: Some(LogStream::Stdout),
-            ..Default::default()
+        let unsafe_key = LogKey {
+            run_id: "a:b".into(),
+            ..key
         };
-        let page = select(records(6, false), &tail);
-        assert_eq!(texts(&page), ["line 2", "line 4"]);
-        assert_eq!(page.cursor, 6);
-
-        // `after` counts every record (both streams); `tail` is then ignored.
-        let after = LogQuery {
-            after: Some(3),
-            tail: Some(1),
-            stream: Some(LogStream::Stderr),
-        };
-        assert_eq!(texts(&select(records(6, false), &after)), ["line 3", "line 5"]);
-        let beyond = select(
-            records(6, false),
-            &LogQuery {
-                after: Some(9),
-                ..Default::default()
-            },
-        );
-        assert!(beyond.lines.is_empty());
-        assert_eq!(beyond.cursor, 9);
-    }
-
-    #[test]
-    fn undecodable_records_count_for_the_cursor_only_and_the_marker_is_seen_last() {
-        let mut recs = records(3, true);
-        recs.insert(1, None);
-        let page = select(recs, &LogQuery::default());
-        assert_eq!(texts(&page), ["line 0", "line 1", "line 2"]);
-        assert_eq!(page.cursor, 4);
-        assert!(page.truncated);
-        let page = select(
-            records(3, true),
-            &LogQuery {
-                after: Some(3),
-                ..Default::default()
-            },
-        );
-        assert!(page.truncated && page.lines.is_empty());
+        assert!(!key_ok(&unsafe_key));
     }
 }

@@ -232,6 +232,35 @@ env:
   {{- end }}
   - name: SKED_DATA_DIR
     value: /var/lib/sked
+  {{- with $v.logs.s3 }}
+  {{- if .bucket }}
+  # Finished attempts' logs go to this bucket (rows of the database while they run).
+  - name: SKED_LOG_BUCKET
+    value: {{ .bucket | quote }}
+  {{- if .endpoint }}
+  - name: SKED_LOG_ENDPOINT
+    value: {{ .endpoint | quote }}
+  {{- end }}
+  {{- if .region }}
+  - name: AWS_REGION
+    value: {{ .region | quote }}
+  {{- end }}
+  {{- if .existingSecret }}
+  - name: AWS_ACCESS_KEY_ID
+    valueFrom:
+      secretKeyRef:
+        name: {{ .existingSecret }}
+        key: {{ .accessKeyIdKey }}
+  - name: AWS_SECRET_ACCESS_KEY
+    valueFrom:
+      secretKeyRef:
+        name: {{ .existingSecret }}
+        key: {{ .secretAccessKeyKey }}
+  {{- end }}
+  {{- else if or .endpoint .existingSecret }}
+  {{- fail "sked: logs.s3.endpoint and logs.s3.existingSecret need logs.s3.bucket (s3://bucket[/prefix])" }}
+  {{- end }}
+  {{- end }}
   - name: SKED_LOG_FORMAT
     value: {{ $v.log.format | quote }}
   - name: SKED_LOG
