@@ -6,9 +6,8 @@
 //! `next_fire_at`), the cancelled runs' puts (conditional on `rv`) and the new runs' puts
 //! (`attribute_not_exists`). A run that exists already cancels the transaction with a
 //! per-item reason, and it is retried without that run (no read up front: a first firing,
-//! the usual one, finds none). A
-//! firing too large for one transaction writes its excess first, in transactions that each
-//! check the job's condition.
+//! the usual one, finds none). A firing too large for one transaction writes its excess
+//! first, in transactions that each check the job's condition.
 
 use super::codec::{Item, Reader, StoredRun, job_due_keys, job_from_item, key, ms, n, s, truncated};
 use super::keys::*;
