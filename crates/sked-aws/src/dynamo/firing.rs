@@ -54,17 +54,18 @@ impl DynamoStore {
         // serves one request at a time; a burst of ~50 made a worker's claim wait ~1 s), and
         // stops early when the first minutes hold a full batch.
         let mut items = Vec::new();
-        let mut found = 0;
+        let mut jobs = Vec::new();
         for minute in from..=to {
             let page = self
                 .query_many(self.due_queries(minute..=minute, &below, true), limit)
                 .await?;
-            found += Self::due_order(&page)?
-                .iter()
-                .filter(|j| j.next_fire_at.is_some_and(|t| t <= horizon))
-                .count();
+            jobs.extend(
+                Self::due_in(&page)?
+                    .into_iter()
+                    .filter(|j| j.next_fire_at.is_some_and(|t| t <= horizon)),
+            );
             items.extend(page);
-            if found >= limit {
+            if jobs.len() >= limit {
                 break;
             }
         }
@@ -77,8 +78,8 @@ impl DynamoStore {
         let safe = epoch_minute(ms(now.min(horizon))) - WATERMARK_MARGIN_MINUTES;
         let target = first_busy.map_or(safe, |b| b.min(safe)).max(from);
         self.advance_watermark(stored, target).await?;
-        let mut jobs = Self::due_order(&items)?;
-        jobs.retain(|j| j.next_fire_at.is_some_and(|t| t <= horizon));
+        // An overdue job filed in a later minute may be due before those of earlier minutes.
+        Self::by_due_time(&mut jobs);
         jobs.truncate(limit);
         Ok(jobs)
     }
@@ -171,10 +172,21 @@ impl DynamoStore {
 
     /// Items of `items` decoded as jobs, sorted by due time (then tenant, id).
     fn due_order(items: &[Item]) -> Result<Vec<Job>, StoreError> {
+        let mut jobs = Self::due_in(items)?;
+        Self::by_due_time(&mut jobs);
+        Ok(jobs)
+    }
+
+    /// The ACTIVE jobs with a due time among `items`, decoded.
+    fn due_in(items: &[Item]) -> Result<Vec<Job>, StoreError> {
         let mut jobs: Vec<Job> = items.iter().map(job_from_item).collect::<Result<_, _>>()?;
         jobs.retain(|j| j.state == JobState::Active && j.next_fire_at.is_some());
-        jobs.sort_by(|a, b| (a.next_fire_at, &a.tenant, &a.id).cmp(&(b.next_fire_at, &b.tenant, &b.id)));
         Ok(jobs)
+    }
+
+    /// Sorts `jobs` by due time, then tenant and id.
+    fn by_due_time(jobs: &mut [Job]) {
+        jobs.sort_by(|a, b| (a.next_fire_at, &a.tenant, &a.id).cmp(&(b.next_fire_at, &b.tenant, &b.id)));
     }
 
     /// The job update of a firing: new state and due keys, on condition of version and
