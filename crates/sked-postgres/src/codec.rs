@@ -416,6 +416,47 @@ impl RunRow {
         inserted.iter().map(|row| Ok((get(row, 0)?, get(row, 1)?))).collect()
     }
 
+    /// [`RunRow::update`] for each of `rows` (at most one per (tenant, run_id)), in one
+    /// statement.
+    pub(crate) fn update_all(tx: &mut Tx, rows: &[RunRow]) -> Result<(), TxError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        fn col<'a, T>(rows: &'a [RunRow], f: impl Fn(&'a RunRow) -> T) -> Vec<T> {
+            rows.iter().map(f).collect()
+        }
+        tx.execute(
+            "UPDATE runs SET state = u.state, not_before = u.not_before, started_at = u.started_at,
+               finished_at = u.finished_at, lease_owner = u.lease_owner, lease_token = u.lease_token,
+               lease_expires = u.lease_expires, cancel_requested = u.cancel_requested, reason = u.reason,
+               attempts = u.attempts, last_token = u.last_token, alert = u.alert, alert_due = u.alert_due
+             FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
+               $7::text[], $8::bigint[], $9::bigint[], $10::boolean[], $11::text[], $12::text[],
+               $13::bigint[], $14::text[], $15::bigint[])
+               AS u(tenant, run_id, state, not_before, started_at, finished_at, lease_owner, lease_token,
+                    lease_expires, cancel_requested, reason, attempts, last_token, alert, alert_due)
+             WHERE runs.tenant = u.tenant AND runs.run_id = u.run_id",
+            &[
+                &col(rows, |r| r.tenant.as_str()),
+                &col(rows, |r| r.run_id.as_str()),
+                &col(rows, |r| r.state),
+                &col(rows, |r| r.not_before),
+                &col(rows, |r| r.started_at),
+                &col(rows, |r| r.finished_at),
+                &col(rows, |r| r.lease_owner.as_deref()),
+                &col(rows, |r| r.lease_token),
+                &col(rows, |r| r.lease_expires),
+                &col(rows, |r| r.cancel_requested),
+                &col(rows, |r| r.reason.as_deref()),
+                &col(rows, |r| r.attempts.as_str()),
+                &col(rows, |r| r.last_token),
+                &col(rows, |r| r.alert.as_deref()),
+                &col(rows, |r| r.alert_due),
+            ],
+        )?;
+        Ok(())
+    }
+
     /// Overwrites the stored run of the same (tenant, run_id): the columns a run's life
     /// changes (job, nominal time, trigger, priority, creation and concurrency key are fixed
     /// at creation). Unlike SQLite's, the statement binds only the values it sets: PostgreSQL

@@ -46,12 +46,8 @@ pub(crate) fn write_edges(tx: &mut Tx, job: &Job) -> Result<(), TxError> {
 /// The live jobs whose `after` names `upstream`, in id order. The edges first (an index
 /// probe, which almost always finds none: this runs for every run that ends), then the jobs.
 pub(crate) fn downstream_jobs(tx: &mut Tx, tenant: &str, upstream: &str) -> Result<Vec<Job>, TxError> {
-    // Seen with the run this transaction ends (`locks::lock_run_to_end`): no edge.
-    if tx
-        .no_downstream
-        .as_ref()
-        .is_some_and(|(t, job)| t == tenant && job == upstream)
-    {
+    // Seen with a run this transaction ends (`locks::lock_runs_to_end`): no edge.
+    if tx.no_downstream.contains(&(tenant.to_string(), upstream.to_string())) {
         return Ok(Vec::new());
     }
     let rows = tx.query(

@@ -21,7 +21,8 @@
 //!   `log_archive` hands a finished log's rows to an archive and removes them once it holds
 //!   them (`sked-objectlogs`, when logs go to S3-compatible storage).
 //! - [`PgWork`] (`work`): the [`sked_core::ports::WorkPort`] whose every step is one
-//!   transaction over the store's tables and the queue's (as SQLite's work port).
+//!   transaction over the store's tables and the queue's (as SQLite's work port); `group`
+//!   writes the completions that come at once in one transaction (group commit).
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
@@ -33,6 +34,7 @@ mod codec;
 pub mod conninfo;
 pub mod db;
 mod dependencies;
+mod group;
 pub mod keys;
 mod ledger;
 mod listen;

@@ -80,24 +80,37 @@ pub(crate) fn lock_run(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<Option
     row.as_ref().map(run_from_row).transpose()
 }
 
-/// The run, locked until the transaction ends, to close an attempt: read with whether any job
-/// runs `after` its job, so that a run with no downstream job (almost every one) releases
-/// nothing without another statement (`tx.no_downstream`). `None`: it does not exist.
-pub(crate) fn lock_run_to_end(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<Option<StoredRun>, TxError> {
-    let row = tx.query_opt(
+/// The runs of `keys` (tenant, run id) that exist, locked until the transaction ends, to
+/// close attempts, in one statement (rows locked in tenant and run id order): each read with
+/// whether any job runs `after` its job, so that a run with no downstream job (almost every
+/// one) releases nothing without another statement (`tx.no_downstream`).
+pub(crate) fn lock_runs_to_end(
+    tx: &mut Tx,
+    keys: &[(&str, &str)],
+) -> Result<HashMap<(String, String), StoredRun>, TxError> {
+    if keys.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let (tenants, ids): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+    let rows = tx.query(
         &format!(
             "SELECT {RUN_COLS}, EXISTS (SELECT 1 FROM job_after a WHERE a.tenant = runs.tenant AND a.upstream = runs.job_id)
-             FROM runs WHERE tenant = $1 AND run_id = $2 FOR UPDATE OF runs"
+             FROM runs WHERE (tenant, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+             ORDER BY tenant, run_id FOR UPDATE OF runs"
         ),
-        &[&tenant, &run_id],
+        &[&tenants, &ids],
     )?;
-    let Some(row) = row else {
-        return Ok(None);
-    };
-    let stored = run_from_row(&row)?;
-    let has_downstream: bool = get(&row, RUN_COLS.split(',').count())?;
-    tx.no_downstream = (!has_downstream).then(|| (tenant.to_string(), stored.run.job_id.as_str().to_string()));
-    Ok(Some(stored))
+    let mut runs = HashMap::with_capacity(rows.len());
+    for row in &rows {
+        let stored = run_from_row(row)?;
+        let has_downstream: bool = get(row, RUN_COLS.split(',').count())?;
+        let (tenant, job_id) = (stored.run.tenant.as_str(), stored.run.job_id.as_str());
+        if !has_downstream {
+            tx.no_downstream.insert((tenant.to_string(), job_id.to_string()));
+        }
+        runs.insert((tenant.to_string(), stored.run.run_id.as_str().to_string()), stored);
+    }
+    Ok(runs)
 }
 
 /// The jobs of `keys` (tenant, id) that exist, locked until the transaction ends, in one

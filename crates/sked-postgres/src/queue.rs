@@ -24,8 +24,9 @@
 //!   `pg_notify('sked_dispatch')` (delivered at commit, to every host). A waiting receive
 //!   hears it through the `listen` module, and also wakes on the injected clock reaching the
 //!   earliest `visible_at` or its deadline, and on a fallback poll ([`DEFAULT_FALLBACK_POLL`]
-//!   of real time) in case a notification was lost. The receives of one process take turns to wait, so
-//!   a notification wakes one of them, not every idle slot.
+//!   of real time) in case a notification was lost. A receive first takes what is visible at
+//!   once, beside the others; only one that found nothing waits, and the receives of one
+//!   process take turns to wait, so a notification wakes one of them, not every idle slot.
 //!
 //! The steps (`insert_dispatches`, `take_visible`, `extend_delivered`, `delete_delivered`,
 //! `park_delivered`, `wake_parked`) are functions over a [`Tx`], so the one-transaction work
@@ -149,6 +150,14 @@ impl Poller {
         };
         if wait.is_zero() {
             return take_now(self.clock.now()).await;
+        }
+        // While messages keep coming, receives take at once, side by side (`SKIP LOCKED`
+        // keeps them apart); only one that found nothing waits for its turn to wait. (Taking
+        // the turn first made every receive of the process wait for the one before it: a
+        // 5,000-run burst drained at the pace of one receive transaction at a time.)
+        let got = take_now(self.clock.now()).await?;
+        if !got.is_empty() {
+            return Ok(got);
         }
         let stopped = async {
             match stop {
@@ -426,6 +435,23 @@ pub(crate) fn delete_delivered(tx: &mut Tx, seq: i64, receipt: &str) -> Result<b
         &[&seq, &receipt],
     )?;
     Ok(n > 0)
+}
+
+/// [`delete_delivered`] for each of `receipts` (well formed or not: one that is not names
+/// no delivery), in one statement.
+pub(crate) fn delete_all_delivered(tx: &mut Tx, receipts: &[&Receipt]) -> Result<(), TxError> {
+    let (seqs, receipts): (Vec<i64>, Vec<&str>) = receipts
+        .iter()
+        .filter_map(|r| Some((receipt_seq(r)?, r.0.as_str())))
+        .unzip();
+    if seqs.is_empty() {
+        return Ok(());
+    }
+    tx.execute(
+        "DELETE FROM dispatch WHERE (seq, receipt) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))",
+        &[&seqs, &receipts],
+    )?;
+    Ok(())
 }
 
 /// Sets delivered message `seq` aside on its tenant's concurrency `key` if `receipt` is still

@@ -33,7 +33,7 @@ use crate::codec::{
 use crate::db::PgDb;
 use crate::dependencies::{EXPIRED_WAITS, ended, wait_from_row};
 use crate::ledger::{SKIP_RECORDS_IN, skip_record_of, write_skip_records};
-use crate::locks::{lock_claims, lock_jobs, lock_run, lock_run_to_end};
+use crate::locks::{lock_claims, lock_jobs, lock_run, lock_runs_to_end};
 use crate::quotas::{active_jobs_before, at_capacity, check_active_jobs, key_holders};
 use crate::tx::{Tx, TxError};
 use async_trait::async_trait;
@@ -310,17 +310,61 @@ fn claim_run(tx: &mut Tx, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Res
     Ok(ClaimOutcome::Claimed { run: stored.run, token })
 }
 
-/// Closes the attempt holding `done.token` in the current transaction (see
-/// [`JobStore::complete`]); what the run's end released is written with it.
+/// Closes the attempt of `done` in the current transaction (see [`JobStore::complete`]): a
+/// refusal is an error.
 pub(crate) fn finish_attempt(tx: &mut Tx, done: &Completion) -> Result<Ended, TxError> {
-    let mut stored =
-        lock_run_to_end(tx, done.tenant.as_str(), done.run_id.as_str())?.ok_or(TxError::Store(StoreError::NotFound))?;
-    stored
-        .run
-        .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)
-        .map_err(TxError::Store)?;
-    save(tx, &stored)?;
-    ended(tx, stored.run)
+    let mut answers = finish_attempts(tx, std::slice::from_ref(done))?;
+    answers
+        .pop()
+        .expect("one answer per completion")
+        .map_err(TxError::Store)
+}
+
+/// Closes the attempt of each of `done` in the current transaction, each on its own and in
+/// order (a refused one answers its refusal and writes nothing), in a few statements for the
+/// whole group: the runs locked in one (sorted), each decided on its run as the ones before
+/// it left it, every changed run written in one, then each ended run's downstream runs
+/// released (no statement for a job with no `after` edge).
+pub(crate) fn finish_attempts(tx: &mut Tx, done: &[Completion]) -> Result<Vec<Result<Ended, StoreError>>, TxError> {
+    let keys: Vec<(&str, &str)> = done.iter().map(|d| (d.tenant.as_str(), d.run_id.as_str())).collect();
+    let mut runs = lock_runs_to_end(tx, &keys)?;
+    let mut decided: Vec<Result<Run, StoreError>> = Vec::with_capacity(done.len());
+    // The runs changed, by key, in the order first changed.
+    let mut changed: Vec<(String, String)> = Vec::new();
+    for d in done {
+        let key = (d.tenant.as_str().to_string(), d.run_id.as_str().to_string());
+        let Some(stored) = runs.get_mut(&key) else {
+            decided.push(Err(StoreError::NotFound));
+            continue;
+        };
+        match stored
+            .run
+            .finish_attempt(d.token, &d.result, d.next, d.only_if_expired_by)
+        {
+            Ok(()) => {
+                decided.push(Ok(stored.run.clone()));
+                if !changed.contains(&key) {
+                    changed.push(key);
+                }
+            }
+            Err(refusal) => decided.push(Err(refusal)),
+        }
+    }
+    let rows = changed
+        .iter()
+        .map(|key| {
+            let stored = &runs[key];
+            RunRow::new(&stored.run, stored.last_token)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    RunRow::update_all(tx, &rows)?;
+    decided
+        .into_iter()
+        .map(|run| match run {
+            Ok(run) => Ok(Ok(ended(tx, run)?)),
+            Err(refusal) => Ok(Err(refusal)),
+        })
+        .collect()
 }
 
 /// A heartbeat's write ([`JobStore::heartbeat`]): which attempt, when, and until when.

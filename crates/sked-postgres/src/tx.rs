@@ -16,6 +16,7 @@ use crate::db::{PgDb, PoolError};
 use crate::locks::LockedForClaims;
 use deadpool_postgres::Object;
 use sked_core::ports::StoreError;
+use std::collections::HashSet;
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio_postgres::error::SqlState;
@@ -37,10 +38,22 @@ pub enum Isolation {
 }
 
 impl Isolation {
+    /// What opens the transaction (sent in one round trip with its first statement).
+    ///
+    /// The hand-over's transactions (`READ COMMITTED`) find and lock rows by key — runs, jobs,
+    /// messages, often a batch of keys joined from `unnest` — so they plan without sequential
+    /// scans wherever an index serves. Their statements are prepared once per connection and
+    /// PostgreSQL keeps a generic plan made from the table's size at the time: in a database
+    /// that fills fast (a burst into a new deployment, before autovacuum's first `ANALYZE`),
+    /// a plan made while `runs` held a few hundred rows scanned the whole table for each
+    /// batch's keys once it held thousands (hash joins over `unnest`: most of the server's
+    /// time in a 5,000-run burst; see BENCHMARKS.md).
     fn begin(self) -> &'static str {
         match self {
             Isolation::Serializable => "BEGIN ISOLATION LEVEL SERIALIZABLE",
-            Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED",
+            Isolation::ReadCommitted => {
+                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_custom_plan"
+            }
         }
     }
 }
@@ -142,9 +155,9 @@ pub struct Tx {
     begin: Option<&'static str>,
     /// What a claim batch's lock step read ([`crate::locks::lock_claims`]).
     pub(crate) claims: LockedForClaims,
-    /// A job (tenant, id) that this transaction saw no `after` edge from when it locked a
-    /// run of it to end it ([`crate::locks::lock_run_to_end`]): its end releases nothing.
-    pub(crate) no_downstream: Option<(String, String)>,
+    /// Jobs (tenant, id) that this transaction saw no `after` edge from when it locked runs
+    /// of them to end them ([`crate::locks::lock_runs_to_end`]): their ends release nothing.
+    pub(crate) no_downstream: HashSet<(String, String)>,
 }
 
 impl Tx {
@@ -266,7 +279,7 @@ impl PgDb {
                     handle: handle.clone(),
                     begin: Some(isolation.begin()),
                     claims: LockedForClaims::default(),
-                    no_downstream: None,
+                    no_downstream: HashSet::new(),
                 };
                 let result = f(&mut tx).and_then(|answer| tx.commit().map(|()| answer).map_err(TxError::from));
                 match result {

@@ -12,7 +12,8 @@
 //! - `heartbeat`: the run's lease and its message's visibility renewed together.
 //! - `complete`: the attempt closed, the released runs and a retry's message enqueued, the
 //!   delivered message acknowledged and the first message parked on the attempt's key woken,
-//!   together; a fenced completion rolls back and changes nothing.
+//!   together; a fenced completion changes nothing. The completions that come at about the
+//!   same time are written in one transaction, each on its own (`group`: group commit).
 //!
 //! Every transaction that makes a message receivable notifies the listeners in itself (the
 //! queue's `insert_dispatches` and `wake_parked` call `pg_notify`), so the notification is
@@ -57,12 +58,13 @@
 //! them), as does this crate's `receives_on_several_hosts_claim_a_key_s_last_slot_once`.
 
 use crate::db::PgDb;
+use crate::group::CompletionGroups;
 use crate::locks::{advisory_locks, key_lock};
 use crate::queue::{
-    Poller, delete_delivered, extend_delivered, insert_dispatches, park_delivered, receipt_seq, take_visible,
-    wake_parked,
+    Poller, delete_all_delivered, delete_delivered, extend_delivered, insert_dispatches, park_delivered, receipt_seq,
+    take_visible, wake_parked,
 };
-use crate::store::{LeaseRenewal, PgTx, apply_firings, finish_attempt, renew_lease};
+use crate::store::{LeaseRenewal, PgTx, apply_firings, finish_attempt, finish_attempts, renew_lease};
 use crate::tx::{Isolation, Tx, TxError};
 use async_trait::async_trait;
 use sked_core::duration::Dur;
@@ -85,6 +87,8 @@ pub struct PgWork {
     clock: Arc<dyn Clock>,
     /// The long poll of receives (one waits at a time in this process).
     poller: Poller,
+    /// Completions that come at once, written in one transaction.
+    completions: CompletionGroups,
 }
 
 impl std::fmt::Debug for PgWork {
@@ -99,7 +103,13 @@ impl PgWork {
     /// connection in the background: must be called within a Tokio runtime.
     pub fn new(db: PgDb, clock: Arc<dyn Clock>) -> Self {
         let poller = Poller::new(db.clone(), clock.clone());
-        PgWork { db, clock, poller }
+        let completions = CompletionGroups::new(db.clone());
+        PgWork {
+            db,
+            clock,
+            poller,
+            completions,
+        }
     }
 
     /// Polls every `interval` (real time) while a receive waits, whatever the notifications
@@ -182,6 +192,21 @@ impl WorkTx for PgTx<'_> {
         finish_attempt(self.0, done)
     }
 
+    fn refusal(error: TxError) -> Result<StoreError, TxError> {
+        match error {
+            TxError::Store(refusal) => Ok(refusal),
+            error => Err(error),
+        }
+    }
+
+    fn complete_each(&mut self, done: &[Completion]) -> Result<Vec<Result<Ended, StoreError>>, TxError> {
+        finish_attempts(self.0, done)
+    }
+
+    fn ack_each(&mut self, receipts: &[&Receipt]) -> Result<(), TxError> {
+        delete_all_delivered(self.0, receipts)
+    }
+
     fn park(&mut self, receipt: &Receipt, key: &str, fallback: Timestamp) -> Result<bool, TxError> {
         on_receipt(self.0, receipt, |tx, seq, receipt| {
             park_delivered(tx, seq, receipt, key, fallback)
@@ -239,11 +264,10 @@ impl WorkPort for PgWork {
     }
 
     async fn complete(&self, settlement: &Settlement) -> Result<Ended, WorkError> {
-        let settlement = settlement.clone();
-        // A retry's message, a released run's or a woken one notifies the listeners in this
-        // transaction (the enqueue and the wake do), so whether one became receivable is not
-        // needed here.
-        let (ended, _receivable) = self.step(move |tx| one_transaction::complete(tx, &settlement)).await?;
+        // Written with the completions that come at the same time, in one transaction. A
+        // retry's message, a released run's or a woken one notifies the listeners in it (the
+        // enqueue and the wake do), so whether one became receivable is not needed here.
+        let (ended, _receivable) = self.completions.complete(settlement.clone()).await?;
         Ok(ended)
     }
 }

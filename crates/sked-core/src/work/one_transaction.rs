@@ -32,6 +32,13 @@ where
     /// Removes the delivered message if `receipt` is still its current delivery; whether it
     /// did.
     fn ack(&mut self, receipt: &Receipt) -> Result<bool, Self::Error>;
+    /// [`WorkTx::ack`] for each of `receipts`. By default one after the other.
+    fn ack_each(&mut self, receipts: &[&Receipt]) -> Result<(), Self::Error> {
+        for receipt in receipts {
+            self.ack(receipt)?;
+        }
+        Ok(())
+    }
     /// Keeps the delivered message invisible until `until` if `receipt` is still its current
     /// delivery; whether it did.
     fn extend(&mut self, receipt: &Receipt, until: Timestamp) -> Result<bool, Self::Error>;
@@ -46,6 +53,23 @@ where
     ) -> Result<Run, Self::Error>;
     /// [`crate::ports::JobStore::complete`]; a refusal is an error.
     fn complete(&mut self, done: &Completion) -> Result<Ended, Self::Error>;
+    /// The refusal `error` is, if it is one (a decision of a step, made before any write of
+    /// it), else `error` itself (a failure of the transaction, which must roll back).
+    fn refusal(error: Self::Error) -> Result<StoreError, Self::Error>;
+    /// Each of `done` as [`WorkTx::complete`] does it, each on its own and in order: a refused
+    /// completion answers its refusal and has written nothing, the others are written. By
+    /// default one after the other; a store may write them together (PostgreSQL: a few
+    /// statements for the whole group).
+    fn complete_each(&mut self, done: &[Completion]) -> Result<Vec<Result<Ended, StoreError>>, Self::Error> {
+        let mut answers = Vec::with_capacity(done.len());
+        for completion in done {
+            answers.push(match self.complete(completion) {
+                Ok(ended) => Ok(ended),
+                Err(e) => Err(Self::refusal(e)?),
+            });
+        }
+        Ok(answers)
+    }
     /// Sets the delivered message aside on its tenant's concurrency `key` if `receipt` is still
     /// its current delivery (whether it was): no longer leased, not receivable before
     /// `fallback` unless [`WorkTx::wake`] wakes it first, its place in the serving order
@@ -119,39 +143,76 @@ where
     Ok(run)
 }
 
+/// A completion's answer: the run as ended (with what it released), and whether a message
+/// became receivable.
+pub type Settled = (Ended, bool);
+
 /// The attempt closed, then its delivery settled: a retry's message enqueued (for a queue
 /// that keeps one message per run, the delivered one re-armed), and the delivered message
 /// acknowledged (a no-op once re-armed); the downstream runs its end released enqueued; then,
 /// if the attempt held a concurrency key, the first message parked on the key woken. Answers
 /// the run with what it released, and whether a message became receivable (a retry's, a
-/// released run's, or one woken), so the caller can wake its receivers.
-pub fn complete<T>(tx: &mut T, settlement: &Settlement) -> Result<(Ended, bool), T::Error>
+/// released run's, or one woken), so the caller can wake its receivers. A refusal is an error
+/// (the transaction must roll back; nothing was written).
+pub fn complete<T>(tx: &mut T, settlement: &Settlement) -> Result<Settled, T::Error>
 where
     T: WorkTx,
     T::Error: From<StoreError>,
 {
-    let ended = tx.complete(&settlement.completion)?;
-    let run = &ended.run;
-    let retry = matches!(settlement.completion.next, RunTransition::Retry { .. });
-    let mut dispatches: Vec<Dispatch> = ended.to_enqueue().map(Dispatch::from).collect();
-    let released = !dispatches.is_empty();
-    if retry {
-        dispatches.push(Dispatch::from(run));
+    let mut answers = complete_each(tx, std::slice::from_ref(settlement))?;
+    answers
+        .pop()
+        .expect("one answer per settlement")
+        .map_err(T::Error::from)
+}
+
+/// [`complete`] for each of `settlements`, each on its own, in one transaction (a group
+/// commit): a refused one answers its refusal and changes nothing, the others are written —
+/// the attempts closed together, then every message to enqueue (retries', released runs')
+/// in one enqueue, then the delivered messages acknowledged, then one parked message woken
+/// per ended attempt that held a concurrency key, in the order of `settlements`.
+pub fn complete_each<T>(tx: &mut T, settlements: &[Settlement]) -> Result<Vec<Result<Settled, StoreError>>, T::Error>
+where
+    T: WorkTx,
+    T::Error: From<StoreError>,
+{
+    let completions: Vec<Completion> = settlements.iter().map(|s| s.completion.clone()).collect();
+    let answers = tx.complete_each(&completions)?;
+    let mut dispatches = Vec::new();
+    let mut receivable = Vec::with_capacity(answers.len());
+    for (settlement, answer) in settlements.iter().zip(&answers) {
+        let Ok(ended) = answer else {
+            receivable.push(false);
+            continue;
+        };
+        let before = dispatches.len();
+        dispatches.extend(ended.to_enqueue().map(Dispatch::from));
+        if matches!(settlement.completion.next, RunTransition::Retry { .. }) {
+            dispatches.push(Dispatch::from(&ended.run));
+        }
+        receivable.push(dispatches.len() > before);
     }
     if !dispatches.is_empty() {
         tx.enqueue(&dispatches)?;
     }
-    tx.ack(&settlement.receipt)?;
-    // The attempt held a slot of its key: the first run parked on the key takes its turn.
-    let woken = match &run.concurrency {
-        Some(concurrency) => tx.wake(
-            &run.tenant,
-            &concurrency.key,
-            1,
-            settlement.completion.result.finished_at,
-        )?,
-        None => 0,
-    };
-    let receivable = retry || released || woken > 0;
-    Ok((ended, receivable))
+    let settled: Vec<&Receipt> = settlements
+        .iter()
+        .zip(&answers)
+        .filter(|(_, answer)| answer.is_ok())
+        .map(|(settlement, _)| &settlement.receipt)
+        .collect();
+    tx.ack_each(&settled)?;
+    for ((settlement, answer), receivable) in settlements.iter().zip(&answers).zip(receivable.iter_mut()) {
+        // The attempt held a slot of its key: the first run parked on the key takes its turn.
+        let Ok(ended) = answer else { continue };
+        if let Some(concurrency) = &ended.run.concurrency {
+            let finished_at = settlement.completion.result.finished_at;
+            *receivable |= tx.wake(&ended.run.tenant, &concurrency.key, 1, finished_at)? > 0;
+        }
+    }
+    Ok(answers
+        .into_iter()
+        .zip(receivable)
+        .map(|(answer, receivable)| answer.map(|ended| (ended, receivable)))
+        .collect())
 }

@@ -121,6 +121,13 @@ impl WorkTx for SqliteTx<'_> {
         finish_attempt(self.0, done)
     }
 
+    fn refusal(error: TxError) -> Result<StoreError, TxError> {
+        match error {
+            TxError::Store(refusal) => Ok(refusal),
+            error => Err(error),
+        }
+    }
+
     fn park(&mut self, receipt: &Receipt, key: &str, fallback: Timestamp) -> Result<bool, TxError> {
         match receipt_seq(receipt) {
             Some(seq) => park_delivered(self.0, seq, &receipt.0, key, fallback),

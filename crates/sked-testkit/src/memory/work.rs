@@ -116,6 +116,11 @@ impl WorkTx for MemTx<'_> {
         complete_locked(self.store, done)
     }
 
+    /// Every error of the memory store is a refusal (it has nothing else that can fail).
+    fn refusal(error: StoreError) -> Result<StoreError, StoreError> {
+        Ok(error)
+    }
+
     fn park(&mut self, receipt: &Receipt, key: &str, fallback: Timestamp) -> Result<bool, StoreError> {
         Ok(self.queue.park(receipt, key, fallback))
     }

@@ -1,0 +1,286 @@
+//! [`CompletionGroups`]: group commit of the work port's completions. The attempts a process
+//! ends at about the same time are closed in one transaction
+//! ([`sked_core::work::one_transaction::complete_each`]: a few statements and one commit for
+//! the group instead of five statements and a commit each), as SQLite's writer commits the
+//! writes that queued up behind it together.
+//!
+//! A completion joins the queue of waiting ones; if fewer than [`PARALLEL_GROUPS`] groups are
+//! being written, a task is started that takes up to [`GROUP_MAX`] waiting completions at a
+//! time and writes them, until none wait. So nothing waits for a group to fill: a lone
+//! completion is written at once, and under load a group is what queued while the previous
+//! one was being written. Each caller gets its own answer: a refused completion (fenced)
+//! changes nothing and answers its refusal, the others are written. A group whose
+//! transaction fails (the database's error, not a refusal) is written again one completion per
+//! transaction, so that one completion's failure is never another's.
+//!
+//! The group's task is spawned, not run in a caller's future: a caller dropped while it
+//! waits (a worker shutting down) cancels neither the transaction nor the others' answers.
+
+use crate::db::PgDb;
+use crate::store::PgTx;
+use sked_core::ports::{Settlement, StoreError, WorkError};
+use sked_core::work::one_transaction::{self, Settled};
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::oneshot;
+
+/// Most completions written in one transaction.
+pub const GROUP_MAX: usize = 64;
+
+/// Most groups written at once (each on its own connection): while one commits, the next
+/// is being written.
+pub const PARALLEL_GROUPS: usize = 2;
+
+/// A completion's answer: the run as ended, and whether a message became receivable.
+type Answer = Result<Settled, WorkError>;
+
+/// A completion waiting for its group.
+struct Waiting {
+    settlement: Settlement,
+    answer: oneshot::Sender<Answer>,
+}
+
+/// The waiting completions and how many groups are being written.
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Waiting>,
+    writers: usize,
+}
+
+/// Group commit of completions over one pool; cheap to clone.
+#[derive(Clone)]
+pub(crate) struct CompletionGroups {
+    db: PgDb,
+    queue: Arc<Mutex<Queue>>,
+}
+
+impl CompletionGroups {
+    pub(crate) fn new(db: PgDb) -> Self {
+        CompletionGroups {
+            db,
+            queue: Arc::default(),
+        }
+    }
+
+    /// Writes `settlement` with whatever other completions are written at the same time.
+    pub(crate) async fn complete(&self, settlement: Settlement) -> Answer {
+        let (answer, answered) = oneshot::channel();
+        let start_writer = {
+            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+            queue.waiting.push(Waiting { settlement, answer });
+            let start = queue.writers < PARALLEL_GROUPS;
+            if start {
+                queue.writers += 1;
+            }
+            start
+        };
+        if start_writer {
+            tokio::spawn(self.clone().write_groups());
+        }
+        answered
+            .await
+            .unwrap_or_else(|_| Err(WorkError::Store(StoreError::Other("completion group dropped".into()))))
+    }
+
+    /// Writes groups of waiting completions until none wait.
+    async fn write_groups(self) {
+        loop {
+            let group = {
+                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                if queue.waiting.is_empty() {
+                    queue.writers -= 1;
+                    return;
+                }
+                let n = queue.waiting.len().min(GROUP_MAX);
+                queue.waiting.drain(..n).collect::<Vec<_>>()
+            };
+            let (settlements, answers): (Vec<Settlement>, Vec<oneshot::Sender<Answer>>) =
+                group.into_iter().map(|w| (w.settlement, w.answer)).unzip();
+            for (answer, sender) in self.write(settlements).await.into_iter().zip(answers) {
+                // The caller may have gone (shut down): its completion is written all the same.
+                let _ = sender.send(answer);
+            }
+        }
+    }
+
+    /// One transaction for the whole group; if it fails, one per completion.
+    async fn write(&self, settlements: Vec<Settlement>) -> Vec<Answer> {
+        let n = settlements.len();
+        let group = settlements.clone();
+        let written = self
+            .db
+            .locking_transaction(move |tx| one_transaction::complete_each(&mut PgTx(tx), &group))
+            .await;
+        match written {
+            Ok(answers) => answers
+                .into_iter()
+                .map(|answer| answer.map_err(WorkError::Store))
+                .collect(),
+            Err(e) if n == 1 => vec![Err(WorkError::Store(e.into_store()))],
+            Err(_) => {
+                let mut answers = Vec::with_capacity(n);
+                for settlement in settlements {
+                    let written = self
+                        .db
+                        .locking_transaction(move |tx| one_transaction::complete(&mut PgTx(tx), &settlement))
+                        .await;
+                    answers.push(written.map_err(|e| WorkError::Store(e.into_store())));
+                }
+                answers
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! A group written in one transaction answers each completion on its own; completions
+    //! sent at once through the work port are all written.
+    use super::*;
+    use crate::testing::postgres;
+    use crate::{PgOptions, PgStore, PgWork};
+    use sked_core::duration::Dur;
+    use sked_core::ports::{
+        ClaimOutcome, Clock, JobClaim, JobStore, Receipt, ReceiveRequest, Received, RunTransition, SystemClock,
+        WorkPort,
+    };
+    use sked_core::run::{AttemptOutcome, Run, RunState};
+    use sked_core::timestamp;
+    use sked_testkit::contract::fixtures::{completion, firing, job, result, run, worker};
+    use tokio_util::sync::CancellationToken;
+
+    /// `n` runs of job `a` of tenant `t1`, fired through `work` and received with their
+    /// claims: (run as claimed, token, receipt).
+    async fn claimed(store: &PgStore, work: &PgWork, n: usize) -> Vec<(Run, u64, Receipt)> {
+        let j = job("t1", "a");
+        store.create_jobs(std::slice::from_ref(&j), None).await.unwrap();
+        let runs: Vec<Run> = (0..n).map(|i| run("t1", "a", -(i as i64) - 10)).collect();
+        work.fire(&[firing(&j, runs, j.next_fire_at)]).await.unwrap();
+        let request = ReceiveRequest {
+            max: n,
+            wait: Dur::ZERO,
+            worker: worker("w"),
+            lease: Dur::secs(60),
+            hold: Vec::new(),
+            stop: CancellationToken::new(),
+        };
+        let received = work.receive(&request).await.unwrap();
+        assert_eq!(received.len(), n);
+        received
+            .into_iter()
+            .map(|Received { delivery, claim }| match claim {
+                Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, token }, _)) => (run, token, delivery.receipt),
+                other => panic!("expected a claim, got {other:?}"),
+            })
+            .collect()
+    }
+
+    fn settlement(run: &Run, token: u64, receipt: &Receipt, next: RunTransition) -> Settlement {
+        let now = timestamp::trunc_ms(SystemClock.now());
+        Settlement {
+            completion: completion(run, token, &result(AttemptOutcome::Succeeded, now), next),
+            receipt: receipt.clone(),
+        }
+    }
+
+    /// One transaction: a completion fenced off between others answers its refusal and
+    /// changes nothing, the others are written, their messages acknowledged or re-armed.
+    #[tokio::test]
+    async fn a_group_answers_each_completion_on_its_own() {
+        let db = PgDb::connect(&postgres().fresh_database(), &PgOptions::default())
+            .await
+            .unwrap();
+        let store = PgStore::new(db.clone());
+        let work = PgWork::new(db.clone(), Arc::new(SystemClock));
+        let runs = claimed(&store, &work, 4).await;
+        let finish = |state| RunTransition::Finish(state);
+        let later = timestamp::trunc_ms(SystemClock.now()) + chrono::Duration::hours(1);
+        let group = vec![
+            settlement(&runs[0].0, runs[0].1, &runs[0].2, finish(RunState::Succeeded)),
+            // A stale attempt's completion: fenced off, in the middle of the group.
+            settlement(&runs[1].0, runs[1].1 + 1, &runs[1].2, finish(RunState::Succeeded)),
+            settlement(
+                &runs[2].0,
+                runs[2].1,
+                &runs[2].2,
+                RunTransition::Retry { not_before: later },
+            ),
+            settlement(&runs[3].0, runs[3].1, &runs[3].2, finish(RunState::Failed)),
+        ];
+        // In one transaction (not `write`, which would fall back to one per completion).
+        let answers = db
+            .locking_transaction(move |tx| one_transaction::complete_each(&mut PgTx(tx), &group))
+            .await
+            .unwrap();
+        let states: Vec<_> = answers
+            .iter()
+            .map(|a| a.as_ref().map(|(ended, receivable)| (ended.run.state, *receivable)))
+            .collect();
+        assert!(matches!(states[0], Ok((RunState::Succeeded, false))), "{states:?}");
+        assert!(matches!(states[1], Err(StoreError::Fenced)), "{states:?}");
+        assert!(matches!(states[2], Ok((RunState::Pending, true))), "{states:?}");
+        assert!(matches!(states[3], Ok((RunState::Failed, false))), "{states:?}");
+
+        let stored = |i: usize| {
+            let (run, store) = (&runs[i].0, &store);
+            async move { store.get_run(&run.tenant, &run.run_id).await.unwrap().unwrap() }
+        };
+        assert_eq!(stored(0).await.state, RunState::Succeeded);
+        let fenced = stored(1).await;
+        assert_eq!(fenced.state, RunState::Running, "the fenced completion changed nothing");
+        assert_eq!(fenced.lease.map(|l| l.token), Some(runs[1].1));
+        let retried = stored(2).await;
+        assert_eq!((retried.state, retried.not_before), (RunState::Pending, later));
+        assert_eq!(stored(3).await.state, RunState::Failed);
+
+        // The ended runs' messages are gone, the retry's waits for its time, the fenced
+        // attempt's is still leased to it.
+        let messages: Vec<(String, i64)> = store_messages(&store).await;
+        let ids = |i: usize| runs[i].0.run_id.as_str().to_string();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages.iter().any(|(id, _)| *id == ids(1)), "{messages:?}");
+        assert!(
+            messages
+                .iter()
+                .any(|(id, visible)| *id == ids(2) && *visible == later.timestamp_millis()),
+            "{messages:?}"
+        );
+    }
+
+    /// The queue's messages: (run id, visible at in ms).
+    async fn store_messages(store: &PgStore) -> Vec<(String, i64)> {
+        let db = store.db().clone();
+        db.transaction(|tx| {
+            let rows = tx.query("SELECT run_id, visible_at FROM dispatch ORDER BY run_id", &[])?;
+            Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Through the work port, 40 at once: grouped as they come, each written once.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn completions_sent_at_once_are_all_written() {
+        let db = PgDb::connect(&postgres().fresh_database(), &PgOptions::default())
+            .await
+            .unwrap();
+        let store = PgStore::new(db.clone());
+        let work = PgWork::new(db, Arc::new(SystemClock));
+        let runs = claimed(&store, &work, 40).await;
+        let done = RunTransition::Finish(RunState::Succeeded);
+        let work = Arc::new(work);
+        let mut sent = tokio::task::JoinSet::new();
+        for (run, token, receipt) in &runs {
+            let (work, settlement) = (work.clone(), settlement(run, *token, receipt, done));
+            sent.spawn(async move { work.complete(&settlement).await });
+        }
+        let answers = sent.join_all().await;
+        for answer in &answers {
+            assert_eq!(answer.as_ref().unwrap().run.state, RunState::Succeeded);
+        }
+        for (run, _, _) in &runs {
+            let stored = store.get_run(&run.tenant, &run.run_id).await.unwrap().unwrap();
+            assert_eq!(stored.state, RunState::Succeeded);
+        }
+        assert!(store_messages(&store).await.is_empty(), "every message acknowledged");
+    }
+}
