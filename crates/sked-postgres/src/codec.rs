@@ -18,7 +18,7 @@ use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
 use sked_core::timestamp::{self, Timestamp};
 use std::str::FromStr;
 use tokio_postgres::Row;
-use tokio_postgres::types::{FromSql, ToSql};
+use tokio_postgres::types::FromSql;
 
 /// An instant as stored.
 pub(crate) fn ms(t: Timestamp) -> i64 {
@@ -332,6 +332,11 @@ impl RunRow {
         })
     }
 
+    /// Whether `other` is a row of the same run.
+    pub(crate) fn same_run(&self, other: &RunRow) -> bool {
+        self.tenant == other.tenant && self.run_id == other.run_id
+    }
+
     /// Inserts the run unless (tenant, run_id) exists; returns whether it was inserted.
     pub(crate) fn insert(&self, tx: &mut Tx) -> Result<bool, TxError> {
         let n = tx.execute(
@@ -416,8 +421,9 @@ impl RunRow {
         inserted.iter().map(|row| Ok((get(row, 0)?, get(row, 1)?))).collect()
     }
 
-    /// [`RunRow::update`] for each of `rows` (at most one per (tenant, run_id)), in one
-    /// statement.
+    /// Overwrites the stored run of each of `rows` (at most one per (tenant, run_id)), in one
+    /// statement: the columns a run's life changes (job, nominal time, trigger, priority,
+    /// creation and concurrency key are fixed at creation).
     pub(crate) fn update_all(tx: &mut Tx, rows: &[RunRow]) -> Result<(), TxError> {
         if rows.is_empty() {
             return Ok(());
@@ -453,38 +459,6 @@ impl RunRow {
                 &col(rows, |r| r.alert.as_deref()),
                 &col(rows, |r| r.alert_due),
             ],
-        )?;
-        Ok(())
-    }
-
-    /// Overwrites the stored run of the same (tenant, run_id): the columns a run's life
-    /// changes (job, nominal time, trigger, priority, creation and concurrency key are fixed
-    /// at creation). Unlike SQLite's, the statement binds only the values it sets: PostgreSQL
-    /// must infer a type for every parameter it is given.
-    pub(crate) fn update(&self, tx: &mut Tx) -> Result<(), TxError> {
-        let values: [&(dyn ToSql + Sync); 15] = [
-            &self.tenant,
-            &self.run_id,
-            &self.state,
-            &self.not_before,
-            &self.started_at,
-            &self.finished_at,
-            &self.lease_owner,
-            &self.lease_token,
-            &self.lease_expires,
-            &self.cancel_requested,
-            &self.reason,
-            &self.attempts,
-            &self.last_token,
-            &self.alert,
-            &self.alert_due,
-        ];
-        tx.execute(
-            "UPDATE runs SET state = $3, not_before = $4, started_at = $5, finished_at = $6,
-               lease_owner = $7, lease_token = $8, lease_expires = $9, cancel_requested = $10,
-               reason = $11, attempts = $12, last_token = $13, alert = $14, alert_due = $15
-             WHERE tenant = $1 AND run_id = $2",
-            &values,
         )?;
         Ok(())
     }

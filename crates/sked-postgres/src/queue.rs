@@ -155,9 +155,12 @@ impl Poller {
         // keeps them apart); only one that found nothing waits for its turn to wait. (Taking
         // the turn first made every receive of the process wait for the one before it: a
         // 5,000-run burst drained at the pace of one receive transaction at a time.)
-        let got = take_now(self.clock.now()).await?;
-        if !got.is_empty() {
-            return Ok(got);
+        match take_now(self.clock.now()).await {
+            Ok(got) if !got.is_empty() => return Ok(got),
+            Ok(_) => {}
+            // The database is away: the wait below looks again once its listener is back.
+            Err(e) if e.is_transient() => {}
+            Err(e) => return Err(e),
         }
         let stopped = async {
             match stop {

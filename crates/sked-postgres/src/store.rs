@@ -123,7 +123,8 @@ fn must_load(tx: &mut Tx, tenant: &str, run_id: &str) -> Result<StoredRun, TxErr
 
 /// Writes back a run changed in this transaction.
 fn save(tx: &mut Tx, stored: &StoredRun) -> Result<(), TxError> {
-    RunRow::new(&stored.run, stored.last_token)?.update(tx)
+    tx.write_run(RunRow::new(&stored.run, stored.last_token)?);
+    Ok(())
 }
 
 /// The job's PENDING and RUNNING runs, oldest nominal time first.
@@ -323,14 +324,12 @@ pub(crate) fn finish_attempt(tx: &mut Tx, done: &Completion) -> Result<Ended, Tx
 /// Closes the attempt of each of `done` in the current transaction, each on its own and in
 /// order (a refused one answers its refusal and writes nothing), in a few statements for the
 /// whole group: the runs locked in one (sorted), each decided on its run as the ones before
-/// it left it, every changed run written in one, then each ended run's downstream runs
-/// released (no statement for a job with no `after` edge).
+/// it left it, every changed run written in one (`Tx::write_run`), then each ended run's
+/// downstream runs released (no statement for a job with no `after` edge).
 pub(crate) fn finish_attempts(tx: &mut Tx, done: &[Completion]) -> Result<Vec<Result<Ended, StoreError>>, TxError> {
     let keys: Vec<(&str, &str)> = done.iter().map(|d| (d.tenant.as_str(), d.run_id.as_str())).collect();
     let mut runs = lock_runs_to_end(tx, &keys)?;
     let mut decided: Vec<Result<Run, StoreError>> = Vec::with_capacity(done.len());
-    // The runs changed, by key, in the order first changed.
-    let mut changed: Vec<(String, String)> = Vec::new();
     for d in done {
         let key = (d.tenant.as_str().to_string(), d.run_id.as_str().to_string());
         let Some(stored) = runs.get_mut(&key) else {
@@ -342,22 +341,12 @@ pub(crate) fn finish_attempts(tx: &mut Tx, done: &[Completion]) -> Result<Vec<Re
             .finish_attempt(d.token, &d.result, d.next, d.only_if_expired_by)
         {
             Ok(()) => {
+                save(tx, stored)?;
                 decided.push(Ok(stored.run.clone()));
-                if !changed.contains(&key) {
-                    changed.push(key);
-                }
             }
             Err(refusal) => decided.push(Err(refusal)),
         }
     }
-    let rows = changed
-        .iter()
-        .map(|key| {
-            let stored = &runs[key];
-            RunRow::new(&stored.run, stored.last_token)
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    RunRow::update_all(tx, &rows)?;
     decided
         .into_iter()
         .map(|run| match run {

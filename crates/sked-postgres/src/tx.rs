@@ -9,9 +9,11 @@
 //! The run's hand-over instead runs at `READ COMMITTED` ([`PgDb::locking_transaction`]) and
 //! locks what it decides on ([`crate::locks`]), which aborts nothing but a rare deadlock
 //! (40P01). Either way the closure is then run again from the start on a new transaction, up
-//! to [`MAX_TRIES`] times. A closure must therefore depend only on what it captured and what
+//! to [`MAX_TRIES`] times — as it is when its pooled connection turns out dead before the
+//! `COMMIT` was sent (the server restarted since it was last used). A closure must therefore depend only on what it captured and what
 //! it reads in its transaction (`FnMut`). Answers are returned only after `COMMIT` succeeded.
 
+use crate::codec::RunRow;
 use crate::db::{PgDb, PoolError};
 use crate::locks::LockedForClaims;
 use deadpool_postgres::Object;
@@ -82,27 +84,40 @@ impl TxError {
         matches!(self, TxError::Pg(e) if lost_a_race(e))
     }
 
-    /// As a port's error: refusals as they are; a lost connection (closed, or an I/O error
-    /// underneath), a database that refuses connections, is short of resources or is shutting
-    /// down (SQLSTATE classes 08, 53, 57P), or a transaction that kept losing races is
-    /// transient (the API answers 503); anything else — a failed statement, a row that does
-    /// not decode — is `Other`.
+    /// Whether the connection it ran on is gone: closed, terminated by the server (a restart:
+    /// SQLSTATE 57P01) or failed underneath. The pool hands out such a connection until it
+    /// has noticed (an idle connection learns of a restart only when next used).
+    fn is_dead_connection(&self) -> bool {
+        matches!(self, TxError::Pg(e) if e.is_closed()
+            || e.code() == Some(&SqlState::ADMIN_SHUTDOWN)
+            || io_underneath(e))
+    }
+
+    /// Whether it is transient: a pool that could not hand out a connection, a lost
+    /// connection (closed, or an I/O error underneath), a database that refuses connections,
+    /// is short of resources or is shutting down (SQLSTATE classes 08, 53, 57P), or a
+    /// transaction that kept losing races.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            TxError::Pool(_) => true,
+            TxError::Pg(e) => {
+                let unavailable = |code: &str| ["08", "53", "57P"].iter().any(|class| code.starts_with(class));
+                e.is_closed() || lost_a_race(e) || e.code().is_some_and(|c| unavailable(c.code())) || io_underneath(e)
+            }
+            TxError::Store(_) | TxError::Codec(_) => false,
+        }
+    }
+
+    /// As a port's error: refusals as they are; a transient failure ([`TxError::is_transient`])
+    /// as [`StoreError::Transient`] (the API answers 503); anything else — a failed statement,
+    /// a row that does not decode — is `Other`.
     pub fn into_store(self) -> StoreError {
+        let transient = self.is_transient();
         match self {
             TxError::Store(e) => e,
             TxError::Pool(e) => StoreError::Transient(Box::new(e)),
-            TxError::Pg(e) => {
-                let unavailable = |code: &str| ["08", "53", "57P"].iter().any(|class| code.starts_with(class));
-                let transient = e.is_closed()
-                    || lost_a_race(&e)
-                    || e.code().is_some_and(|c| unavailable(c.code()))
-                    || io_underneath(&e);
-                if transient {
-                    StoreError::Transient(Box::new(e))
-                } else {
-                    StoreError::Other(Box::new(e))
-                }
-            }
+            TxError::Pg(e) if transient => StoreError::Transient(Box::new(e)),
+            TxError::Pg(e) => StoreError::Other(Box::new(e)),
             TxError::Codec(e) => StoreError::Other(e.into()),
         }
     }
@@ -158,6 +173,9 @@ pub struct Tx {
     /// Jobs (tenant, id) that this transaction saw no `after` edge from when it locked runs
     /// of them to end them ([`crate::locks::lock_runs_to_end`]): their ends release nothing.
     pub(crate) no_downstream: HashSet<(String, String)>,
+    /// Runs this transaction wrote and has not sent yet ([`Tx::write_run`]): sent together,
+    /// in one statement, before its next statement or its commit.
+    unsent_runs: Vec<RunRow>,
 }
 
 impl Tx {
@@ -191,8 +209,29 @@ impl Tx {
         }
     }
 
+    /// Overwrites a run's stored row ([`RunRow::update_all`]) — sent with the other runs written
+    /// before the transaction's next statement (or its commit), so that what it reads next
+    /// sees the write as if it had been sent at once: a claim batch's or a completion group's
+    /// runs cost one statement, not one each. A later write of the same run replaces this one.
+    pub(crate) fn write_run(&mut self, row: RunRow) {
+        match self.unsent_runs.iter_mut().find(|unsent| unsent.same_run(&row)) {
+            Some(unsent) => *unsent = row,
+            None => self.unsent_runs.push(row),
+        }
+    }
+
+    /// Sends the runs written and not sent yet.
+    fn send_runs(&mut self) -> Result<(), TxError> {
+        if self.unsent_runs.is_empty() {
+            return Ok(());
+        }
+        let rows = std::mem::take(&mut self.unsent_runs);
+        RunRow::update_all(self, &rows)
+    }
+
     /// Runs `sql`, answering every row.
     pub fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, TxError> {
+        self.send_runs()?;
         let stmt = self.prepare(sql)?;
         let begin = self.begin.take();
         self.run(begin, self.client.query(&stmt, params))
@@ -200,6 +239,7 @@ impl Tx {
 
     /// Runs `sql`, answering its row if there is one (an error if there are several).
     pub fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, TxError> {
+        self.send_runs()?;
         let stmt = self.prepare(sql)?;
         let begin = self.begin.take();
         self.run(begin, self.client.query_opt(&stmt, params))
@@ -207,6 +247,7 @@ impl Tx {
 
     /// Runs `sql`, answering its one row.
     pub fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, TxError> {
+        self.send_runs()?;
         let stmt = self.prepare(sql)?;
         let begin = self.begin.take();
         self.run(begin, self.client.query_one(&stmt, params))
@@ -214,16 +255,19 @@ impl Tx {
 
     /// Runs `sql`, answering how many rows it changed.
     pub fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, TxError> {
+        self.send_runs()?;
         let stmt = self.prepare(sql)?;
         let begin = self.begin.take();
         self.run(begin, self.client.execute(&stmt, params))
     }
 
-    /// Ends the transaction: `COMMIT`, or nothing if no statement began it.
-    fn commit(&mut self) -> Result<(), tokio_postgres::Error> {
+    /// Ends the transaction: the runs written and not sent yet sent, then `COMMIT` (nothing if
+    /// no statement began it).
+    fn commit(&mut self) -> Result<(), TxError> {
+        self.send_runs()?;
         match self.begin.take() {
             Some(_) => Ok(()),
-            None => self.simple("COMMIT"),
+            None => Ok(self.simple("COMMIT")?),
         }
     }
 
@@ -280,13 +324,20 @@ impl PgDb {
                     begin: Some(isolation.begin()),
                     claims: LockedForClaims::default(),
                     no_downstream: HashSet::new(),
+                    unsent_runs: Vec::new(),
                 };
-                let result = f(&mut tx).and_then(|answer| tx.commit().map(|()| answer).map_err(TxError::from));
+                let (result, before_commit) = match f(&mut tx) {
+                    Ok(answer) => (tx.commit().map(|()| answer), false),
+                    Err(e) => (Err(e), true),
+                };
                 match result {
                     Ok(answer) => return Ok(answer),
                     Err(e) => {
                         tx.rollback();
-                        if !e.is_retryable() || tries >= MAX_TRIES {
+                        // A connection found dead before the COMMIT was sent: nothing of the
+                        // transaction can have committed, so it runs again on another one.
+                        let again = e.is_retryable() || (before_commit && e.is_dead_connection());
+                        if !again || tries >= MAX_TRIES {
                             return Err(e);
                         }
                     }
