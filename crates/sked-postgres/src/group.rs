@@ -10,8 +10,9 @@
 //! completion is written at once, and under load a group is what queued while the previous
 //! one was being written. Each caller gets its own answer: a refused completion (fenced)
 //! changes nothing and answers its refusal, the others are written. A group whose
-//! transaction fails (the database's error, not a refusal) is written again one completion per
-//! transaction, so that one completion's failure is never another's.
+//! transaction fails for a statement (the database's error, not a refusal) is written again
+//! one completion per transaction, so that one completion's failure is never another's; one
+//! that fails because the database is away answers that to each.
 //!
 //! The group's task is spawned, not run in a caller's future: a caller dropped while it
 //! waits (a worker shutting down) cancels neither the transaction nor the others' answers.
@@ -115,7 +116,14 @@ impl CompletionGroups {
                 .into_iter()
                 .map(|answer| answer.map_err(WorkError::Store))
                 .collect(),
-            Err(e) if n == 1 => vec![Err(WorkError::Store(e.into_store()))],
+            // One completion, or the database away (each would wait for a connection in turn):
+            // the same error for each.
+            Err(e) if n == 1 || e.is_transient() => {
+                let e = e.into_store();
+                let mut answers: Vec<Answer> = (1..n).map(|_| Err(WorkError::Store(copy_of(&e)))).collect();
+                answers.push(Err(WorkError::Store(e)));
+                answers
+            }
             Err(_) => {
                 let mut answers = Vec::with_capacity(n);
                 for settlement in settlements {
@@ -128,6 +136,15 @@ impl CompletionGroups {
                 answers
             }
         }
+    }
+}
+
+/// The same failure again, for another completion of the group: a transient failure as
+/// transient, anything else as `Other`, with the same message.
+fn copy_of(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Transient(source) => StoreError::Transient(source.to_string().into()),
+        other => StoreError::Other(other.to_string().into()),
     }
 }
 

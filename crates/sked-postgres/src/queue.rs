@@ -523,12 +523,21 @@ impl DispatchQueue for PgQueue {
         if items.is_empty() {
             return Ok(());
         }
-        let items = items.to_vec();
-        // Each row's upsert reads and writes that row only, under its lock.
-        self.db
-            .transaction_with(Isolation::ReadCommitted, move |tx| insert_dispatches(tx, &items))
-            .await
-            .map_err(queue_error)
+        // One transaction per message, in order: each row's upsert reads and writes that row
+        // only, under its lock, and a transaction that re-arms a delivered message (the
+        // reaper's stale runs) must not hold one message while it waits for another — a
+        // completion group acknowledging several at once would be waiting for it in turn (a
+        // deadlock, seen in the 300k-schedule bench, broken only after deadlock_timeout).
+        for item in items {
+            let item = item.clone();
+            self.db
+                .transaction_with(Isolation::ReadCommitted, move |tx| {
+                    insert_dispatches(tx, std::slice::from_ref(&item))
+                })
+                .await
+                .map_err(queue_error)?;
+        }
+        Ok(())
     }
 
     async fn receive(&self, max: usize, visibility: Dur, wait: Dur) -> Result<Vec<Delivery>, QueueError> {
