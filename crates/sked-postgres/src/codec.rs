@@ -270,6 +270,11 @@ pub(crate) fn runs_of(rows: &[Row]) -> Result<Vec<Run>, TxError> {
     decode_all(rows, |r| Ok(run_from_row(r)?.run))
 }
 
+/// One column of `rows`, as an array to bind for `unnest`.
+fn col<'a, T>(rows: &'a [RunRow], f: impl Fn(&'a RunRow) -> T) -> Vec<T> {
+    rows.iter().map(f).collect()
+}
+
 /// A run's column values, owned, ready to bind as `$1..$23` in [`RUN_COLS`] order.
 pub(crate) struct RunRow {
     tenant: String,
@@ -379,9 +384,6 @@ impl RunRow {
         if rows.is_empty() {
             return Ok(Vec::new());
         }
-        fn col<'a, T>(rows: &'a [RunRow], f: impl Fn(&'a RunRow) -> T) -> Vec<T> {
-            rows.iter().map(f).collect()
-        }
         let inserted = tx.query(
             &format!(
                 "INSERT INTO runs ({RUN_COLS})
@@ -427,9 +429,6 @@ impl RunRow {
     pub(crate) fn update_all(tx: &mut Tx, rows: &[RunRow]) -> Result<(), TxError> {
         if rows.is_empty() {
             return Ok(());
-        }
-        fn col<'a, T>(rows: &'a [RunRow], f: impl Fn(&'a RunRow) -> T) -> Vec<T> {
-            rows.iter().map(f).collect()
         }
         tx.execute(
             "UPDATE runs SET state = u.state, not_before = u.not_before, started_at = u.started_at,
