@@ -91,6 +91,11 @@ pub struct LogsConfig {
     pub flush_interval: Duration,
     /// Lines that are sent at once without waiting for `flush_interval`. Default: 500.
     pub flush_lines: usize,
+    /// How long an attempt runs before its lines go to CloudWatch (unless `flush_lines` of
+    /// them are waiting sooner): an attempt that ends within it makes no CloudWatch request
+    /// (its finished log keeps its lines), and a running attempt's first lines are read this
+    /// late. Default: 1 s. `0`: from the first line.
+    pub stream_after: Duration,
     /// A finished log whose JSON lines take at most this many bytes is kept as one item of
     /// the table instead of an S3 object: a write of up to 5 WRU ($3.1 per million at most)
     /// against a PUT's $5 per million, and read back by one `GetItem`. `0`: every log that
@@ -111,6 +116,7 @@ impl LogsConfig {
             cap_bytes: DEFAULT_LOG_CAP_BYTES,
             flush_interval: Duration::from_millis(200),
             flush_lines: 500,
+            stream_after: Duration::from_secs(1),
             inline_bytes: DEFAULT_INLINE_LOG_BYTES,
         }
     }

@@ -120,7 +120,12 @@ fn texts(page: &LogPage) -> Vec<&str> {
 
 #[tokio::test]
 async fn a_running_attempt_is_read_and_followed_from_cloudwatch_then_from_s3() {
-    let (store, clients, logs) = store_with(always_s3).await;
+    // Streamed from the first line (`stream_after` is what the next tests are about).
+    let (store, clients, logs) = store_with(|l| {
+        always_s3(l);
+        l.stream_after = Duration::ZERO;
+    })
+    .await;
     let written = lines(6);
     let mut writer = write_all(&store, &key(1), &written[..2]).await;
 
@@ -414,6 +419,62 @@ async fn a_line_too_long_for_cloudwatch_is_cut_in_the_stream_and_whole_in_s3() {
     writer.finish().await.unwrap();
     let done = store.read(&key(1), &LogQuery::default()).await.unwrap();
     assert_eq!(done.lines[0], long);
+}
+
+#[tokio::test]
+async fn an_attempt_that_ends_within_stream_after_makes_no_cloudwatch_request() {
+    let (clients, mut config) = fresh_logs().await;
+    let logs = logs_config(&config);
+    assert_eq!(logs.stream_after, Duration::from_secs(1), "the default");
+    let store = CloudWatchLogStore::new(&clients, &config.table, logs.clone());
+    let counter = sked_aws::RequestCounter::new();
+    config.request_counter = Some(counter.clone());
+    let counted = CloudWatchLogStore::new(&sked_aws::connect(&config).await, &config.table, logs.clone());
+    let written = lines(3);
+    let summary = write_all(&counted, &key(1), &written).await.finish().await.unwrap();
+    assert!(!summary.truncated);
+    assert_eq!(
+        counter.of("CloudWatch Logs", "CreateLogStream") + counter.of("CloudWatch Logs", "PutLogEvents"),
+        0,
+        "no stream for an attempt that ended within stream_after: {:?}",
+        counter.snapshot()
+    );
+    // Its lines are in the finished log (one table item), none in CloudWatch.
+    assert_eq!(counter.total(), 1, "{:?}", counter.snapshot());
+    assert_eq!(store.read(&key(1), &LogQuery::default()).await.unwrap().lines, written);
+    let streams = clients
+        .logs
+        .describe_log_streams()
+        .log_group_name(&logs.log_group)
+        .send()
+        .await
+        .unwrap();
+    assert!(streams.log_streams().is_empty(), "{streams:?}");
+}
+
+#[tokio::test]
+async fn a_longer_attempt_streams_its_lines_once_it_has_run_stream_after() {
+    let stream_after = Duration::from_secs(3);
+    let (store, _clients, _) = store_with(|l| l.stream_after = stream_after).await;
+    let started = Instant::now();
+    let written = lines(2);
+    let writer = write_all(&store, &key(1), &written).await;
+    // Read at once: nothing sent yet (the first batch waits for `stream_after`).
+    assert!(
+        read_or_empty(&store, &key(1), &LogQuery::default())
+            .await
+            .lines
+            .is_empty()
+    );
+    let running = read_until(&store, &LogQuery::default(), |p| p.lines.len() == 2).await;
+    assert!(
+        started.elapsed() >= stream_after,
+        "streamed after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(running.lines, written);
+    writer.finish().await.unwrap();
+    assert_eq!(store.read(&key(1), &LogQuery::default()).await.unwrap().lines, written);
 }
 
 #[tokio::test]

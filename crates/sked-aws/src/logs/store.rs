@@ -4,9 +4,12 @@
 //! Writing: [`LogWriter::append`] applies the cap (the line that would pass it becomes one
 //! marker line, later lines are dropped), keeps the record for the finished log, and hands it
 //! to a task that sends `PutLogEvents` batches: as soon as [`LogsConfig::flush_lines`] lines
-//! are waiting, else [`LogsConfig::flush_interval`] after the first waiting line. The stream
-//! is created with the first batch, so an attempt that prints nothing makes no CloudWatch
-//! request at all. Events carry the instant they are sent (never going backwards), not the
+//! are waiting, else [`LogsConfig::flush_interval`] after the first waiting line — but not
+//! before the attempt has run [`LogsConfig::stream_after`]. The stream is created with the
+//! first batch, and what is still waiting when the attempt ends is left to the finished log:
+//! an attempt that prints nothing, or ends within `stream_after`, makes no CloudWatch request
+//! at all (most scheduled payloads are short: their stream was two requests and an ingestion
+//! that no one could follow in time). Events carry the instant they are sent (never going backwards), not the
 //! line's own `ts` (that is in the message): CloudWatch refuses events too far in the past or
 //! future and orders a stream by timestamp, and the stream must hold the lines in the order
 //! they were appended so that a line's index means the same in the stream and in the finished
@@ -185,6 +188,7 @@ impl LogStore for CloudWatchLogStore {
         let batching = Batching {
             interval: self.config.flush_interval,
             lines: self.config.flush_lines.clamp(1, MAX_BATCH_EVENTS),
+            first_at: Instant::now() + self.config.stream_after,
         };
         Ok(Box::new(CloudWatchLogWriter {
             records,
@@ -335,6 +339,8 @@ struct Batching {
     interval: Duration,
     /// Records that are sent without waiting.
     lines: usize,
+    /// Before this instant only a full batch is sent (the attempt's start + `stream_after`).
+    first_at: Instant,
 }
 
 /// Sends batches to one stream.
@@ -427,12 +433,14 @@ impl Sender {
 }
 
 /// Sends queued records until the writer is gone: a batch goes out when `lines` records or
-/// ~1 MB are waiting, or `interval` after its first record was queued.
+/// ~1 MB are waiting, or `interval` after its first record was queued (not before
+/// `first_at`). Records still waiting when the writer is gone are not sent if no stream was
+/// started: the finished log has them.
 async fn send_batches(mut sender: Sender, batching: Batching, mut queue: mpsc::Receiver<String>) {
     let mut open = true;
     while open {
         let Some(first) = queue.recv().await else { break };
-        let deadline = Instant::now() + batching.interval;
+        let deadline = (Instant::now() + batching.interval).max(batching.first_at);
         let mut size = first.len() + EVENT_OVERHEAD;
         let mut batch = vec![first];
         while batch.len() < batching.lines {
@@ -453,7 +461,9 @@ async fn send_batches(mut sender: Sender, batching: Batching, mut queue: mpsc::R
                 Err(_) => break, // the interval is up
             }
         }
-        sender.send(batch).await;
+        if open || sender.created {
+            sender.send(batch).await;
+        }
     }
 }
 
