@@ -263,30 +263,100 @@ async fn the_due_index_answers_near_jobs_and_leaves_far_ones_to_a_later_look() {
     assert_eq!(store.next_due_at().await.unwrap(), Some(soon));
     let due = store.due_jobs(soon, 10).await.unwrap();
     assert_eq!(due.len(), 1);
-    // Filed under its own minute, one of the shards.
-    let item = client
-        .get_item()
-        .table_name(&table)
-        .set_key(Some(key(job_pk("t1", "soon"), JOB_SK.into())))
-        .send()
-        .await
-        .unwrap()
-        .item
-        .unwrap();
-    let bucket = item["gsi1pk"].as_s().unwrap();
-    let minute = soon.format("%Y%m%d%H%M").to_string();
-    assert!(bucket.starts_with(&format!("DUE#{minute}#")), "{bucket}");
+    // Due within the filing lead (10 minutes): filed under the minute it was written, one of
+    // the shards.
+    let bucket = due_bucket(&client, &table, "soon").await;
+    let written = now();
+    let minutes = [written - chrono::Duration::minutes(1), written].map(|t| t.format("DUE#%Y%m%d%H%M#").to_string());
+    assert!(minutes.iter().any(|m| bucket.starts_with(m)), "{bucket}");
 
     let mut far = job_at("soon", now() + chrono::Duration::hours(2));
     far.version = 2;
     store.update_job(&far, 1, Some(soon)).await.unwrap();
     assert_eq!(store.next_due_at().await.unwrap(), None, "beyond the 15-minute window");
+    // Due later than the lead: filed the lead before it is due.
+    let lead = (far.next_fire_at.unwrap() - chrono::Duration::minutes(10))
+        .format("DUE#%Y%m%d%H%M#")
+        .to_string();
+    let bucket = due_bucket(&client, &table, "soon").await;
+    assert!(bucket.starts_with(&lead), "{bucket}");
     let horizon = now() + chrono::Duration::hours(3);
     assert_eq!(
         store.due_jobs(horizon, 10).await.unwrap().len(),
         1,
         "a due query still finds it"
     );
+}
+
+/// The `sched` partition key of job `id` of tenant `t1` (its due bucket).
+async fn due_bucket(client: &aws_sdk_dynamodb::Client, table: &str, id: &str) -> String {
+    let item = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key(job_pk("t1", id), JOB_SK.into())))
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    item["gsi1pk"].as_s().unwrap().clone()
+}
+
+/// A job is filed 10 minutes before it is due: a sweeper looking only 10 s ahead finds the
+/// bucket holding it "empty" of due jobs for minutes. Its watermark must not pass that bucket
+/// (the job would never be read again): it checks the bucket holds nothing before passing it.
+#[tokio::test]
+async fn a_short_look_ahead_does_not_pass_a_bucket_holding_a_job_not_yet_due() {
+    let (clients, config) = common::fresh_table().await;
+    let t0 = trunc_ms(SystemClock.now());
+    let clock = Arc::new(sked_testkit::clock::ManualClock::new(t0));
+    let store = DynamoStore::new(clients.dynamodb.clone(), &config, clock.clone());
+    let due = t0 + chrono::Duration::minutes(6);
+    store.create_jobs(&[job_at("later", due)], None).await.unwrap();
+    let look = chrono::Duration::seconds(10);
+    // Minute by minute until just before it is due: nothing to fire, the watermark moves on
+    // as far as it may.
+    for minute in 1..6 {
+        clock.set(t0 + chrono::Duration::minutes(minute));
+        let now = clock.now();
+        assert!(
+            store.due_jobs(now + look, 10).await.unwrap().is_empty(),
+            "minute {minute}"
+        );
+    }
+    clock.set(due - chrono::Duration::seconds(5));
+    let fired = store.due_jobs(clock.now() + look, 10).await.unwrap();
+    assert_eq!(fired.iter().map(|j| j.id.as_str()).collect::<Vec<_>>(), ["later"]);
+}
+
+/// A sweep at the default look-ahead reads the due buckets from its watermark to about now
+/// (5 minutes × shards), not to its horizon (13 minutes × shards before jobs were filed
+/// ahead); the same minutes again the next tick.
+#[tokio::test]
+async fn a_sweep_reads_the_buckets_up_to_about_now_not_up_to_its_horizon() {
+    let (_, config) = common::fresh_table().await;
+    let counter = sked_aws::RequestCounter::new();
+    let counted = sked_aws::connect(&sked_aws::AwsConfig {
+        request_counter: Some(counter.clone()),
+        ..config.clone()
+    })
+    .await;
+    let store = DynamoStore::new(counted.dynamodb.clone(), &config, Arc::new(SystemClock));
+    store
+        .create_jobs(&[job_at("in-8-minutes", now() + chrono::Duration::minutes(8))], None)
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        counter.reset();
+        let due = store.due_jobs(now() + chrono::Duration::minutes(10), 10).await.unwrap();
+        assert_eq!(due.len(), 1, "found through the bucket it was filed in: now");
+        let queries = counter.of("DynamoDB", "Query");
+        assert!(
+            queries <= 5 * u64::from(config.shards),
+            "{queries} queries for {} shards",
+            config.shards
+        );
+    }
 }
 
 #[tokio::test]

@@ -169,11 +169,13 @@ fn json_error(what: &str, e: serde_json::Error) -> StoreError {
     StoreError::Other(format!("cannot encode {what}: {e}").into())
 }
 
-/// Where a job is filed in the due index: the minute of its `next_fire_at`, or the minute it
-/// is written if that is later (an overdue job is filed under "now", so the sweeper's
-/// watermark never has to go back in time; its sort key keeps the real due time).
+/// Where a job is filed in the due index: the minute [`DUE_FILED_AHEAD_MS`] before its
+/// `next_fire_at` — the minute a sweeper looking that far ahead must fire it — or the minute
+/// it is written if that is later (a job due within the lead, or overdue, is filed under
+/// "now", so the sweeper's watermark never has to go back in time; its sort key keeps the
+/// real due time). A sweep then reads the buckets up to about now, not up to its horizon.
 pub fn due_minute(next_fire_ms: i64, now_ms: i64) -> i64 {
-    epoch_minute(next_fire_ms).max(epoch_minute(now_ms))
+    epoch_minute(next_fire_ms - DUE_FILED_AHEAD_MS).max(epoch_minute(now_ms))
 }
 
 /// The `sched` index keys a job carries (only while it waits to fire).
@@ -419,7 +421,21 @@ mod tests {
         let due = ms(at("2026-03-01T00:00:30Z"));
         let now = ms(at("2026-03-01T00:05:10Z"));
         assert_eq!(due_minute(due, now), epoch_minute(now));
-        assert_eq!(due_minute(now + 120_000, now), epoch_minute(now) + 2);
+    }
+
+    #[test]
+    fn jobs_are_filed_the_filing_lead_before_they_are_due() {
+        let now = ms(at("2026-03-01T00:05:10Z"));
+        assert_eq!(DUE_FILED_AHEAD_MS, 10 * 60_000);
+        // Due within the lead: filed now. Due later: the lead before.
+        assert_eq!(due_minute(now + 120_000, now), epoch_minute(now));
+        assert_eq!(due_minute(now + DUE_FILED_AHEAD_MS, now), epoch_minute(now));
+        assert_eq!(
+            due_minute(now + DUE_FILED_AHEAD_MS + 120_000, now),
+            epoch_minute(now) + 2
+        );
+        let tomorrow = ms(at("2026-03-02T09:00:00Z"));
+        assert_eq!(due_minute(tomorrow, now), epoch_minute(tomorrow) - 10);
     }
 
     #[test]

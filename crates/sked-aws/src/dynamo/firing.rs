@@ -47,7 +47,11 @@ impl DynamoStore {
         let now = self.now();
         let (stored, from) = self.watermark().await?;
         let now_min = epoch_minute(ms(now));
-        let to = epoch_minute(ms(horizon)).clamp(now_min, now_min + MAX_DUE_AHEAD_MINUTES);
+        // A job due by the horizon is filed by then: under the minute it was written (now, up
+        // to a writer's clock skew) or the filing lead before it is due.
+        let to = (now_min + WATERMARK_MARGIN_MINUTES)
+            .max(epoch_minute(ms(horizon) - DUE_FILED_AHEAD_MS))
+            .min(now_min + MAX_DUE_AHEAD_MINUTES);
         let below = pad_ms(ms(horizon) + 1);
         // A minute's shards at a time, oldest minute first, until `limit` due jobs are found:
         // a tick sends `shards` queries at once, not every bucket of its look-ahead (moto
@@ -76,7 +80,22 @@ impl DynamoStore {
             .filter_map(|pk| minute_of_due_pk(&pk))
             .min();
         let safe = epoch_minute(ms(now.min(horizon))) - WATERMARK_MARGIN_MINUTES;
-        let target = first_busy.map_or(safe, |b| b.min(safe)).max(from);
+        let mut target = first_busy.map_or(safe, |b| b.min(safe)).max(from);
+        // A bucket holds jobs due up to the filing lead past its minute. Those before
+        // `read_whole` cannot hold one due after the horizon: the queries read them whole.
+        // A later one (a sweeper looking less far ahead than the lead) is passed only if it
+        // holds nothing at all.
+        let read_whole = epoch_minute(ms(horizon) + 1 - DUE_FILED_AHEAD_MS);
+        for minute in from.max(read_whole)..target {
+            if !self
+                .query_many(self.due_queries(minute..=minute, "~", true), 1)
+                .await?
+                .is_empty()
+            {
+                target = minute;
+                break;
+            }
+        }
         self.advance_watermark(stored, target).await?;
         // An overdue job filed in a later minute may be due before those of earlier minutes.
         Self::by_due_time(&mut jobs);
@@ -96,7 +115,8 @@ impl DynamoStore {
         if let Some(first) = Self::due_order(&items)?.first() {
             return Ok(first.next_fire_at);
         }
-        // Later minutes hold only jobs due in them: the first busy minute has the answer.
+        // A later minute holds only jobs due in the filing lead past it: the first busy
+        // minute has the answer.
         for m in now_min + 1..=now_min + NEXT_DUE_WINDOW_MINUTES {
             let items = self.query_many(self.due_queries(m..=m, &below, true), 1).await?;
             if let Some(first) = Self::due_order(&items)?.first() {

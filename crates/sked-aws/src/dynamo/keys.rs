@@ -108,6 +108,13 @@ pub fn shard_of(key: &str, shards: u32) -> u32 {
     (h % u64::from(shards.max(1))) as u32
 }
 
+/// How long before its due time a job is filed in the due index ([`super::codec::due_minute`]):
+/// the default look-ahead of the AWS sweeper (`SKED_LOOKAHEAD`, 10 minutes), so a sweep
+/// reads the minute buckets from its watermark to about now. A part of the table's layout:
+/// every writer files by it; a sweeper looking less far ahead checks that a bucket it would
+/// pass holds nothing not yet due (`firing`).
+pub const DUE_FILED_AHEAD_MS: i64 = 10 * 60_000;
+
 /// The epoch minute of an instant in milliseconds.
 pub fn epoch_minute(ms: i64) -> i64 {
     ms.div_euclid(60_000)

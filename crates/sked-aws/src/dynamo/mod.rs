@@ -47,16 +47,23 @@
 //!
 //! The due key is **time-bucketed and sharded**: one minute's due jobs spread over `shards`
 //! partitions (shard = FNV-1a of `tenant#job` mod shards), so a busy minute stays under a
-//! partition's write limit. A job is filed under the minute of its `next_fire_at`, or under
-//! the minute it is written if that is later (an overdue job — created in the past, resumed —
-//! is filed "now"); its sort key keeps the real due time. So no write lands in a minute older
-//! than its writer's clock, and the **watermark** can move forward safely: `due_jobs` queries
-//! every bucket from the watermark to `max(horizon, now)` (a minute's shards in parallel,
-//! oldest minute first, stopping once a full batch is found; at most 24 hours past now), then
-//! moves the watermark to the first bucket still holding a due job, but never closer than 2
-//! minutes to now (clock skew between writers and the sweeper, and index propagation, must fit
-//! in that margin). `next_due_at` reads the same buckets and at most 15 minutes past now; a
-//! job due later is answered as `None` (callers sleep their maximum, 60 s, and look again).
+//! partition's write limit. A job is filed under the minute **10 minutes before** its
+//! `next_fire_at` (`keys::DUE_FILED_AHEAD_MS`, the sweeper's default look-ahead: the minute
+//! it must be fired in), or under the minute it is written if that is later (a job due sooner,
+//! or overdue — created in the past, resumed — is filed "now"); its sort key keeps the real due
+//! time. So no write lands in a minute older than its writer's clock, the **watermark** can
+//! move forward safely, and a sweep reads the buckets up to about now rather than up to its
+//! horizon: `due_jobs` queries every bucket from the watermark to `max(now + 2 minutes,
+//! horizon − 10 minutes)` (a minute's shards in parallel, oldest minute first, stopping once a
+//! full batch is found; at most 24 hours past now), then moves the watermark to the first
+//! bucket still holding a due job, but never closer than 2 minutes to now (clock skew between
+//! writers and the sweeper, and index propagation, must fit in that margin). A bucket holds
+//! jobs due up to 10 minutes past its minute: one whose jobs may not all be due by the horizon
+//! (a sweeper looking less than 10 minutes ahead) is passed only after a query finds it
+//! empty. (Buckets written before 2026-12-03 hold jobs under their own minute: a subset of
+//! the rule, read in time.) `next_due_at` reads the buckets up to now, then later ones and at
+//! most 15 minutes past now; a job due later is answered as `None` (callers sleep their
+//! maximum, 60 s, and look again).
 //!
 //! **`list`** (`gsi2pk`, `gsi2sk`; projection INCLUDE `state`, `labels`) — listings:
 //!
