@@ -33,6 +33,7 @@ pub mod error;
 pub mod fault;
 pub mod logs;
 pub mod request_count;
+pub mod run_copies;
 pub mod sqs;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -15,8 +15,10 @@
 //! - **Send**: `SendMessageBatch` of 10, up to [`PARALLEL_SENDS`] batches in flight at once.
 //!   Every batch is sent even when one fails; the first failure is the answer (the runs whose
 //!   message was not sent stay PENDING, and the repair pass sends them).
-//! - **Body**: ids only — `{"tenant", "run_id", "priority", "not_before"}`; the run lives in
-//!   the store. [`decode_body`] reads one back (the DLQ handler's decoder).
+//! - **Body**: `{"tenant", "run_id", "priority", "not_before"}`, and `"copy"`: the run's item
+//!   as the sender wrote it, when the sender's store kept it ([`crate::run_copies`]; the
+//!   receiver's store claims from it instead of reading the item). [`decode_body`] reads one
+//!   back (the DLQ handler's decoder).
 //! - **Receive**: weighted with aging. Queues are tried high → normal → low, except every
 //!   [`SqsQueue::AGING_EVERY`]-th receive, which starts from low, so low priorities are served
 //!   however busy high is. A first pass does not wait; if it finds nothing and `wait` is not
@@ -35,10 +37,12 @@
 //! - **Duplicates**: SQS keeps every message enqueued (no dedupe by run as the local queue
 //!   does); claiming in the store makes the second delivery harmless.
 //!
-//! This module must not read or write the store.
+//! This module must not read or write the store (it only hands copies to and from
+//! [`RunCopies`]).
 
 use crate::config::AwsConfig;
 use crate::error::{classify, queue_error};
+use crate::run_copies::RunCopies;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
@@ -108,7 +112,8 @@ impl Lane {
     }
 }
 
-/// A message body: ids only.
+/// A message body: the run's ids, and the run's item as its sender wrote it when it has it
+/// ([`RunCopies`]).
 #[derive(Debug, Serialize, Deserialize)]
 struct Body {
     tenant: String,
@@ -116,18 +121,26 @@ struct Body {
     priority: u8,
     #[serde(with = "timestamp::serde_ms")]
     not_before: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    copy: Option<serde_json::Value>,
 }
 
-/// Decodes a message body written by [`SqsQueue`] (ids only) back into its [`Dispatch`]. The
-/// DLQ handler reads dead-lettered messages with it.
+impl Body {
+    fn dispatch(self) -> (Dispatch, Option<serde_json::Value>) {
+        let dispatch = Dispatch {
+            tenant: TenantId(self.tenant),
+            run_id: RunId(self.run_id),
+            priority: self.priority,
+            not_before: self.not_before,
+        };
+        (dispatch, self.copy)
+    }
+}
+
+/// Decodes a message body written by [`SqsQueue`] back into its [`Dispatch`]. The DLQ handler
+/// reads dead-lettered messages with it.
 pub fn decode_body(body: &str) -> Result<Dispatch, serde_json::Error> {
-    let body: Body = serde_json::from_str(body)?;
-    Ok(Dispatch {
-        tenant: TenantId(body.tenant),
-        run_id: RunId(body.run_id),
-        priority: body.priority,
-        not_before: body.not_before,
-    })
+    Ok(serde_json::from_str::<Body>(body)?.dispatch().0)
 }
 
 /// A message whose body is not a sked dispatch (someone else wrote to the queue).
@@ -152,6 +165,7 @@ pub struct SqsQueue {
     clock: Arc<dyn Clock>,
     receives: Arc<AtomicU64>,
     poll_slice: Duration,
+    copies: Option<Arc<dyn RunCopies>>,
 }
 
 impl std::fmt::Debug for SqsQueue {
@@ -178,7 +192,15 @@ impl SqsQueue {
             clock,
             receives: Arc::new(AtomicU64::new(0)),
             poll_slice: Duration::from_secs(1),
+            copies: None,
         }
+    }
+
+    /// Sends each run's copy from `copies` with its message, and hands `copies` the copies
+    /// received ([`crate::run_copies`]).
+    pub fn with_run_copies(mut self, copies: Arc<dyn RunCopies>) -> Self {
+        self.copies = Some(copies);
+        self
     }
 
     /// Long-polls each queue for at most `slice` before trying the next (whole seconds, ≥ 1).
@@ -236,7 +258,11 @@ impl SqsQueue {
                     problem,
                 }))
             };
-            let dispatch = decode_body(m.body().unwrap_or_default()).map_err(|e| bad(e.to_string()))?;
+            let body: Body = serde_json::from_str(m.body().unwrap_or_default()).map_err(|e| bad(e.to_string()))?;
+            let (dispatch, copy) = body.dispatch();
+            if let (Some(copies), Some(copy)) = (&self.copies, copy) {
+                copies.incoming(&dispatch.tenant, &dispatch.run_id, &copy);
+            }
             let handle = m.receipt_handle().ok_or_else(|| bad("no receipt handle".into()))?;
             let receive_count = m
                 .attributes()
@@ -323,6 +349,7 @@ impl DispatchQueue for SqsQueue {
                     run_id: d.run_id.0.clone(),
                     priority: d.priority,
                     not_before: d.not_before,
+                    copy: self.copies.as_ref().and_then(|c| c.outgoing(&d.tenant, &d.run_id)),
                 })
                 .map_err(|e| QueueError::Other(Box::new(e)))?;
                 let entry = SendMessageBatchRequestEntry::builder()

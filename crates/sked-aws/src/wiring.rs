@@ -38,7 +38,8 @@ pub fn ports_and_tenants(clients: &AwsClients, config: &AwsConfig, clock: Arc<dy
         None => Arc::new(NoLogs),
     };
     let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), config, clock.clone()));
-    let queue = Arc::new(SqsQueue::new(clients.sqs.clone(), config, clock.clone()));
+    // Runs travel with their messages: a worker claims from the copy (`crate::run_copies`).
+    let queue = Arc::new(SqsQueue::new(clients.sqs.clone(), config, clock.clone()).with_run_copies(store.clone()));
     // The store and the queue are two services: one call to each in turn; SQS may deliver a
     // message up to EARLY_DELIVERY before its time (its delays are whole seconds).
     let work = QueueThenStore::new(store.clone(), queue.clone(), clock.clone()).with_early_delivery(EARLY_DELIVERY);

@@ -8,12 +8,13 @@ mod common;
 use sked_aws::DynamoStore;
 use sked_aws::dynamo::codec::key;
 use sked_aws::dynamo::keys::{JOB_SK, job_pk, run_sk};
+use sked_core::duration::Dur;
 use sked_core::ids::{JobId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
 use sked_core::ports::store::{
     ClaimBatch, ClaimOutcome, Completion, Firing, JobClaim, JobStore, JobStoreExt, RunTransition, StoreError,
 };
-use sked_core::ports::{Clock, SystemClock};
+use sked_core::ports::{Clock, Dispatch, SystemClock};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use sked_testkit::contract::fixtures;
@@ -507,4 +508,93 @@ async fn a_run_written_by_another_process_is_read_again_not_overwritten() {
         .unwrap();
     assert_eq!(stored.state, RunState::Running);
     assert_eq!(stored.attempts.len(), 2, "the second attempt stands: {stored:?}");
+}
+
+/// A run travels with its message (`sked_aws::run_copies`): in two processes' ports (a
+/// sweeper's and a worker's), the worker claims a fired run from the copy its message carried,
+/// reading no item; a copy gone stale (the run was cancelled between its send and its
+/// receive) is read again, and the claim answers what the item says, never writing the copy
+/// over it.
+#[tokio::test]
+async fn a_claim_starts_from_the_copy_in_the_message_and_reads_a_stale_one_again() {
+    let (clients, config) = common::fresh_resources().await;
+    let sweeper = sked_aws::ports(&clients, &config, Arc::new(SystemClock));
+    let counter = sked_aws::RequestCounter::new();
+    let counted = sked_aws::connect(&sked_aws::AwsConfig {
+        request_counter: Some(counter.clone()),
+        ..config.clone()
+    })
+    .await;
+    let worker = sked_aws::ports(&counted, &config, Arc::new(SystemClock));
+    let t = now();
+    let job = job_at("copied", t);
+    sweeper
+        .store
+        .create_jobs(std::slice::from_ref(&job), None)
+        .await
+        .unwrap();
+    let runs: Vec<Run> = (0..3)
+        .map(|i| run_at("copied", t + chrono::Duration::milliseconds(i)))
+        .collect();
+    let firing = Firing {
+        tenant: job.tenant.clone(),
+        job_id: job.id.clone(),
+        expected_version: 1,
+        expected_next_fire_at: job.next_fire_at,
+        next_fire_at: Some(t + chrono::Duration::hours(1)),
+        state: JobState::Active,
+        runs: runs.clone(),
+        cancel: vec![],
+        skipped: vec![],
+        at: t,
+    };
+    let fired = sweeper.store.fire_one(&firing).await.unwrap();
+    let dispatches: Vec<Dispatch> = fired.iter().map(Dispatch::from).collect();
+    sweeper.queue.enqueue(&dispatches).await.unwrap();
+    // The last run is cancelled after its message left: its copy is stale.
+    sweeper
+        .store
+        .cancel_run(&job.tenant, &runs[2].run_id, t, "test")
+        .await
+        .unwrap();
+    let mut received = Vec::new();
+    while received.len() < 3 {
+        received.extend(worker.queue.receive(3, Dur::secs(30), Dur::secs(1)).await.unwrap());
+    }
+    let worker_id = WorkerId::from("w");
+    let until = t + chrono::Duration::seconds(30);
+    let claim = async |run: &Run| {
+        worker
+            .store
+            .claim_one(
+                &job.tenant,
+                &run.run_id,
+                &worker_id,
+                t + chrono::Duration::seconds(1),
+                until,
+            )
+            .await
+            .unwrap()
+    };
+    // The first claim of the process reads the tenant's quota (then cached).
+    assert!(matches!(claim(&runs[0]).await, ClaimOutcome::Claimed { token: 1, .. }));
+    counter.reset();
+    let first = claim(&runs[1]).await;
+    assert!(matches!(first, ClaimOutcome::Claimed { token: 1, .. }), "{first:?}");
+    assert_eq!(
+        counter.of("DynamoDB", "GetItem"),
+        0,
+        "claimed from the message's copy: {:?}",
+        counter.snapshot()
+    );
+    let second = claim(&runs[2]).await;
+    assert!(!matches!(second, ClaimOutcome::Claimed { .. }), "{second:?}");
+    let stored = sweeper
+        .store
+        .get_run(&job.tenant, &runs[2].run_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.state, RunState::Cancelled, "{stored:?}");
+    assert!(stored.attempts.is_empty(), "{stored:?}");
 }

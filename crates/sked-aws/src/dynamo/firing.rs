@@ -368,6 +368,7 @@ impl DynamoStore {
                 match self.transact(last).await {
                     Ok(()) => {
                         committed.extend(op_runs.into_iter().flatten());
+                        self.keep_fired(firing, &committed);
                         return Ok(committed);
                     }
                     Err(f) => failed = Some((f, op_runs)),
@@ -397,6 +398,19 @@ impl DynamoStore {
         Err(StoreError::Transient(
             format!("firing of job {} kept racing other writers", firing.job_id).into(),
         ))
+    }
+
+    /// Keeps the runs `firing` inserted, as inserted, for their messages
+    /// ([`crate::run_copies`]): a worker claims from that copy instead of reading the item.
+    fn keep_fired(&self, firing: &Firing, committed: &[Run]) {
+        let fired: HashSet<&RunId> = firing.runs.iter().map(|r| &r.run_id).collect();
+        for run in committed.iter().filter(|r| fired.contains(&r.run_id)) {
+            self.written_runs.keep(&StoredRun {
+                run: run.clone(),
+                last_token: 0,
+                rv: 1,
+            });
+        }
     }
 
     /// Whether the job named by a firing exists (to tell NotFound from Conflict).

@@ -110,6 +110,7 @@ mod claim;
 pub mod codec;
 mod dependencies;
 mod firing;
+mod item_json;
 pub mod keys;
 mod ledger;
 mod listing;

@@ -12,11 +12,23 @@
 //! its run ended (no later write follows), and the map is emptied when it reaches
 //! [`MAX_WRITTEN_RUNS`] (a process writing many runs it never touches again, such as the
 //! sweeper's, keeps no more than that).
+//!
+//! The copies also travel ([`RunCopies`]): a run this process fired or wrote back PENDING goes
+//! out with its message (taken from here), and a copy received with a message is kept here for
+//! the claim — unless a later version of the run is kept already. A copy whose item names
+//! another run, or that is too large for a message ([`MAX_COPY_BYTES`]), does not travel.
 
-use super::codec::StoredRun;
+use super::codec::{StoredRun, run_from_item};
+use super::item_json;
+use super::store::DynamoStore;
+use crate::run_copies::RunCopies;
 use sked_core::ids::{RunId, TenantId};
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+/// Largest copy sent with a message (SQS takes 256 KiB; a run with a long attempt history is
+/// read by its claim instead).
+pub const MAX_COPY_BYTES: usize = 32 * 1024;
 
 /// Most runs kept; a worker holds one per attempt it runs.
 pub const MAX_WRITTEN_RUNS: usize = 4096;
@@ -48,7 +60,37 @@ impl WrittenRuns {
         runs.insert(key, written.clone());
     }
 
+    /// Keeps `received` unless a later version of the run is kept.
+    fn keep_unless_older(&self, received: StoredRun) {
+        let key = (received.run.tenant.clone(), received.run.run_id.clone());
+        let mut runs = self.lock();
+        if runs.get(&key).is_some_and(|kept| kept.rv >= received.rv) || received.run.state.is_terminal() {
+            return;
+        }
+        if runs.len() >= MAX_WRITTEN_RUNS {
+            runs.clear();
+        }
+        runs.insert(key, received);
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(TenantId, RunId), StoredRun>> {
         self.runs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl RunCopies for DynamoStore {
+    fn outgoing(&self, tenant: &TenantId, run_id: &RunId) -> Option<serde_json::Value> {
+        let stored = self.written_runs.take(tenant, run_id)?;
+        let copy = item_json::to_json(&self.stored_run_item(&stored).ok()?)?;
+        (copy.to_string().len() <= MAX_COPY_BYTES).then_some(copy)
+    }
+
+    fn incoming(&self, tenant: &TenantId, run_id: &RunId, copy: &serde_json::Value) {
+        let Some(stored) = item_json::from_json(copy).and_then(|item| run_from_item(&item).ok()) else {
+            return;
+        };
+        if stored.run.tenant == *tenant && stored.run.run_id == *run_id {
+            self.written_runs.keep_unless_older(stored);
+        }
     }
 }
