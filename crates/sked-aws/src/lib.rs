@@ -35,6 +35,7 @@ pub mod logs;
 pub mod request_count;
 pub mod run_copies;
 pub mod sqs;
+pub mod sqs_deletes;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod wiring;

@@ -27,7 +27,8 @@
 //!   (in whole seconds, rounded up: SQS's unit).
 //!   Messages received together are returned in [`dispatch_rank`] order.
 //! - **Receipt** = `<queue>|<receipt handle>`; `extend` is `ChangeMessageVisibility`, `ack` is
-//!   `DeleteMessage`; `receive_count` is SQS's `ApproximateReceiveCount`.
+//!   `DeleteMessage`, or a share of a `DeleteMessageBatch` when acks come together
+//!   ([`crate::sqs_deletes`]); `receive_count` is SQS's `ApproximateReceiveCount`.
 //! - **Fairness across tenants**: every message carries its tenant as `MessageGroupId`. On a
 //!   standard queue that makes it an SQS *fair queue*: when one tenant (group) builds a
 //!   backlog, SQS delivers the other tenants' messages first, so their dwell time stays low —
@@ -43,6 +44,7 @@
 use crate::config::AwsConfig;
 use crate::error::{classify, queue_error};
 use crate::run_copies::RunCopies;
+use crate::sqs_deletes::{Deletes, STALE_CODES};
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
 use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
@@ -64,13 +66,6 @@ const SQS_BATCH: usize = 10;
 /// `SendMessageBatch` requests of one enqueue in flight at once: a per-second cron's 90 runs
 /// fired by a create go out in about one round trip instead of nine in a row.
 const PARALLEL_SENDS: usize = 8;
-/// Error codes that mean a receipt handle no longer names a live delivery.
-const STALE_CODES: &[&str] = &[
-    "ReceiptHandleIsInvalid",
-    "MessageNotInflight",
-    "AWS.SimpleQueueService.MessageNotInflight",
-    "InvalidParameterValue",
-];
 
 /// One of the three dispatch queues.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,6 +161,7 @@ pub struct SqsQueue {
     receives: Arc<AtomicU64>,
     poll_slice: Duration,
     copies: Option<Arc<dyn RunCopies>>,
+    deletes: Arc<Deletes>,
 }
 
 impl std::fmt::Debug for SqsQueue {
@@ -185,6 +181,7 @@ impl SqsQueue {
     /// A queue over `config.queues`, timing delays by `clock`.
     pub fn new(client: Client, config: &AwsConfig, clock: Arc<dyn Clock>) -> Self {
         SqsQueue {
+            deletes: Arc::new(Deletes::new(client.clone())),
             client,
             high: config.queues.high.clone(),
             normal: config.queues.normal.clone(),
@@ -422,14 +419,7 @@ impl DispatchQueue for SqsQueue {
 
     async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError> {
         let (url, handle) = self.parse_receipt(receipt)?;
-        self.client
-            .delete_message()
-            .queue_url(url)
-            .receipt_handle(handle)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|e| queue_error(classify("sqs:DeleteMessage", e, |_| None), STALE_CODES))
+        self.deletes.ack(url, handle).await
     }
 }
 

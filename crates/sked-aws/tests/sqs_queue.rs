@@ -190,6 +190,39 @@ async fn stale_receipts() {
     assert!(matches!(queue.extend(&bogus, VIS).await, Err(QueueError::StaleReceipt)));
 }
 
+/// Acks that come together share `DeleteMessageBatch` requests (`sked_aws::sqs_deletes`), and
+/// each is answered on its own: 20 messages acked at once with a receipt SQS refuses among
+/// them take a few requests, not 21; every message is gone; only the refused receipt answers
+/// an error, the one a lone `DeleteMessage` gives it.
+#[tokio::test]
+async fn acks_that_come_together_share_batch_deletes_and_are_answered_each() {
+    let (clients, mut config, _) = setup(5).await;
+    let counter = sked_aws::RequestCounter::new();
+    config.request_counter = Some(counter.clone());
+    let counted = sked_aws::connect(&config).await;
+    let queue = SqsQueue::new(counted.sqs.clone(), &config, Arc::new(SystemClock));
+    let sent: Vec<Dispatch> = (0..20).map(|i| dispatch(&format!("j{i}"), 5, 0)).collect();
+    queue.enqueue(&sent).await.unwrap();
+    let mut got = Vec::new();
+    while got.len() < 20 {
+        got.extend(queue.receive(10, VIS, Dur::secs(1)).await.unwrap());
+    }
+    counter.reset();
+    let refused = sked_core::ports::Receipt("normal|not-a-receipt-handle".into());
+    let receipts: Vec<&sked_core::ports::Receipt> = got.iter().map(|d| &d.receipt).chain([&refused]).collect();
+    let answers = futures::future::join_all(receipts.iter().map(|r| queue.ack(r))).await;
+    assert!(answers[..20].iter().all(Result::is_ok), "{answers:?}");
+    assert!(
+        matches!(answers[20], Err(QueueError::StaleReceipt)),
+        "{:?}",
+        answers[20]
+    );
+    let requests = counter.of("SQS", "DeleteMessage") + counter.of("SQS", "DeleteMessageBatch");
+    assert!(counter.of("SQS", "DeleteMessageBatch") >= 2, "{:?}", counter.snapshot());
+    assert!(requests <= 5, "{requests} requests: {:?}", counter.snapshot());
+    assert_eq!(depth(&clients, &config.queues.normal).await, 0);
+}
+
 #[tokio::test]
 async fn after_max_receive_count_the_message_moves_to_the_dlq() {
     let (clients, config, queue) = setup(2).await;

@@ -242,6 +242,11 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) -> Spent {
     print_phases(&counter, &phases, what);
     check_counts(&counter);
     let spent = Spent::of(&counter, RUNS, true);
+    // (Counted, if anything: read after the figures are taken.)
+    let queues = &aws.settings.aws.queues;
+    for url in [&queues.high, &queues.normal, &queues.low] {
+        assert_eq!(aws.messages_on(url).await, 0, "every message deleted: {url}");
+    }
     // What each run printed is kept (its finished log), though no stream was made.
     for i in 0..RUNS {
         let run = &aws.observer.runs_of(&format!("once-{i}")).await[0];
@@ -334,10 +339,12 @@ fn check_counts(counter: &RequestCounter) {
         "sends are batched: {total:?}"
     );
     assert!(receives >= 1, "{total:?}");
-    assert_eq!(
-        counter.of("SQS", "DeleteMessage"),
-        RUNS as u64,
-        "one delete per run: {total:?}"
+    // Every message is deleted (the queues are found empty after the runs), each in a
+    // `DeleteMessage` of its own or a share of a `DeleteMessageBatch` of up to 10.
+    let deletes = counter.of("SQS", "DeleteMessage") + counter.of("SQS", "DeleteMessageBatch");
+    assert!(
+        (RUNS.div_ceil(10) as u64..=RUNS as u64).contains(&deletes),
+        "{deletes} delete requests for {RUNS} runs: {total:?}"
     );
     // A small finished log is a table item, never an S3 object; a silent attempt has no
     // log at all, not even a stream.
@@ -354,9 +361,12 @@ fn check_counts(counter: &RequestCounter) {
         "no stream for an attempt that ended within stream_after: {total:?}"
     );
 
+    // 9.15 measured on 2026-12-03 (8.10 silent), 13.85 in the morning: a claim that reads
+    // the run again (+1), a live stream for a short attempt (+2) or a sweep that reads its
+    // whole look-ahead (+1.6) goes over.
     assert!(
-        (all - receives) as f64 / RUNS as f64 <= 20.0,
-        "more than 20 requests per run besides receives: {total:?}"
+        (all - receives) as f64 / RUNS as f64 <= 10.0,
+        "more than 10 requests per run besides receives: {total:?}"
     );
 }
 
