@@ -103,6 +103,36 @@ async fn read_until(store: &CloudWatchLogStore, query: &LogQuery, enough: impl F
     }
 }
 
+/// A store with the default config, and the same store through clients whose requests are
+/// counted.
+async fn store_and_counted() -> (
+    CloudWatchLogStore,
+    CloudWatchLogStore,
+    sked_aws::RequestCounter,
+    AwsClients,
+    LogsConfig,
+) {
+    let (clients, mut config) = fresh_logs().await;
+    let logs = logs_config(&config);
+    let store = CloudWatchLogStore::new(&clients, &config.table, logs.clone());
+    let counter = sked_aws::RequestCounter::new();
+    config.request_counter = Some(counter.clone());
+    let counted = CloudWatchLogStore::new(&sked_aws::connect(&config).await, &config.table, logs.clone());
+    (store, counted, counter, clients, logs)
+}
+
+/// The log group holds no stream.
+async fn assert_no_stream(clients: &AwsClients, logs: &LogsConfig) {
+    let streams = clients
+        .logs
+        .describe_log_streams()
+        .log_group_name(&logs.log_group)
+        .send()
+        .await
+        .unwrap();
+    assert!(streams.log_streams().is_empty(), "{streams:?}");
+}
+
 async fn object_exists(clients: &AwsClients, logs: &LogsConfig, key: &LogKey) -> bool {
     clients
         .s3
@@ -423,13 +453,8 @@ async fn a_line_too_long_for_cloudwatch_is_cut_in_the_stream_and_whole_in_s3() {
 
 #[tokio::test]
 async fn an_attempt_that_ends_within_stream_after_makes_no_cloudwatch_request() {
-    let (clients, mut config) = fresh_logs().await;
-    let logs = logs_config(&config);
+    let (store, counted, counter, clients, logs) = store_and_counted().await;
     assert_eq!(logs.stream_after, Duration::from_secs(1), "the default");
-    let store = CloudWatchLogStore::new(&clients, &config.table, logs.clone());
-    let counter = sked_aws::RequestCounter::new();
-    config.request_counter = Some(counter.clone());
-    let counted = CloudWatchLogStore::new(&sked_aws::connect(&config).await, &config.table, logs.clone());
     let written = lines(3);
     let summary = write_all(&counted, &key(1), &written).await.finish().await.unwrap();
     assert!(!summary.truncated);
@@ -442,14 +467,7 @@ async fn an_attempt_that_ends_within_stream_after_makes_no_cloudwatch_request() 
     // Its lines are in the finished log (one table item), none in CloudWatch.
     assert_eq!(counter.total(), 1, "{:?}", counter.snapshot());
     assert_eq!(store.read(&key(1), &LogQuery::default()).await.unwrap().lines, written);
-    let streams = clients
-        .logs
-        .describe_log_streams()
-        .log_group_name(&logs.log_group)
-        .send()
-        .await
-        .unwrap();
-    assert!(streams.log_streams().is_empty(), "{streams:?}");
+    assert_no_stream(&clients, &logs).await;
 }
 
 #[tokio::test]
@@ -498,12 +516,7 @@ async fn many_lines_go_out_in_batches_of_flush_lines() {
 
 #[tokio::test]
 async fn an_attempt_that_prints_nothing_makes_no_request_and_has_no_log() {
-    let (clients, mut config) = fresh_logs().await;
-    let logs = logs_config(&config);
-    let store = CloudWatchLogStore::new(&clients, &config.table, logs.clone());
-    let counter = sked_aws::RequestCounter::new();
-    config.request_counter = Some(counter.clone());
-    let counted = CloudWatchLogStore::new(&sked_aws::connect(&config).await, &config.table, logs.clone());
+    let (store, counted, counter, clients, logs) = store_and_counted().await;
     let writer = counted.writer(&key(1)).await.unwrap();
     let summary = writer.finish().await.unwrap();
     assert_eq!((summary.bytes, summary.truncated), (0, false));
@@ -524,14 +537,7 @@ async fn an_attempt_that_prints_nothing_makes_no_request_and_has_no_log() {
         assert!(matches!(store.read(&key(1), &query).await, Err(LogError::NotFound)));
     }
     assert!(!object_exists(&clients, &logs, &key(1)).await);
-    let streams = clients
-        .logs
-        .describe_log_streams()
-        .log_group_name(&logs.log_group)
-        .send()
-        .await
-        .unwrap();
-    assert!(streams.log_streams().is_empty(), "{streams:?}");
+    assert_no_stream(&clients, &logs).await;
 }
 
 #[tokio::test]

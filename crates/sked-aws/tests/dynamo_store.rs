@@ -26,6 +26,17 @@ async fn store() -> (Arc<DynamoStore>, aws_sdk_dynamodb::Client, String) {
     (Arc::new(store), clients.dynamodb, config.table)
 }
 
+/// Clients of `config`'s endpoint whose requests are counted, and their counter.
+async fn counted_clients(config: &sked_aws::AwsConfig) -> (sked_aws::AwsClients, sked_aws::RequestCounter) {
+    let counter = sked_aws::RequestCounter::new();
+    let clients = sked_aws::connect(&sked_aws::AwsConfig {
+        request_counter: Some(counter.clone()),
+        ..config.clone()
+    })
+    .await;
+    (clients, counter)
+}
+
 fn now() -> Timestamp {
     trunc_ms(SystemClock.now())
 }
@@ -336,12 +347,7 @@ async fn a_short_look_ahead_does_not_pass_a_bucket_holding_a_job_not_yet_due() {
 #[tokio::test]
 async fn a_sweep_reads_the_buckets_up_to_about_now_not_up_to_its_horizon() {
     let (_, config) = common::fresh_table().await;
-    let counter = sked_aws::RequestCounter::new();
-    let counted = sked_aws::connect(&sked_aws::AwsConfig {
-        request_counter: Some(counter.clone()),
-        ..config.clone()
-    })
-    .await;
+    let (counted, counter) = counted_clients(&config).await;
     let store = DynamoStore::new(counted.dynamodb.clone(), &config, Arc::new(SystemClock));
     store
         .create_jobs(&[job_at("in-8-minutes", now() + chrono::Duration::minutes(8))], None)
@@ -389,12 +395,7 @@ async fn aws_errors_keep_their_source_and_code() {
 #[tokio::test]
 async fn active_runs_read_costs_nothing_per_ended_run() {
     let (clients, config) = common::fresh_table().await;
-    let counter = sked_aws::RequestCounter::new();
-    let counted = sked_aws::connect(&sked_aws::AwsConfig {
-        request_counter: Some(counter.clone()),
-        ..config.clone()
-    })
-    .await;
+    let (counted, counter) = counted_clients(&config).await;
     let plain = DynamoStore::new(clients.dynamodb.clone(), &config, Arc::new(SystemClock));
     let store = DynamoStore::new(counted.dynamodb.clone(), &config, Arc::new(SystemClock));
     let t0 = now() - chrono::Duration::hours(1);
@@ -519,12 +520,7 @@ async fn a_run_written_by_another_process_is_read_again_not_overwritten() {
 async fn a_claim_starts_from_the_copy_in_the_message_and_reads_a_stale_one_again() {
     let (clients, config) = common::fresh_resources().await;
     let sweeper = sked_aws::ports(&clients, &config, Arc::new(SystemClock));
-    let counter = sked_aws::RequestCounter::new();
-    let counted = sked_aws::connect(&sked_aws::AwsConfig {
-        request_counter: Some(counter.clone()),
-        ..config.clone()
-    })
-    .await;
+    let (counted, counter) = counted_clients(&config).await;
     let worker = sked_aws::ports(&counted, &config, Arc::new(SystemClock));
     let t = now();
     let job = job_at("copied", t);
