@@ -48,29 +48,28 @@ impl WrittenRuns {
     /// Keeps `written`, the run as its item now stands after this process's write; a run that
     /// ended is not kept.
     pub(super) fn keep(&self, written: &StoredRun) {
-        let key = (written.run.tenant.clone(), written.run.run_id.clone());
+        self.insert(written.clone(), false);
+    }
+
+    /// Keeps `received` (a copy from a message) unless a later version of the run is kept.
+    fn keep_unless_older(&self, received: StoredRun) {
+        self.insert(received, true);
+    }
+
+    fn insert(&self, stored: StoredRun, unless_older: bool) {
+        let key = (stored.run.tenant.clone(), stored.run.run_id.clone());
         let mut runs = self.lock();
-        if written.run.state.is_terminal() {
+        if stored.run.state.is_terminal() {
             runs.remove(&key);
             return;
         }
-        if runs.len() >= MAX_WRITTEN_RUNS {
-            runs.clear();
-        }
-        runs.insert(key, written.clone());
-    }
-
-    /// Keeps `received` unless a later version of the run is kept.
-    fn keep_unless_older(&self, received: StoredRun) {
-        let key = (received.run.tenant.clone(), received.run.run_id.clone());
-        let mut runs = self.lock();
-        if runs.get(&key).is_some_and(|kept| kept.rv >= received.rv) || received.run.state.is_terminal() {
+        if unless_older && runs.get(&key).is_some_and(|kept| kept.rv >= stored.rv) {
             return;
         }
         if runs.len() >= MAX_WRITTEN_RUNS {
             runs.clear();
         }
-        runs.insert(key, received);
+        runs.insert(key, stored);
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(TenantId, RunId), StoredRun>> {
