@@ -17,6 +17,7 @@
 //! | `SKED_LOOKAHEAD` | how far ahead the sweeper fires, and the API fires directly (≤ `15m`) | `10m` |
 //! | `SKED_LOG_BUCKET`, `SKED_LOG_GROUP` | S3 bucket and CloudWatch Logs group of attempt logs ([`LogsConfig`]); both or neither | none: no logs |
 //! | `SKED_LOG_RETENTION_DAYS` | days logs are kept (bootstrap only) | 30 |
+//! | `SKED_LOG_STREAM_AFTER` | how long an attempt runs before its lines go to CloudWatch ([`LogsConfig::stream_after`]; `0s`: from the first line) | `1s` |
 //! | `SKED_ECS_CLUSTER` | ECS cluster for `container` tasks ([`EcsConfig`]) | none: container tasks unsupported |
 //! | `SKED_ECS_TASK_DEFINITION` | task definition used as the template | required with a cluster |
 //! | `SKED_ECS_CONTAINER` | its container that runs the job's command | `payload` |
@@ -68,6 +69,8 @@ pub const LOG_BUCKET: &str = "SKED_LOG_BUCKET";
 pub const LOG_GROUP: &str = "SKED_LOG_GROUP";
 /// `SKED_LOG_RETENTION_DAYS`.
 pub const LOG_RETENTION_DAYS: &str = "SKED_LOG_RETENTION_DAYS";
+/// `SKED_LOG_STREAM_AFTER`.
+pub const LOG_STREAM_AFTER: &str = "SKED_LOG_STREAM_AFTER";
 /// `SKED_ECS_CLUSTER`.
 pub const ECS_CLUSTER: &str = "SKED_ECS_CLUSTER";
 /// `SKED_ECS_TASK_DEFINITION`.
@@ -192,6 +195,9 @@ impl Settings {
                 if let Some(v) = get(LOG_RETENTION_DAYS) {
                     logs.retention_days = parse_number(LOG_RETENTION_DAYS, &v)?;
                 }
+                if let Some(v) = get(LOG_STREAM_AFTER) {
+                    logs.stream_after = parse_dur(LOG_STREAM_AFTER, &v)?.0;
+                }
                 Some(logs)
             }
             (None, None) => None,
@@ -290,6 +296,7 @@ impl Settings {
             vars.push((LOG_BUCKET, logs.bucket.clone()));
             vars.push((LOG_GROUP, logs.log_group.clone()));
             vars.push((LOG_RETENTION_DAYS, logs.retention_days.to_string()));
+            vars.push((LOG_STREAM_AFTER, Dur(logs.stream_after).to_string()));
         }
         if let Some(ecs) = &aws.ecs {
             vars.push((ECS_CLUSTER, ecs.cluster.clone()));
@@ -421,6 +428,7 @@ mod tests {
             (LOG_BUCKET, "logs"),
             (LOG_GROUP, "/sked/runs"),
             (LOG_RETENTION_DAYS, "7"),
+            (LOG_STREAM_AFTER, "250ms"),
             (ECS_CLUSTER, "sked"),
             (ECS_TASK_DEFINITION, "sked-payload"),
             (ECS_SUBNETS, "subnet-1,subnet-2"),

@@ -583,6 +583,7 @@ fn the_template_sets_the_variables_the_code_reads() {
         env::LOG_BUCKET,
         env::LOG_GROUP,
         env::LOG_RETENTION_DAYS,
+        env::LOG_STREAM_AFTER,
         env::ECS_CLUSTER,
         env::ECS_TASK_DEFINITION,
         env::ECS_CONTAINER,
