@@ -14,6 +14,9 @@
 //! returned or not. Those are counted apart: [`RequestCounter::items_scanned`] sums the
 //! answers' `ScannedCount`.
 //!
+//! It also keeps how many requests were out at once at most
+//! ([`RequestCounter::most_in_flight`]: sent, no answer yet), to show what goes side by side.
+//!
 //! Attach one to every client [`connect`](crate::connect) builds through
 //! [`AwsConfig::request_counter`](crate::AwsConfig); clones share the counts.
 
@@ -37,6 +40,8 @@ pub struct RequestCounter {
     counts: Arc<Mutex<BTreeMap<Operation, u64>>>,
     capacity: Arc<Mutex<Capacity>>,
     scanned: Arc<Mutex<u64>>,
+    /// Requests sent and not yet answered, and the most there were.
+    in_flight: Arc<Mutex<(u64, u64)>>,
 }
 
 /// Estimated DynamoDB capacity units consumed.
@@ -94,8 +99,18 @@ impl RequestCounter {
         *self.scanned.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Back to zero.
+    /// The most requests that were out at once (sent, their answer not yet read) since the
+    /// last reset. (A request whose answer never came counts as out for good.)
+    pub fn most_in_flight(&self) -> u64 {
+        self.in_flight.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
+
+    /// Back to zero (the most in flight: to those out now).
     pub fn reset(&self) {
+        {
+            let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            in_flight.1 = in_flight.0;
+        }
         *self.scanned.lock().unwrap_or_else(|e| e.into_inner()) = 0;
         self.counts.lock().unwrap_or_else(|e| e.into_inner()).clear();
         *self.capacity.lock().unwrap_or_else(|e| e.into_inner()) = Capacity::default();
@@ -143,6 +158,11 @@ impl Intercept for RequestCounter {
             None => ("unknown".to_string(), "unknown".to_string()),
         };
         self.add(&service, &operation);
+        {
+            let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            in_flight.0 += 1;
+            in_flight.1 = in_flight.1.max(in_flight.0);
+        }
         if service == "DynamoDB" {
             let body = context.request().body().bytes().unwrap_or_default();
             let request: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
@@ -164,6 +184,10 @@ impl Intercept for RequestCounter {
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        {
+            let mut in_flight = self.in_flight.lock().unwrap_or_else(|e| e.into_inner());
+            in_flight.0 = in_flight.0.saturating_sub(1);
+        }
         if let Some(billing) = cfg.load::<ReadBilling>().copied()
             && context.response().status().is_success()
         {

@@ -594,3 +594,44 @@ async fn a_claim_starts_from_the_copy_in_the_message_and_reads_a_stale_one_again
     assert_eq!(stored.state, RunState::Cancelled, "{stored:?}");
     assert!(stored.attempts.is_empty(), "{stored:?}");
 }
+
+/// A sweep's firings go out side by side (`PARALLEL_FIRINGS` at a time), not one after
+/// another (at ~20 ms a transaction, one at a time was ~50 jobs a second): 12 jobs' firings in
+/// one `fire` call have several transactions out at once, and each answer is in its place.
+#[tokio::test]
+async fn firings_go_out_side_by_side_each_answered_in_its_place() {
+    let (_, config) = common::fresh_table().await;
+    let (counted, counter) = counted_clients(&config).await;
+    let store = DynamoStore::new(counted.dynamodb.clone(), &config, Arc::new(SystemClock));
+    let t = now();
+    let jobs: Vec<Job> = (0..12).map(|i| job_at(&format!("j{i:02}"), t)).collect();
+    store.create_jobs(&jobs, None).await.unwrap();
+    let firings: Vec<Firing> = jobs
+        .iter()
+        .map(|job| Firing {
+            tenant: job.tenant.clone(),
+            job_id: job.id.clone(),
+            expected_version: 1,
+            expected_next_fire_at: job.next_fire_at,
+            next_fire_at: Some(t + chrono::Duration::hours(1)),
+            state: JobState::Active,
+            runs: vec![run_at(job.id.as_str(), t)],
+            cancel: vec![],
+            skipped: vec![],
+            at: t,
+        })
+        .collect();
+    counter.reset();
+    let answers = store.fire(&firings).await.unwrap();
+    assert!(
+        counter.most_in_flight() > 1,
+        "firings one at a time: {:?}",
+        counter.snapshot()
+    );
+    assert_eq!(answers.len(), jobs.len());
+    for (job, answer) in jobs.iter().zip(answers) {
+        let runs = answer.unwrap();
+        assert_eq!(runs.len(), 1, "{}", job.id);
+        assert_eq!(runs[0].job_id, job.id);
+    }
+}
