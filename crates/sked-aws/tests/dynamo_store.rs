@@ -60,6 +60,23 @@ fn job_at(id: &str, next: Timestamp) -> Job {
     }
 }
 
+/// The firing at `at` of `job` as created (version 1): `runs` inserted, the job kept ACTIVE and
+/// due next at `next`.
+fn firing_of(job: &Job, runs: Vec<Run>, next: Timestamp, at: Timestamp) -> Firing {
+    Firing {
+        tenant: job.tenant.clone(),
+        job_id: job.id.clone(),
+        expected_version: 1,
+        expected_next_fire_at: job.next_fire_at,
+        next_fire_at: Some(next),
+        state: JobState::Active,
+        runs,
+        cancel: vec![],
+        skipped: vec![],
+        at,
+    }
+}
+
 fn run_at(job: &str, at: Timestamp) -> Run {
     Run::new_pending(
         TenantId::from("t1"),
@@ -83,18 +100,7 @@ async fn a_firing_larger_than_one_transaction_inserts_every_run() {
         .map(|i| run_at("big", t0 + chrono::Duration::seconds(i)))
         .collect();
     store.insert_run(&runs[10]).await.unwrap();
-    let firing = Firing {
-        tenant: job.tenant.clone(),
-        job_id: job.id.clone(),
-        expected_version: 1,
-        expected_next_fire_at: job.next_fire_at,
-        next_fire_at: Some(t0 + chrono::Duration::seconds(150)),
-        state: JobState::Active,
-        runs: runs.clone(),
-        cancel: vec![],
-        skipped: vec![],
-        at: t0,
-    };
+    let firing = firing_of(&job, runs.clone(), t0 + chrono::Duration::seconds(150), t0);
     let inserted = store.fire_one(&firing).await.unwrap();
     assert_eq!(inserted.len(), 149, "all but the one that existed");
     let active = store.active_runs_of(&job.tenant, &job.id).await.unwrap();
@@ -532,18 +538,7 @@ async fn a_claim_starts_from_the_copy_in_the_message_and_reads_a_stale_one_again
     let runs: Vec<Run> = (0..3)
         .map(|i| run_at("copied", t + chrono::Duration::milliseconds(i)))
         .collect();
-    let firing = Firing {
-        tenant: job.tenant.clone(),
-        job_id: job.id.clone(),
-        expected_version: 1,
-        expected_next_fire_at: job.next_fire_at,
-        next_fire_at: Some(t + chrono::Duration::hours(1)),
-        state: JobState::Active,
-        runs: runs.clone(),
-        cancel: vec![],
-        skipped: vec![],
-        at: t,
-    };
+    let firing = firing_of(&job, runs.clone(), t + chrono::Duration::hours(1), t);
     let fired = sweeper.store.fire_one(&firing).await.unwrap();
     let dispatches: Vec<Dispatch> = fired.iter().map(Dispatch::from).collect();
     sweeper.queue.enqueue(&dispatches).await.unwrap();
@@ -608,18 +603,7 @@ async fn firings_go_out_side_by_side_each_answered_in_its_place() {
     store.create_jobs(&jobs, None).await.unwrap();
     let firings: Vec<Firing> = jobs
         .iter()
-        .map(|job| Firing {
-            tenant: job.tenant.clone(),
-            job_id: job.id.clone(),
-            expected_version: 1,
-            expected_next_fire_at: job.next_fire_at,
-            next_fire_at: Some(t + chrono::Duration::hours(1)),
-            state: JobState::Active,
-            runs: vec![run_at(job.id.as_str(), t)],
-            cancel: vec![],
-            skipped: vec![],
-            at: t,
-        })
+        .map(|job| firing_of(job, vec![run_at(job.id.as_str(), t)], t + chrono::Duration::hours(1), t))
         .collect();
     counter.reset();
     let answers = store.fire(&firings).await.unwrap();
