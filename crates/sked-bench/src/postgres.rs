@@ -20,6 +20,17 @@ fn scripts() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts")
 }
 
+/// Server options from `SKED_BENCH_PG_OPTIONS` (`name=value` pairs separated by spaces), each
+/// passed as `-c name=value`: for looking inside a run (`shared_preload_libraries=pg_stat_statements`,
+/// `log_min_duration_statement=0`), never for the figures BENCHMARKS.md reports.
+fn extra_options() -> Vec<String> {
+    std::env::var("SKED_BENCH_PG_OPTIONS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .flat_map(|option| ["-c".to_string(), option.to_string()])
+        .collect()
+}
+
 /// A running cluster; stopped on drop.
 pub struct Cluster {
     /// The port on 127.0.0.1 it listens on.
@@ -78,6 +89,7 @@ impl Cluster {
             .arg(scripts().join("postgres-server.sh"))
             .arg(&data)
             .arg(port.to_string())
+            .args(extra_options())
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file)

@@ -222,6 +222,9 @@ struct VisibleRow {
 /// The columns [`visible_row`] reads, in its order, then `rank`.
 const VISIBLE_COLUMNS: &str = "seq, tenant, run_id, priority, not_before, rank";
 
+/// [`VISIBLE_COLUMNS`] of a leased message (`d`), then its receipt and receive count.
+const LEASED_COLUMNS: &str = "d.seq, d.tenant, d.run_id, d.priority, d.not_before, d.rank, d.receipt, d.receive_count";
+
 fn visible_row(row: &tokio_postgres::Row) -> VisibleRow {
     VisibleRow {
         seq: row.get(0),
@@ -240,18 +243,39 @@ pub(crate) fn take_visible(tx: &mut Tx, max: usize, visibility: Dur, now: Timest
     }
     let now_ms = now.timestamp_millis();
     let max = i64::try_from(max).unwrap_or(i64::MAX);
-    let tenants = queued_tenants(tx)?;
-    let picked = if tenants.len() <= 1 {
-        // One tenant (the usual case): its rank order is the serving order.
-        let sql = format!(
-            "SELECT {VISIBLE_COLUMNS} FROM dispatch WHERE visible_at <= $1
-             ORDER BY rank, seq LIMIT $2 FOR UPDATE SKIP LOCKED"
-        );
-        tx.query(&sql, &[&now_ms, &max])?.iter().map(visible_row).collect()
-    } else {
-        take_in_turns_of(tx, &tenants, now_ms, max)?
-    };
-    lease(tx, picked, now_ms.saturating_add(visibility.as_millis()))
+    let until = now_ms.saturating_add(visibility.as_millis());
+    match queued_tenants(tx)?.as_slice() {
+        [] => Ok(Vec::new()),
+        // One tenant (the usual case): its rank order is the serving order, and its messages
+        // are picked and leased in one statement.
+        [tenant] => take_and_lease(tx, tenant, now_ms, max, until),
+        tenants => {
+            let picked = take_in_turns_of(tx, tenants, now_ms, max)?;
+            lease(tx, picked, until)
+        }
+    }
+}
+
+/// Leases up to `max` of `tenant`'s messages visible at `now_ms`, in rank order, until
+/// `until`: picked (`FOR UPDATE SKIP LOCKED`) and leased by one statement.
+fn take_and_lease(tx: &mut Tx, tenant: &str, now_ms: i64, max: i64, until: i64) -> Result<Vec<Delivery>, TxError> {
+    let mut rows = tx.query(
+        &format!(
+            "WITH picked AS (
+                 SELECT seq FROM dispatch WHERE tenant = $1 AND visible_at <= $2
+                 ORDER BY rank, seq LIMIT $3 FOR UPDATE SKIP LOCKED)
+             UPDATE dispatch d SET visible_at = $4, receive_count = d.receive_count + 1,
+                 receipt = d.seq::text || '.' || (d.receive_count + 1)::text, parked_on = NULL
+             FROM picked WHERE d.seq = picked.seq
+             RETURNING {LEASED_COLUMNS}"
+        ),
+        &[&tenant, &now_ms, &max, &until],
+    )?;
+    // RETURNING keeps no order: the serving order is the rank's, then the sequence's.
+    rows.sort_by_key(|r| (r.get::<_, i64>(5), r.get::<_, i64>(0)));
+    rows.iter()
+        .map(|r| delivery(visible_row(r), r.get(6), r.get(7)))
+        .collect()
 }
 
 /// Leases the `picked` rows (locked by this transaction) until `until`, answering their
@@ -280,18 +304,23 @@ fn lease(tx: &mut Tx, picked: Vec<VisibleRow>, until: i64) -> Result<Vec<Deliver
                 .get(&row.seq)
                 .cloned()
                 .ok_or_else(|| TxError::Codec(format!("message {} was not leased", row.seq)))?;
-            Ok(Delivery {
-                dispatch: Dispatch {
-                    tenant: TenantId(row.tenant),
-                    run_id: RunId(row.run_id),
-                    priority: u8::try_from(row.priority).map_err(|e| TxError::Codec(e.to_string()))?,
-                    not_before: timestamp::from_ms(row.not_before),
-                },
-                receipt: Receipt(receipt),
-                receive_count: u32::try_from(count).map_err(|e| TxError::Codec(e.to_string()))?,
-            })
+            delivery(row, receipt, count)
         })
         .collect()
+}
+
+/// The delivery of a leased message.
+fn delivery(row: VisibleRow, receipt: String, receive_count: i32) -> Result<Delivery, TxError> {
+    Ok(Delivery {
+        dispatch: Dispatch {
+            tenant: TenantId(row.tenant),
+            run_id: RunId(row.run_id),
+            priority: u8::try_from(row.priority).map_err(|e| TxError::Codec(e.to_string()))?,
+            not_before: timestamp::from_ms(row.not_before),
+        },
+        receipt: Receipt(receipt),
+        receive_count: u32::try_from(receive_count).map_err(|e| TxError::Codec(e.to_string()))?,
+    })
 }
 
 /// The tenants with messages queued (visible or not), by a loose index scan of

@@ -44,18 +44,19 @@ impl Isolation {
     ///
     /// The hand-over's transactions (`READ COMMITTED`) find and lock rows by key — runs, jobs,
     /// messages, often a batch of keys joined from `unnest` — so they plan without sequential
-    /// scans wherever an index serves. Their statements are prepared once per connection and
-    /// PostgreSQL keeps a generic plan made from the table's size at the time: in a database
-    /// that fills fast (a burst into a new deployment, before autovacuum's first `ANALYZE`),
-    /// a plan made while `runs` held a few hundred rows scanned the whole table for each
-    /// batch's keys once it held thousands (hash joins over `unnest`: most of the server's
-    /// time in a 5,000-run burst; see BENCHMARKS.md).
+    /// scans wherever an index serves. Their statements are prepared once per connection; in a
+    /// database that fills fast (a burst into a new deployment, before autovacuum's first
+    /// `ANALYZE`), a plan made while `runs` held a few hundred rows scanned the whole table
+    /// for each batch's keys once it held thousands (hash joins over `unnest`: most of the
+    /// server's time in a 5,000-run burst; see BENCHMARKS.md). Without sequential scans,
+    /// PostgreSQL's own choice between a generic and a custom plan (`plan_cache_mode = auto`)
+    /// serves: forcing custom plans re-planned every statement (~28% of the server's time in a
+    /// 20,000-run burst) and cost 15–20% of the drain; forcing generic plans kept plans made on
+    /// an empty `runs` (key lookups that walked `runs_by_time`) and halved it.
     fn begin(self) -> &'static str {
         match self {
             Isolation::Serializable => "BEGIN ISOLATION LEVEL SERIALIZABLE",
-            Isolation::ReadCommitted => {
-                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_custom_plan"
-            }
+            Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off",
         }
     }
 }
