@@ -94,28 +94,49 @@ pub(crate) fn job_from_row(row: &Row) -> Result<Job, TxError> {
 
 /// Inserts `job`, replacing a row of the same (tenant, id), and keeps its `after` edges.
 pub(crate) fn put_job(tx: &mut Tx, job: &Job) -> Result<(), TxError> {
-    let labels = to_json(&job.spec.labels)?;
-    let spec = to_json(&job.spec)?;
+    put_jobs(tx, std::slice::from_ref(job))
+}
+
+/// Inserts `jobs` (no two of one (tenant, id)), each replacing a row of its (tenant, id), and
+/// keeps their `after` edges: one statement for the jobs, one or two for the edges, whatever
+/// their number (a batch create of 1,000 jobs made 3,000 round trips).
+pub(crate) fn put_jobs(tx: &mut Tx, jobs: &[Job]) -> Result<(), TxError> {
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    let labels = jobs
+        .iter()
+        .map(|j| to_json(&j.spec.labels))
+        .collect::<Result<Vec<_>, _>>()?;
+    let specs = jobs.iter().map(|j| to_json(&j.spec)).collect::<Result<Vec<_>, _>>()?;
+    let column = |f: fn(&Job) -> &str| jobs.iter().map(f).collect::<Vec<&str>>();
+    let instants = |f: fn(&Job) -> Timestamp| jobs.iter().map(|j| ms(f(j))).collect::<Vec<i64>>();
     tx.execute(
         "INSERT INTO jobs (tenant, id, state, next_fire_at, version, created_at, updated_at, labels, spec)
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8::text::jsonb, $9)
+         SELECT tenant, id, state, next_fire_at, version, created_at, updated_at, labels::jsonb, spec
+         FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
+                     $7::bigint[], $8::text[], $9::text[])
+           AS j(tenant, id, state, next_fire_at, version, created_at, updated_at, labels, spec)
          ON CONFLICT (tenant, id) DO UPDATE SET
            state = excluded.state, next_fire_at = excluded.next_fire_at, version = excluded.version,
            created_at = excluded.created_at, updated_at = excluded.updated_at,
            labels = excluded.labels, spec = excluded.spec",
         &[
-            &job.tenant.as_str(),
-            &job.id.as_str(),
-            &job.state.as_str(),
-            &ms_opt(job.next_fire_at),
-            &(job.version as i64),
-            &ms(job.created_at),
-            &ms(job.updated_at),
+            &column(|j| j.tenant.as_str()),
+            &column(|j| j.id.as_str()),
+            &column(|j| j.state.as_str()),
+            &jobs
+                .iter()
+                .map(|j| ms_opt(j.next_fire_at))
+                .collect::<Vec<Option<i64>>>(),
+            &jobs.iter().map(|j| j.version as i64).collect::<Vec<i64>>(),
+            &instants(|j| j.created_at),
+            &instants(|j| j.updated_at),
             &labels,
-            &spec,
+            &specs,
         ],
     )?;
-    crate::dependencies::write_edges(tx, job)
+    crate::dependencies::write_edges(tx, jobs)
 }
 
 /// One job by key.
@@ -127,10 +148,19 @@ pub(crate) fn load_job(tx: &mut Tx, tenant: &str, id: &str) -> Result<Option<Job
     row.as_ref().map(job_from_row).transpose()
 }
 
-/// A job's state, if it exists.
-pub(crate) fn job_state(tx: &mut Tx, tenant: &str, id: &str) -> Result<Option<JobState>, TxError> {
-    let row = tx.query_opt("SELECT state FROM jobs WHERE tenant = $1 AND id = $2", &[&tenant, &id])?;
-    row.map(|r| parse(get::<&str>(&r, 0)?)).transpose()
+/// The states of those of `keys` (tenant, id) that exist, in one statement.
+pub(crate) fn job_states(
+    tx: &mut Tx,
+    keys: &[(&str, &str)],
+) -> Result<std::collections::HashMap<(String, String), JobState>, TxError> {
+    let (tenants, ids): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+    tx.query(
+        "SELECT tenant, id, state FROM jobs WHERE (tenant, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
+        &[&tenants, &ids],
+    )?
+    .iter()
+    .map(|r| Ok(((get(r, 0)?, get(r, 1)?), parse(get::<&str>(r, 2)?)?)))
+    .collect()
 }
 
 // ----- runs -----

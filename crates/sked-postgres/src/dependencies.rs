@@ -22,24 +22,36 @@ use sked_core::ports::{Dispatch, Ended};
 use sked_core::run::Run;
 use sked_core::timestamp::Timestamp;
 
-/// Keeps the edges of `job` (as just written) in `job_after`: one row per upstream its live
-/// `after` names, none once it names none or is DELETED.
-pub(crate) fn write_edges(tx: &mut Tx, job: &Job) -> Result<(), TxError> {
+/// Keeps the edges of `jobs` (as just written) in `job_after`: one row per upstream a job's
+/// live `after` names, none once it names none or is DELETED.
+pub(crate) fn write_edges(tx: &mut Tx, jobs: &[Job]) -> Result<(), TxError> {
+    let tenants: Vec<&str> = jobs.iter().map(|j| j.tenant.as_str()).collect();
+    let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
     tx.execute(
-        "DELETE FROM job_after WHERE tenant = $1 AND downstream = $2",
-        &[&job.tenant.as_str(), &job.id.as_str()],
+        "DELETE FROM job_after WHERE (tenant, downstream) IN (SELECT * FROM unnest($1::text[], $2::text[]))",
+        &[&tenants, &ids],
     )?;
-    if job.state == JobState::Deleted {
+    let edges: Vec<(&str, &str, &str)> = jobs
+        .iter()
+        .filter(|j| j.state != JobState::Deleted)
+        .flat_map(|j| {
+            let after = j.spec.schedule.after().map(|a| a.jobs.as_slice()).unwrap_or_default();
+            after
+                .iter()
+                .map(move |upstream| (j.tenant.as_str(), upstream.as_str(), j.id.as_str()))
+        })
+        .collect();
+    if edges.is_empty() {
         return Ok(());
     }
-    if let Some(after) = job.spec.schedule.after() {
-        for upstream in &after.jobs {
-            tx.execute(
-                "INSERT INTO job_after (tenant, upstream, downstream) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING",
-                &[&job.tenant.as_str(), &upstream.as_str(), &job.id.as_str()],
-            )?;
-        }
-    }
+    let tenants: Vec<&str> = edges.iter().map(|e| e.0).collect();
+    let upstreams: Vec<&str> = edges.iter().map(|e| e.1).collect();
+    let downstreams: Vec<&str> = edges.iter().map(|e| e.2).collect();
+    tx.execute(
+        "INSERT INTO job_after (tenant, upstream, downstream)
+         SELECT * FROM unnest($1::text[], $2::text[], $3::text[]) ON CONFLICT DO NOTHING",
+        &[&tenants, &upstreams, &downstreams],
+    )?;
     Ok(())
 }
 

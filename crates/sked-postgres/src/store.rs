@@ -27,8 +27,8 @@
 //! Must not: decide a run's life — `sked-core`'s `Run` methods and rules do.
 
 use crate::codec::{
-    JOB_COLS, RUN_COLS, RunRow, StoredRun, decode_all, from_json, get, job_from_row, job_state, limit_param, load_job,
-    load_run, ms, runs_of, to_json, truncated, ts,
+    JOB_COLS, RUN_COLS, RunRow, StoredRun, decode_all, from_json, get, job_from_row, limit_param, load_job, load_run,
+    ms, runs_of, to_json, truncated, ts,
 };
 use crate::db::PgDb;
 use crate::dependencies::{EXPIRED_WAITS, ended, wait_from_row};
@@ -449,14 +449,19 @@ impl JobStore for PgStore {
                 .iter()
                 .map(|t| Ok((*t, active_jobs_before(tx, t)?)))
                 .collect::<Result<Vec<_>, TxError>>()?;
-            for job in &jobs {
-                match job_state(tx, job.tenant.as_str(), job.id.as_str())? {
-                    Some(state) if state != JobState::Deleted => {
-                        return Err(conflict(format!("job {} exists", job.id)));
-                    }
-                    _ => crate::codec::put_job(tx, job)?,
+            // Refused at the first job, in order, whose id is taken: by a live job, or by an
+            // earlier job of this batch.
+            let keys: Vec<(&str, &str)> = jobs.iter().map(|j| (j.tenant.as_str(), j.id.as_str())).collect();
+            let stored = crate::codec::job_states(tx, &keys)?;
+            let mut seen = std::collections::HashSet::with_capacity(keys.len());
+            for (job, key) in jobs.iter().zip(&keys) {
+                let owned = (key.0.to_string(), key.1.to_string());
+                let live = stored.get(&owned).is_some_and(|state| *state != JobState::Deleted);
+                if live || !seen.insert(key) {
+                    return Err(conflict(format!("job {} exists", job.id)));
                 }
             }
+            crate::codec::put_jobs(tx, &jobs)?;
             for (tenant, before) in before {
                 check_active_jobs(tx, tenant, before)?;
             }
