@@ -18,7 +18,7 @@ use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
 use sked_core::timestamp::{self, Timestamp};
 use std::str::FromStr;
 use tokio_postgres::Row;
-use tokio_postgres::types::FromSql;
+use tokio_postgres::types::{FromSql, ToSql};
 
 /// An instant as stored.
 pub(crate) fn ms(t: Timestamp) -> i64 {
@@ -453,43 +453,83 @@ impl RunRow {
         inserted.iter().map(|row| Ok((get(row, 0)?, get(row, 1)?))).collect()
     }
 
-    /// Overwrites the stored run of each of `rows` (at most one per (tenant, run_id)), in one
-    /// statement: the columns a run's life changes (job, nominal time, trigger, priority,
-    /// creation and concurrency key are fixed at creation).
-    pub(crate) fn update_all(tx: &mut Tx, rows: &[RunRow]) -> Result<(), TxError> {
-        if rows.is_empty() {
-            return Ok(());
+    /// The columns of `rows` that [`UPDATE_RUNS`] binds (at most one row per (tenant,
+    /// run_id)).
+    pub(crate) fn update_columns(rows: &[RunRow]) -> RunUpdate<'_> {
+        RunUpdate {
+            tenant: col(rows, |r| r.tenant.as_str()),
+            run_id: col(rows, |r| r.run_id.as_str()),
+            state: col(rows, |r| r.state),
+            not_before: col(rows, |r| r.not_before),
+            started_at: col(rows, |r| r.started_at),
+            finished_at: col(rows, |r| r.finished_at),
+            lease_owner: col(rows, |r| r.lease_owner.as_deref()),
+            lease_token: col(rows, |r| r.lease_token),
+            lease_expires: col(rows, |r| r.lease_expires),
+            cancel_requested: col(rows, |r| r.cancel_requested),
+            reason: col(rows, |r| r.reason.as_deref()),
+            attempts: col(rows, |r| r.attempts.as_str()),
+            last_token: col(rows, |r| r.last_token),
+            alert: col(rows, |r| r.alert.as_deref()),
+            alert_due: col(rows, |r| r.alert_due),
         }
-        tx.execute(
-            "UPDATE runs SET state = u.state, not_before = u.not_before, started_at = u.started_at,
-               finished_at = u.finished_at, lease_owner = u.lease_owner, lease_token = u.lease_token,
-               lease_expires = u.lease_expires, cancel_requested = u.cancel_requested, reason = u.reason,
-               attempts = u.attempts, last_token = u.last_token, alert = u.alert, alert_due = u.alert_due
-             FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
-               $7::text[], $8::bigint[], $9::bigint[], $10::boolean[], $11::text[], $12::text[],
-               $13::bigint[], $14::text[], $15::bigint[])
-               AS u(tenant, run_id, state, not_before, started_at, finished_at, lease_owner, lease_token,
-                    lease_expires, cancel_requested, reason, attempts, last_token, alert, alert_due)
-             WHERE runs.tenant = u.tenant AND runs.run_id = u.run_id",
-            &[
-                &col(rows, |r| r.tenant.as_str()),
-                &col(rows, |r| r.run_id.as_str()),
-                &col(rows, |r| r.state),
-                &col(rows, |r| r.not_before),
-                &col(rows, |r| r.started_at),
-                &col(rows, |r| r.finished_at),
-                &col(rows, |r| r.lease_owner.as_deref()),
-                &col(rows, |r| r.lease_token),
-                &col(rows, |r| r.lease_expires),
-                &col(rows, |r| r.cancel_requested),
-                &col(rows, |r| r.reason.as_deref()),
-                &col(rows, |r| r.attempts.as_str()),
-                &col(rows, |r| r.last_token),
-                &col(rows, |r| r.alert.as_deref()),
-                &col(rows, |r| r.alert_due),
-            ],
-        )?;
-        Ok(())
+    }
+}
+
+/// Overwrites the stored run of each row of a [`RunUpdate`], in one statement: the columns a
+/// run's life changes (job, nominal time, trigger, priority, creation and concurrency key are
+/// fixed at creation). Sent by [`Tx`] for the runs a transaction wrote ([`Tx::write_run`]).
+pub(crate) const UPDATE_RUNS: &str = "UPDATE runs SET state = u.state, not_before = u.not_before,
+       started_at = u.started_at, finished_at = u.finished_at, lease_owner = u.lease_owner,
+       lease_token = u.lease_token, lease_expires = u.lease_expires,
+       cancel_requested = u.cancel_requested, reason = u.reason, attempts = u.attempts,
+       last_token = u.last_token, alert = u.alert, alert_due = u.alert_due
+     FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[],
+       $7::text[], $8::bigint[], $9::bigint[], $10::boolean[], $11::text[], $12::text[],
+       $13::bigint[], $14::text[], $15::bigint[])
+       AS u(tenant, run_id, state, not_before, started_at, finished_at, lease_owner, lease_token,
+            lease_expires, cancel_requested, reason, attempts, last_token, alert, alert_due)
+     WHERE runs.tenant = u.tenant AND runs.run_id = u.run_id";
+
+/// The arrays [`UPDATE_RUNS`] binds, borrowed from the rows written.
+pub(crate) struct RunUpdate<'a> {
+    tenant: Vec<&'a str>,
+    run_id: Vec<&'a str>,
+    state: Vec<&'static str>,
+    not_before: Vec<i64>,
+    started_at: Vec<Option<i64>>,
+    finished_at: Vec<Option<i64>>,
+    lease_owner: Vec<Option<&'a str>>,
+    lease_token: Vec<Option<i64>>,
+    lease_expires: Vec<Option<i64>>,
+    cancel_requested: Vec<bool>,
+    reason: Vec<Option<&'a str>>,
+    attempts: Vec<&'a str>,
+    last_token: Vec<i64>,
+    alert: Vec<Option<&'a str>>,
+    alert_due: Vec<Option<i64>>,
+}
+
+impl RunUpdate<'_> {
+    /// `$1..$15` of [`UPDATE_RUNS`].
+    pub(crate) fn params(&self) -> [&(dyn ToSql + Sync); 15] {
+        [
+            &self.tenant,
+            &self.run_id,
+            &self.state,
+            &self.not_before,
+            &self.started_at,
+            &self.finished_at,
+            &self.lease_owner,
+            &self.lease_token,
+            &self.lease_expires,
+            &self.cancel_requested,
+            &self.reason,
+            &self.attempts,
+            &self.last_token,
+            &self.alert,
+            &self.alert_due,
+        ]
     }
 }
 

@@ -470,21 +470,21 @@ pub(crate) fn delete_delivered(tx: &mut Tx, seq: i64, receipt: &str) -> Result<b
 }
 
 /// [`delete_delivered`] for each of `receipts` (well formed or not: one that is not names
-/// no delivery), in one statement.
+/// no delivery), all in one statement sent with the transaction's next one or its commit
+/// ([`Tx::ack_later`]): nothing waits for what they deleted.
 pub(crate) fn delete_all_delivered(tx: &mut Tx, receipts: &[&Receipt]) -> Result<(), TxError> {
-    let (seqs, receipts): (Vec<i64>, Vec<&str>) = receipts
-        .iter()
-        .filter_map(|r| Some((receipt_seq(r)?, r.0.as_str())))
-        .unzip();
-    if seqs.is_empty() {
-        return Ok(());
+    for receipt in receipts {
+        if let Some(seq) = receipt_seq(receipt) {
+            tx.ack_later(seq, &receipt.0);
+        }
     }
-    tx.execute(
-        "DELETE FROM dispatch WHERE (seq, receipt) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))",
-        &[&seqs, &receipts],
-    )?;
     Ok(())
 }
+
+/// Deletes the delivered messages of `$1` (seqs) whose current delivery is the matching
+/// receipt of `$2`: what [`Tx::ack_later`] sends.
+pub(crate) const DELETE_DELIVERED: &str =
+    "DELETE FROM dispatch WHERE (seq, receipt) IN (SELECT * FROM unnest($1::bigint[], $2::text[]))";
 
 /// Sets delivered message `seq` aside on its tenant's concurrency `key` if `receipt` is still
 /// its current delivery (whether it was): unleased, invisible until `fallback` unless

@@ -174,9 +174,30 @@ pub struct Tx {
     /// Jobs (tenant, id) that this transaction saw no `after` edge from when it locked runs
     /// of them to end them ([`crate::locks::lock_runs_to_end`]): their ends release nothing.
     pub(crate) no_downstream: HashSet<(String, String)>,
-    /// Runs this transaction wrote and has not sent yet ([`Tx::write_run`]): sent together,
-    /// in one statement, before its next statement or its commit.
-    unsent_runs: Vec<RunRow>,
+    /// Writes this transaction made and has not sent yet: sent in the round trip of its next
+    /// statement, or of its `COMMIT`, ahead of it.
+    unsent: Unsent,
+}
+
+/// Writes whose answer no decision waits for, held until the transaction's next statement
+/// (or its `COMMIT`) and sent in its round trip, ahead of it: what that statement reads sees
+/// them, as if each had been sent at once, and a claim batch or a completion group costs one
+/// round trip for its runs, its acknowledgements and its `COMMIT` together.
+#[derive(Default)]
+struct Unsent {
+    /// Runs written ([`Tx::write_run`]): one `UPDATE` for all.
+    runs: Vec<RunRow>,
+    /// Delivered messages acknowledged, as (seq, receipt) ([`Tx::ack_later`]): one `DELETE`.
+    acks: Vec<(i64, String)>,
+}
+
+/// What goes ahead of a transaction's next statement: its `BEGIN` if none was sent, and its
+/// unsent writes with their prepared statements.
+struct Ahead {
+    begin: Option<&'static str>,
+    writes: Unsent,
+    update_runs: Option<Statement>,
+    delete_acked: Option<Statement>,
 }
 
 impl Tx {
@@ -190,86 +211,129 @@ impl Tx {
         self.block_on(self.client.prepare_cached(sql))
     }
 
-    /// Runs a statement's request; the first one of the transaction carries the pending
-    /// `BEGIN` in its round trip (both requests are written before either answer is read:
-    /// `biased` polls the `BEGIN` first, so it is sent first, and the server runs them in
-    /// order).
+    /// What must go ahead of the next statement (taken: it is sent with that statement).
+    fn take_ahead(&mut self) -> Result<Ahead, TxError> {
+        let writes = std::mem::take(&mut self.unsent);
+        let update_runs = (!writes.runs.is_empty())
+            .then(|| self.prepare(crate::codec::UPDATE_RUNS))
+            .transpose()?;
+        let delete_acked = (!writes.acks.is_empty())
+            .then(|| self.prepare(crate::queue::DELETE_DELIVERED))
+            .transpose()?;
+        Ok(Ahead {
+            begin: self.begin.take(),
+            writes,
+            update_runs,
+            delete_acked,
+        })
+    }
+
+    /// Runs a statement's request with what goes `ahead` of it in one round trip: every
+    /// request is written before any answer is read (`biased` polls them in order, so they are
+    /// sent in order, and the server runs them in order). The first error in that order is the
+    /// answer (a statement after a failed one fails only because the transaction aborted).
     fn run<T>(
         &self,
-        begin: Option<&'static str>,
+        ahead: Ahead,
         statement: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
     ) -> Result<T, TxError> {
-        match begin {
-            None => Ok(self.block_on(statement)?),
-            Some(begin) => {
-                let (began, answer) =
-                    self.block_on(async { tokio::join!(biased; self.client.batch_execute(begin), statement) });
-                began?;
-                Ok(answer?)
-            }
+        let Ahead {
+            begin,
+            writes,
+            update_runs,
+            delete_acked,
+        } = ahead;
+        if begin.is_none() && update_runs.is_none() && delete_acked.is_none() {
+            return Ok(self.block_on(statement)?);
         }
+        let runs = RunRow::update_columns(&writes.runs);
+        let run_params = runs.params();
+        let (seqs, receipts): (Vec<i64>, Vec<&str>) = writes.acks.iter().map(|(s, r)| (*s, r.as_str())).unzip();
+        let client = &self.client;
+        let (began, updated, acked, answer) = self.block_on(async {
+            tokio::join!(
+                biased;
+                async {
+                    match begin {
+                        Some(begin) => client.batch_execute(begin).await,
+                        None => Ok(()),
+                    }
+                },
+                async {
+                    match &update_runs {
+                        Some(update) => client.execute(update, &run_params).await.map(drop),
+                        None => Ok(()),
+                    }
+                },
+                async {
+                    match &delete_acked {
+                        Some(delete) => client.execute(delete, &[&seqs, &receipts]).await.map(drop),
+                        None => Ok(()),
+                    }
+                },
+                statement
+            )
+        });
+        began?;
+        updated?;
+        acked?;
+        Ok(answer?)
     }
 
-    /// Overwrites a run's stored row ([`RunRow::update_all`]) — sent with the other runs written
-    /// before the transaction's next statement (or its commit), so that what it reads next
-    /// sees the write as if it had been sent at once: a claim batch's or a completion group's
-    /// runs cost one statement, not one each. A later write of the same run replaces this one.
+    /// Overwrites a run's stored row ([`crate::codec::UPDATE_RUNS`]) — sent with the other
+    /// runs written before the transaction's next statement (or its commit), in its round
+    /// trip. A later write of the same run replaces this one.
     pub(crate) fn write_run(&mut self, row: RunRow) {
-        match self.unsent_runs.iter_mut().find(|unsent| unsent.same_run(&row)) {
+        match self.unsent.runs.iter_mut().find(|unsent| unsent.same_run(&row)) {
             Some(unsent) => *unsent = row,
-            None => self.unsent_runs.push(row),
+            None => self.unsent.runs.push(row),
         }
     }
 
-    /// Sends the runs written and not sent yet.
-    fn send_runs(&mut self) -> Result<(), TxError> {
-        if self.unsent_runs.is_empty() {
-            return Ok(());
-        }
-        let rows = std::mem::take(&mut self.unsent_runs);
-        RunRow::update_all(self, &rows)
+    /// Acknowledges the delivered message `seq` if `receipt` is still its current delivery
+    /// ([`crate::queue::DELETE_DELIVERED`]) — sent with the other acknowledgements before the
+    /// transaction's next statement (or its commit), in its round trip.
+    pub(crate) fn ack_later(&mut self, seq: i64, receipt: &str) {
+        self.unsent.acks.push((seq, receipt.to_string()));
     }
 
     /// Runs `sql`, answering every row.
     pub fn query(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Vec<Row>, TxError> {
-        self.send_runs()?;
         let stmt = self.prepare(sql)?;
-        let begin = self.begin.take();
-        self.run(begin, self.client.query(&stmt, params))
+        let ahead = self.take_ahead()?;
+        self.run(ahead, self.client.query(&stmt, params))
     }
 
     /// Runs `sql`, answering its row if there is one (an error if there are several).
     pub fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, TxError> {
-        self.send_runs()?;
         let stmt = self.prepare(sql)?;
-        let begin = self.begin.take();
-        self.run(begin, self.client.query_opt(&stmt, params))
+        let ahead = self.take_ahead()?;
+        self.run(ahead, self.client.query_opt(&stmt, params))
     }
 
     /// Runs `sql`, answering its one row.
     pub fn query_one(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Row, TxError> {
-        self.send_runs()?;
         let stmt = self.prepare(sql)?;
-        let begin = self.begin.take();
-        self.run(begin, self.client.query_one(&stmt, params))
+        let ahead = self.take_ahead()?;
+        self.run(ahead, self.client.query_one(&stmt, params))
     }
 
     /// Runs `sql`, answering how many rows it changed.
     pub fn execute(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64, TxError> {
-        self.send_runs()?;
         let stmt = self.prepare(sql)?;
-        let begin = self.begin.take();
-        self.run(begin, self.client.execute(&stmt, params))
+        let ahead = self.take_ahead()?;
+        self.run(ahead, self.client.execute(&stmt, params))
     }
 
-    /// Ends the transaction: the runs written and not sent yet sent, then `COMMIT` (nothing if
-    /// no statement began it).
+    /// Ends the transaction: `COMMIT`, with the writes not sent yet ahead of it in its round
+    /// trip (nothing if no statement began it and nothing is unsent).
     fn commit(&mut self) -> Result<(), TxError> {
-        self.send_runs()?;
-        match self.begin.take() {
-            Some(_) => Ok(()),
-            None => Ok(self.simple("COMMIT")?),
+        let ahead = self.take_ahead()?;
+        let unsent = ahead.update_runs.is_some() || ahead.delete_acked.is_some();
+        if ahead.begin.is_some() && !unsent {
+            return Ok(());
         }
+        self.run(ahead, self.client.batch_execute("COMMIT"))
     }
 
     /// Rolls the transaction back, if a statement began it.
@@ -325,7 +389,7 @@ impl PgDb {
                     begin: Some(isolation.begin()),
                     claims: LockedForClaims::default(),
                     no_downstream: HashSet::new(),
-                    unsent_runs: Vec::new(),
+                    unsent: Unsent::default(),
                 };
                 let (result, before_commit) = match f(&mut tx) {
                     Ok(answer) => (tx.commit().map(|()| answer), false),
@@ -349,5 +413,78 @@ impl PgDb {
         })
         .await
         .map_err(|e| TxError::Codec(format!("transaction thread: {e}")))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Writes held for the next statement: seen by it, committed with it, and a failed one
+    //! fails its transaction whatever was sent after it in the same round trip.
+    use super::*;
+    use crate::codec::load_run;
+    use crate::testing::postgres;
+    use crate::{PgOptions, PgStore};
+    use sked_core::ports::JobStore;
+    use sked_core::run::{Run, RunState};
+    use sked_testkit::contract::fixtures::{job, run};
+
+    /// A store on a fresh database holding job `a` of tenant `t1` and one PENDING run of it.
+    async fn one_run() -> (PgDb, PgStore, Run) {
+        let db = PgDb::connect(&postgres().fresh_database(), &PgOptions::default())
+            .await
+            .unwrap();
+        let store = PgStore::new(db.clone());
+        store.create_jobs(&[job("t1", "a")], None).await.unwrap();
+        let pending = run("t1", "a", 0);
+        assert!(store.insert_run(&pending).await.unwrap());
+        (db, store, pending)
+    }
+
+    /// `run` as stored now.
+    async fn stored(store: &PgStore, run: &Run) -> Run {
+        store.get_run(&run.tenant, &run.run_id).await.unwrap().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_held_write_is_seen_by_the_next_statement_and_committed_with_the_commit() {
+        let (db, store, pending) = one_run().await;
+        let mut cancelled = pending.clone();
+        cancelled.state = RunState::Cancelled;
+        let seen = db
+            .locking_transaction(move |tx| {
+                tx.write_run(RunRow::new(&cancelled, 0)?);
+                let seen = load_run(tx, "t1", cancelled.run_id.as_str())?.map(|s| s.run.state);
+                // Written again after the read: held for the commit, in its round trip.
+                tx.write_run(RunRow::new(&cancelled, 0)?);
+                Ok(seen)
+            })
+            .await
+            .unwrap();
+        assert_eq!(seen, Some(RunState::Cancelled));
+        assert_eq!(stored(&store, &pending).await.state, RunState::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn a_held_write_that_fails_fails_its_transaction_though_its_commit_was_sent() {
+        let (db, store, pending) = one_run().await;
+        let mut cancelled = pending.clone();
+        cancelled.state = RunState::Cancelled;
+        // PostgreSQL refuses a NUL in text: the runs' one UPDATE fails.
+        let mut refused = pending.clone();
+        refused.run_id.0.push('\0');
+        let answer = db
+            .locking_transaction(move |tx| {
+                tx.execute("SELECT 1", &[])?;
+                tx.write_run(RunRow::new(&cancelled, 0)?);
+                tx.write_run(RunRow::new(&refused, 0)?);
+                Ok(())
+            })
+            .await;
+        assert!(matches!(answer, Err(TxError::Pg(_))), "{answer:?}");
+        assert_eq!(
+            stored(&store, &pending).await.state,
+            RunState::Pending,
+            "nothing committed"
+        );
     }
 }
