@@ -147,19 +147,6 @@ impl Backend {
         }
     }
 
-    /// How long before their due time `n` jobs must start being created for all of them to
-    /// exist by then: a second and a half, plus the backend's time per job with room to spare
-    /// (SQLite creates ~20,000 jobs a second through the batch path, PostgreSQL ~2,400: one
-    /// transaction per job). A scenario whose creation runs past its due time measures the
-    /// creation, not the drain.
-    pub fn creation_lead(&self, n: usize) -> std::time::Duration {
-        let per_job_us: u64 = match self {
-            Backend::Sqlite => 250,
-            Backend::Postgres(_) => 1_000,
-        };
-        std::time::Duration::from_millis(1500) + std::time::Duration::from_micros(per_job_us * n as u64)
-    }
-
     /// A new place for a case's data: `dir`, and on PostgreSQL a new, empty database.
     pub fn place(&self, dir: &Path) -> anyhow::Result<Place> {
         Ok(Place {

@@ -58,7 +58,7 @@ async fn one_with(settings: &Settings, exec: Exec, n: usize, key: Option<&Concur
     let mut engine = super::engine(settings).await?;
     engine.start_all(exec, settings.slots)?;
     // Leave room to create everything before T (creation runs at several thousand a second).
-    let t = jobs::whole_second_after(settings.backend.creation_lead(n));
+    let t = jobs::whole_second_after(Duration::from_millis(1500 + n as u64 / 4));
     let mut template = jobs::template(&["/bin/true"]);
     template.concurrency = key.cloned();
     let spent = jobs::create(&engine.sked, n, |i| jobs::one_shot(&template, "burst", i, t)).await?;

@@ -31,7 +31,7 @@ pub async fn run(settings: &Settings) -> anyhow::Result<Vec<Record>> {
 pub async fn one(settings: &Settings, exec: Exec, n: usize) -> anyhow::Result<Record> {
     let mut engine = super::engine(settings).await?;
     engine.start_all(exec, settings.slots)?;
-    let t = jobs::whole_second_after(settings.backend.creation_lead(n));
+    let t = jobs::whole_second_after(Duration::from_millis(1500 + n as u64 / 4));
     let other_at = t + chrono::Duration::from_std(OTHER_AFTER)?;
     let template = jobs::template(&["/bin/true"]);
     jobs::create(&engine.sked, n, |i| jobs::one_shot(&template, "burst", i, t)).await?;

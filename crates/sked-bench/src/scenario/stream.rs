@@ -33,7 +33,7 @@ pub async fn one(settings: &Settings, exec: Exec, seconds: usize, slots: Slots) 
     let n = RATE * seconds;
     let mut engine = super::engine(settings).await?;
     engine.start_all(exec, slots)?;
-    let t0 = jobs::whole_second_after(settings.backend.creation_lead(n));
+    let t0 = jobs::whole_second_after(Duration::from_millis(1500 + n as u64 / 4));
     let step_us = 1_000_000 / RATE as i64;
     let template = jobs::template(&["/bin/true"]);
     jobs::create(&engine.sked, n, |i| {
