@@ -36,6 +36,8 @@ use sked_core::job::Job;
 use sked_core::ports::ClaimBatch;
 use sked_core::timestamp::Timestamp;
 use std::collections::HashMap;
+use tokio_postgres::Row;
+use tokio_postgres::types::ToSql;
 
 /// What a batch's lock step read, for its claims to use instead of reading again (kept in the
 /// transaction, [`Tx::claims`]; empty in a transaction that did not lock a batch).
@@ -198,14 +200,26 @@ pub(crate) fn lock_claims(tx: &mut Tx, batch: &ClaimBatch) -> Result<(), TxError
     }
     let (tenants, run_ids): (Vec<&str>, Vec<&str>) = batch.runs.iter().map(|(t, r)| (t.as_str(), r.as_str())).unzip();
     // The rows are locked in the sort's order (the locking node is above it).
-    let rows = tx.query(
-        &format!(
-            "SELECT {RUN_COLS}, (SELECT q.max_concurrent_runs FROM tenant_quotas q WHERE q.tenant = runs.tenant)
-             FROM runs WHERE (tenant, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
-             ORDER BY tenant, run_id FOR UPDATE OF runs"
-        ),
-        &[&tenants, &run_ids],
-    )?;
+    let lock_runs = format!(
+        "SELECT {RUN_COLS}, (SELECT q.max_concurrent_runs FROM tenant_quotas q WHERE q.tenant = runs.tenant)
+         FROM runs WHERE (tenant, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+         ORDER BY tenant, run_id FOR UPDATE OF runs"
+    );
+    let runs_params: [&(dyn ToSql + Sync); 2] = [&tenants, &run_ids];
+    // The jobs are named by the runs' ids, so they are read in the same round trip (read, not
+    // locked: a claim does not write its job; whether before or after the advisory locks
+    // below, a job written meanwhile is seen as of one instant or the other).
+    let mut jobs = None;
+    let rows = if batch.read_jobs {
+        let mut wanted = JobsWanted::of(batch);
+        let (tenants, ids) = wanted.keys();
+        let (rows, job_rows) = tx.query_pair((&lock_runs, &runs_params), (&read_jobs_sql(), &[&tenants, &ids]))?;
+        wanted.found(&job_rows)?;
+        jobs = Some(wanted.jobs);
+        rows
+    } else {
+        tx.query(&lock_runs, &runs_params)?
+    };
     let cap_column = RUN_COLS.split(',').count();
     let mut locked = LockedForClaims::default();
     let mut numbers = Vec::new();
@@ -228,40 +242,53 @@ pub(crate) fn lock_claims(tx: &mut Tx, batch: &ClaimBatch) -> Result<(), TxError
             .insert((tenant.to_string(), run.run_id.as_str().to_string()), stored);
     }
     advisory_locks(tx, numbers)?;
-    if batch.read_jobs {
-        locked.jobs = read_jobs(tx, batch)?;
+    if let Some(jobs) = jobs {
+        locked.jobs = jobs;
     }
     tx.claims = locked;
     Ok(())
 }
 
-/// The jobs of the batch's runs, in one statement (read, not locked: a claim does not write
-/// its job).
-fn read_jobs(tx: &mut Tx, batch: &ClaimBatch) -> Result<HashMap<(String, String), Option<Job>>, TxError> {
-    let mut jobs: HashMap<(String, String), Option<Job>> = batch
-        .runs
-        .iter()
-        .filter_map(|(tenant, run_id)| {
-            let (job_id, _) = run_id.parts()?;
-            Some(((tenant.as_str().to_string(), job_id.as_str().to_string()), None))
-        })
-        .collect();
-    let (tenants, ids): (Vec<&str>, Vec<&str>) = jobs.keys().map(|(t, j)| (t.as_str(), j.as_str())).unzip();
-    let rows = tx.query(
-        &format!(
-            "SELECT {JOB_COLS} FROM jobs
-             WHERE (tenant, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))"
-        ),
-        &[&tenants, &ids],
-    )?;
-    for row in &rows {
-        let job = job_from_row(row)?;
-        jobs.insert(
-            (job.tenant.as_str().to_string(), job.id.as_str().to_string()),
-            Some(job),
-        );
+/// The jobs a claim batch's runs name, and what was found of them (`None`: it does not exist).
+struct JobsWanted {
+    jobs: HashMap<(String, String), Option<Job>>,
+}
+
+impl JobsWanted {
+    /// The jobs of the batch's runs, none found yet.
+    fn of(batch: &ClaimBatch) -> Self {
+        let jobs = batch
+            .runs
+            .iter()
+            .filter_map(|(tenant, run_id)| {
+                let (job_id, _) = run_id.parts()?;
+                Some(((tenant.as_str().to_string(), job_id.as_str().to_string()), None))
+            })
+            .collect();
+        JobsWanted { jobs }
     }
-    Ok(jobs)
+
+    /// Their keys as the arrays [`read_jobs_sql`] binds (tenants, ids).
+    fn keys(&self) -> (Vec<&str>, Vec<&str>) {
+        self.jobs.keys().map(|(t, j)| (t.as_str(), j.as_str())).unzip()
+    }
+
+    /// Records the jobs `rows` ([`read_jobs_sql`]'s) found.
+    fn found(&mut self, rows: &[Row]) -> Result<(), TxError> {
+        for row in rows {
+            let job = job_from_row(row)?;
+            self.jobs.insert(
+                (job.tenant.as_str().to_string(), job.id.as_str().to_string()),
+                Some(job),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The jobs of `$1` (tenants) and `$2` (ids) that exist.
+fn read_jobs_sql() -> String {
+    format!("SELECT {JOB_COLS} FROM jobs WHERE (tenant, id) IN (SELECT * FROM unnest($1::text[], $2::text[]))")
 }
 
 #[cfg(test)]

@@ -304,6 +304,22 @@ impl Tx {
         self.run(ahead, self.client.query(&stmt, params))
     }
 
+    /// Runs two statements that do not depend on each other in one round trip (the `first`
+    /// sent, and run, before the `second`), answering the rows of each.
+    pub fn query_pair(
+        &mut self,
+        first: (&str, &[&(dyn ToSql + Sync)]),
+        second: (&str, &[&(dyn ToSql + Sync)]),
+    ) -> Result<(Vec<Row>, Vec<Row>), TxError> {
+        let (one, two) = (self.prepare(first.0)?, self.prepare(second.0)?);
+        let ahead = self.take_ahead()?;
+        let client = &self.client;
+        self.run(ahead, async {
+            let (a, b) = tokio::join!(biased; client.query(&one, first.1), client.query(&two, second.1));
+            Ok((a?, b?))
+        })
+    }
+
     /// Runs `sql`, answering its row if there is one (an error if there are several).
     pub fn query_opt(&mut self, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<Option<Row>, TxError> {
         let stmt = self.prepare(sql)?;
