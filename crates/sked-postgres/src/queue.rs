@@ -262,12 +262,12 @@ fn take_and_lease(tx: &mut Tx, tenant: &str, now_ms: i64, max: i64, until: i64) 
     let mut rows = tx.query(
         &format!(
             "WITH picked AS (
-                 SELECT seq FROM dispatch WHERE tenant = $1 AND visible_at <= $2
+                 SELECT seq AS picked_seq FROM dispatch WHERE tenant = $1 AND visible_at <= $2
                  ORDER BY rank, seq LIMIT $3 FOR UPDATE SKIP LOCKED)
-             UPDATE dispatch d SET visible_at = $4, receive_count = d.receive_count + 1,
-                 receipt = d.seq::text || '.' || (d.receive_count + 1)::text, parked_on = NULL
-             FROM picked WHERE d.seq = picked.seq
-             RETURNING {LEASED_COLUMNS}"
+             UPDATE dispatch d SET {}
+             FROM picked WHERE d.seq = picked.picked_seq
+             RETURNING {LEASED_COLUMNS}",
+            lease_set("$4")
         ),
         &[&tenant, &now_ms, &max, &until],
     )?;
@@ -276,6 +276,17 @@ fn take_and_lease(tx: &mut Tx, tenant: &str, now_ms: i64, max: i64, until: i64) 
     rows.iter()
         .map(|r| delivery(visible_row(r), r.get(6), r.get(7)))
         .collect()
+}
+
+/// The `SET` clause of a delivery: the message invisible until `until` (a parameter), its
+/// receive count raised and its receipt "<seq>.<receive count>" (what [`receipt_seq`] reads),
+/// no longer parked. Unqualified: the statement's other tables must have no column of these
+/// names.
+fn lease_set(until: &str) -> String {
+    format!(
+        "visible_at = {until}, receive_count = receive_count + 1,
+         receipt = seq::text || '.' || (receive_count + 1)::text, parked_on = NULL"
+    )
 }
 
 /// Leases the `picked` rows (locked by this transaction) until `until`, answering their
@@ -289,9 +300,10 @@ fn lease(tx: &mut Tx, picked: Vec<VisibleRow>, until: i64) -> Result<Vec<Deliver
     // wake cannot make it visible again while it is being handled.
     let leased: HashMap<i64, (String, i32)> = tx
         .query(
-            "UPDATE dispatch SET visible_at = $2, receive_count = receive_count + 1,
-                 receipt = seq::text || '.' || (receive_count + 1)::text, parked_on = NULL
-             WHERE seq = ANY($1) RETURNING seq, receipt, receive_count",
+            &format!(
+                "UPDATE dispatch SET {} WHERE seq = ANY($1) RETURNING seq, receipt, receive_count",
+                lease_set("$2")
+            ),
             &[&seqs, &until],
         )?
         .iter()
