@@ -90,6 +90,14 @@ pub async fn create_table(client: &aws_sdk_dynamodb::Client, config: &AwsConfig)
         .key_schema(key_elem(GSI2_SK, KeyType::Range)?)
         .projection(list_projection.build())
         .build()?;
+    // Running runs by the step their lease expires in: keys only, so a heartbeat that keeps
+    // its step writes nothing here (the reaper reads the runs themselves).
+    let live = GlobalSecondaryIndex::builder()
+        .index_name(LIVE_INDEX)
+        .key_schema(key_elem(GSI3_PK, KeyType::Hash)?)
+        .key_schema(key_elem(GSI3_SK, KeyType::Range)?)
+        .projection(Projection::builder().projection_type(ProjectionType::KeysOnly).build())
+        .build()?;
     // A job's active runs: keys only (a claim reads the runs themselves, consistent), so only
     // a run's insert and its end write to it.
     let active = LocalSecondaryIndex::builder()
@@ -106,8 +114,9 @@ pub async fn create_table(client: &aws_sdk_dynamodb::Client, config: &AwsConfig)
         .key_schema(key_elem(SK, KeyType::Range)?)
         .global_secondary_indexes(sched)
         .global_secondary_indexes(list)
+        .global_secondary_indexes(live)
         .local_secondary_indexes(active);
-    for a in [PK, SK, GSI1_PK, GSI1_SK, GSI2_PK, GSI2_SK, ACTIVE_SK] {
+    for a in [PK, SK, GSI1_PK, GSI1_SK, GSI2_PK, GSI2_SK, GSI3_PK, GSI3_SK, ACTIVE_SK] {
         req = req.attribute_definitions(string_attr(a)?);
     }
     match req.send().await {

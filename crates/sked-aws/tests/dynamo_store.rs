@@ -272,6 +272,91 @@ async fn finished_runs_carry_a_ttl_and_live_ones_do_not() {
     );
 }
 
+/// The `live` index files a running run by the 5-minute step its lease expires in: a
+/// heartbeat within the step leaves the entry where it is (so it writes no index), one that
+/// crosses into the next step moves it; the reaper reads every entry whose step has begun and
+/// answers exactly the runs whose lease expired — not those alive in the same step.
+#[tokio::test]
+async fn running_runs_are_filed_by_their_lease_step_and_reaped_by_their_real_expiry() {
+    let (store, client, table) = store().await;
+    let step = fixtures::t0(); // 2026-03-01T00:00:00Z: a step's start
+    let secs = chrono::Duration::seconds;
+    let live_key = async |run: &Run| {
+        let item = client
+            .get_item()
+            .table_name(&table)
+            .set_key(Some(key(
+                job_pk("t1", run.job_id.as_str()),
+                run_sk(run.scheduled_for.timestamp_millis()),
+            )))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .unwrap();
+        item.get("gsi3sk").map(|v| v.as_s().unwrap().clone())
+    };
+    let claim = async |job: &str, lease_until: Timestamp| {
+        let run = run_at(job, step);
+        store.insert_run(&run).await.unwrap();
+        let ClaimOutcome::Claimed { token, .. } = store
+            .claim_one(&run.tenant, &run.run_id, &WorkerId::from("w"), step, lease_until)
+            .await
+            .unwrap()
+        else {
+            panic!("claim {job}")
+        };
+        (run, token)
+    };
+    let (soon, soon_token) = claim("soon", step + secs(10)).await;
+    let (later, _) = claim("later", step + secs(240)).await;
+    let (next_step, _) = claim("next-step", step + secs(360)).await;
+    assert_eq!(live_key(&soon).await, live_key(&later).await, "one step, one key");
+    assert_ne!(live_key(&soon).await, live_key(&next_step).await);
+
+    let before = live_key(&soon).await;
+    store
+        .heartbeat(&soon.tenant, &soon.run_id, soon_token, step + secs(5), step + secs(20))
+        .await
+        .unwrap();
+    assert_eq!(
+        live_key(&soon).await,
+        before,
+        "a heartbeat within the step keeps the key"
+    );
+
+    let expired = async |now: Timestamp| {
+        let mut ids: Vec<String> = store
+            .expired_leases(now, 100)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.job_id.to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert!(expired(step + secs(19)).await.is_empty(), "extended to 20 s");
+    assert_eq!(expired(step + secs(21)).await, ["soon"]);
+    assert_eq!(expired(step + secs(241)).await, ["later", "soon"]);
+    assert_eq!(expired(step + secs(361)).await, ["later", "next-step", "soon"]);
+
+    // A heartbeat whose extension crosses into the next step moves the entry there.
+    store
+        .heartbeat(
+            &soon.tenant,
+            &soon.run_id,
+            soon_token,
+            step + secs(15),
+            step + secs(310),
+        )
+        .await
+        .unwrap();
+    assert_eq!(live_key(&soon).await, live_key(&next_step).await);
+    assert_eq!(expired(step + secs(305)).await, ["later"]);
+}
+
 #[tokio::test]
 async fn the_due_index_answers_near_jobs_and_leaves_far_ones_to_a_later_look() {
     let (store, client, table) = store().await;

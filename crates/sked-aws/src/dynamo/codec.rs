@@ -330,8 +330,8 @@ pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<
             item.insert(GSI1_SK.into(), s(sk));
         }
         (RunState::Running, Some(l)) => {
-            item.insert(GSI1_PK.into(), s(running_pk(shard)));
-            item.insert(GSI1_SK.into(), s(running_sk(ms(l.expires_at), t, id)));
+            item.insert(GSI3_PK.into(), s(running_pk(shard)));
+            item.insert(GSI3_SK.into(), s(running_sk(ms(l.expires_at))));
         }
         (state, _) if state.is_terminal() => {
             if let Some(due) = run.alert.as_ref().and_then(|a| a.due) {
@@ -457,12 +457,26 @@ mod tests {
         };
         let item = run_item(&stored(&run), 4, 60).unwrap();
         assert!(item[GSI1_PK].as_s().unwrap().starts_with("PENDING#"));
+        assert!(!item.contains_key(GSI3_PK));
         assert!(!item.contains_key(TTL));
         assert_eq!(run_from_item(&item).unwrap(), stored(&run));
+        run.state = RunState::Running;
+        run.lease = Some(Lease {
+            owner: "w".into(),
+            token: 1,
+            expires_at: at("2026-03-01T00:07:30Z"),
+        });
+        let item = run_item(&stored(&run), 4, 60).unwrap();
+        assert!(!item.contains_key(GSI1_PK), "a running run leaves the sched index");
+        assert!(item[GSI3_PK].as_s().unwrap().starts_with("RUNNING#"));
+        assert_eq!(item[GSI3_SK].as_s().unwrap(), &pad_ms(ms(at("2026-03-01T00:05:00Z"))));
+        assert_eq!(run_from_item(&item).unwrap(), stored(&run));
+        run.lease = None;
         run.state = RunState::Succeeded;
         run.finished_at = Some(at("2026-03-01T00:01:00Z"));
         let item = run_item(&stored(&run), 4, 60).unwrap();
         assert!(!item.contains_key(GSI1_PK));
+        assert!(!item.contains_key(GSI3_PK));
         assert_eq!(
             item[TTL].as_n().unwrap(),
             &(at("2026-03-01T00:02:00Z").timestamp()).to_string()

@@ -24,6 +24,13 @@ pub const GSI2_SK: &str = "gsi2sk";
 pub const SCHED_INDEX: &str = "sched";
 /// The index listings query.
 pub const LIST_INDEX: &str = "list";
+/// Partition key of the `live` index (running runs).
+pub const GSI3_PK: &str = "gsi3pk";
+/// Sort key of the `live` index.
+pub const GSI3_SK: &str = "gsi3sk";
+/// The index of running runs the reaper reads: keys only, so a heartbeat that leaves a run's
+/// entry where it is writes nothing to it.
+pub const LIVE_INDEX: &str = "live";
 /// Sort key of the `active` local index: a copy of a run's `sk`, present only while the run
 /// is PENDING or RUNNING.
 pub const ACTIVE_SK: &str = "act";
@@ -168,14 +175,22 @@ pub fn alerts_sk(due_ms: i64, tenant: &str, run_id: &str) -> String {
 /// Sort key of a tenant's webhook secret, in the tenant's partition.
 pub const WEBHOOK_SECRET_SK: &str = "WEBHOOK_SECRET";
 
-/// `sched` partition of running runs.
+/// `live` partition of running runs.
 pub fn running_pk(shard: u32) -> String {
     format!("RUNNING#{shard}")
 }
 
-/// `sched` sort key of a running run: earliest lease expiry first.
-pub fn running_sk(lease_expires_ms: i64, tenant: &str, run_id: &str) -> String {
-    format!("{}#{tenant}#{run_id}", pad_ms(lease_expires_ms))
+/// How coarse a running run's `live` sort key is: the start of the 5-minute step its lease
+/// expires in. A heartbeat extends the lease by a few seconds; its entry moves (one index
+/// delete and one put) only when the expiry crosses into the next step — once in 60
+/// heartbeats at a 15 s lease — instead of at every heartbeat. The reaper reads every entry
+/// whose step has begun and decides on the run's item (its real expiry), so it finds an
+/// expired lease exactly when it did with an exact key.
+pub const RUNNING_KEY_STEP_MS: i64 = 5 * 60_000;
+
+/// `live` sort key of a running run: the step its lease expires in (never after the expiry).
+pub fn running_sk(lease_expires_ms: i64) -> String {
+    pad_ms(lease_expires_ms.div_euclid(RUNNING_KEY_STEP_MS) * RUNNING_KEY_STEP_MS)
 }
 
 /// Sort key of an edge item in an upstream job's partition: `downstream` runs after it.
@@ -267,6 +282,25 @@ mod tests {
         assert_eq!(shard_of("t1#a", 4), shard_of("t1#a", 4));
         assert!((0..100).all(|i| shard_of(&format!("k{i}"), 4) < 4));
         assert_eq!(shard_of("x", 0), 0);
+    }
+
+    #[test]
+    fn a_running_key_is_its_expiry_s_step_and_moves_once_a_step() {
+        let step_start = 1_772_323_200_000; // 2026-03-01T00:00:00Z, a multiple of the step
+        assert_eq!(step_start % RUNNING_KEY_STEP_MS, 0);
+        // Heartbeats every 5 s extending a 15 s lease: one key for the whole step.
+        let keys: std::collections::BTreeSet<String> = (0..60)
+            .map(|beat| running_sk(step_start + beat * 5_000 + 15_000))
+            .collect();
+        assert_eq!(
+            keys.len(),
+            2,
+            "the key moves once, when the expiry enters the next step"
+        );
+        for expiry in [step_start, step_start + 1, step_start + RUNNING_KEY_STEP_MS - 1] {
+            assert_eq!(running_sk(expiry), pad_ms(step_start));
+            assert!(running_sk(expiry) <= pad_ms(expiry), "never after the expiry");
+        }
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! enough to read there), `plumbing` (the DynamoDB requests the rest is built from), `runs` (a
 //! run's read–decide–put loop), `claim` (claims), `firing` (the due index, its watermark, and
 //! firings), `listing` (job and run listings), [`codec`] (items ↔ jobs and runs), [`keys`],
-//! [`quotas`], [`slots`], `dependencies` (the `after` schedule), `ledger` (skip records),
+//! [`quotas`], [`slots`], `dependencies` (the `after` schedule), `ledger` (skip records), `live`
+//! (the running runs' index the reaper reads),
 //! `alerts` (runs' due alerts, webhook secrets), [`sweep_lease`], `written_runs` (the runs this
 //! process wrote last, a read–decide–put's first guess).
 //!
@@ -41,7 +42,6 @@
 //! |---|---|---|---|
 //! | due jobs | `DUE#<yyyyMMddHHmm>#<shard>` | `<next_fire_at>#<tenant>#<job>` | job ACTIVE with a `next_fire_at` |
 //! | pending runs | `PENDING#<shard>` | `<not_before>#<scheduled_for>#<tenant>#<run>` | run PENDING |
-//! | running runs | `RUNNING#<shard>` | `<lease_expires>#<tenant>#<run>` | run RUNNING |
 //! | waiting `after` occurrences | `WAITING#<shard>` | `<deadline>#<tenant>#<job>#<T>` | until decided |
 //! | ended runs with a pending alert | `ALERT#<shard>` | `<alert_due>#<tenant>#<run>` | alert pending ([`alerts`]) |
 //!
@@ -64,6 +64,16 @@
 //! the rule, read in time.) `next_due_at` reads the buckets up to now, then later ones and at
 //! most 15 minutes past now; a job due later is answered as `None` (callers sleep their
 //! maximum, 60 s, and look again).
+//!
+//! **`live`** (`gsi3pk`, `gsi3sk`; keys only) — running runs, for the reaper ([`live`]):
+//!
+//! | holds | `gsi3pk` | `gsi3sk` | while |
+//! |---|---|---|---|
+//! | running runs | `RUNNING#<shard>` | the start of the 5-minute step its lease expires in | run RUNNING |
+//!
+//! A heartbeat extends the lease by seconds: the entry stays where it is (so the heartbeat
+//! writes no index) until the expiry crosses into the next step. The reaper reads the entries
+//! whose step has begun and decides on each run's item.
 //!
 //! **`list`** (`gsi2pk`, `gsi2sk`; projection INCLUDE `state`, `labels`) — listings:
 //!
@@ -114,6 +124,7 @@ mod item_json;
 pub mod keys;
 mod ledger;
 mod listing;
+mod live;
 mod plumbing;
 pub mod quotas;
 mod runs;

@@ -20,7 +20,7 @@ use std::collections::HashMap;
 /// Most items in one `TransactWriteItems`.
 pub(super) const MAX_TRANSACTION: usize = 100;
 /// Most keys in one `BatchGetItem`.
-const MAX_BATCH_GET: usize = 100;
+pub(super) const MAX_BATCH_GET: usize = 100;
 /// How many times [`DynamoStore::batch_get`] asks for keys DynamoDB left unprocessed.
 const BATCH_GET_TRIES: u32 = 8;
 /// Index queries in flight at once.

@@ -411,12 +411,7 @@ impl JobStore for DynamoStore {
     }
 
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
-        let items = self.sched_below(running_pk, ms(now), limit).await?;
-        let mut runs: Vec<Run> = items
-            .iter()
-            .map(|i| run_from_item(i).map(|s| s.run))
-            .collect::<Result<_, _>>()?;
-        runs.retain(|r| r.state == RunState::Running && r.lease_expired(now));
+        let mut runs = self.running_runs_expired_by(now, limit).await?;
         runs.sort_by(|a, b| {
             let exp = |r: &Run| r.lease.as_ref().map(|l| l.expires_at);
             (exp(a), &a.run_id).cmp(&(exp(b), &b.run_id))

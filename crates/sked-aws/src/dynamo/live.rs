@@ -1,0 +1,55 @@
+//! The `live` index (layout in [`super`]): running runs, filed under `RUNNING#<shard>` by the
+//! 5-minute step their lease expires in ([`super::keys::running_sk`]), keys only — so a
+//! heartbeat that leaves its run in the same step writes nothing to any index. Here the
+//! reaper's read of it: every entry whose step has begun, oldest step first, and the runs'
+//! items (consistent) a batch at a time until `limit` expired leases are found. An entry's
+//! key is a lower bound of its run's expiry, never above it, so a lease is found expired at
+//! the first pass after it expires, as with an exact key; the runs still alive in the current
+//! step are read and left (reads are a fifth of a write's price, and at most one pass's worth).
+
+use super::codec::{Reader, key, ms, run_from_item, s};
+use super::keys::{GSI3_PK, GSI3_SK, LIVE_INDEX, PK, SK, running_pk, running_sk};
+use super::plumbing::{MAX_BATCH_GET, QuerySpec};
+use super::store::DynamoStore;
+use sked_core::ports::store::StoreError;
+use sked_core::run::{Run, RunState};
+use sked_core::timestamp::Timestamp;
+
+impl DynamoStore {
+    /// Up to `limit` RUNNING runs whose lease expired by `now` (and possibly a few more: the
+    /// last batch read is kept whole), in no particular order.
+    pub(super) async fn running_runs_expired_by(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
+        let bound = running_sk(ms(now));
+        let specs = (0..self.shards)
+            .map(|shard| {
+                QuerySpec::new(Some(LIVE_INDEX), "#pk = :pk AND #sk <= :bound")
+                    .name("#pk", GSI3_PK)
+                    .name("#sk", GSI3_SK)
+                    .value(":pk", s(running_pk(shard)))
+                    .value(":bound", s(bound.clone()))
+            })
+            .collect();
+        let mut entries = self.query_many(specs, usize::MAX).await?;
+        entries.sort_by_cached_key(|e| Reader::new(e).s(GSI3_SK).unwrap_or_default());
+        let keys: Vec<_> = entries
+            .iter()
+            .map(|e| {
+                let r = Reader::new(e);
+                key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+            })
+            .collect();
+        let mut expired = Vec::new();
+        for batch in keys.chunks(MAX_BATCH_GET) {
+            if expired.len() >= limit {
+                break;
+            }
+            for item in self.batch_get(batch.to_vec()).await? {
+                let run = run_from_item(&item)?.run;
+                if run.state == RunState::Running && run.lease_expired(now) {
+                    expired.push(run);
+                }
+            }
+        }
+        Ok(expired)
+    }
+}
