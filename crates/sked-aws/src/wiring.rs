@@ -3,11 +3,13 @@
 //!
 //! Logs are [`CloudWatchLogStore`] when the config names a bucket and group; otherwise
 //! [`NoLogs`], for processes that neither read nor write logs (the sweeper and DLQ
-//! functions): reads find nothing, and a writer is refused.
+//! functions): reads find nothing, and a writer is refused. Where logs are kept at least as
+//! long as runs, the store and the log store share [`FoldedLogs`]: a worker's smallest finished
+//! logs go in the write that ends their run.
 
 use crate::config::{AwsClients, AwsConfig};
 use crate::dynamo::DynamoStore;
-use crate::logs::CloudWatchLogStore;
+use crate::logs::{CloudWatchLogStore, FoldedLogs};
 use crate::sqs::SqsQueue;
 use async_trait::async_trait;
 use sked_core::ports::queue::EARLY_DELIVERY;
@@ -33,11 +35,27 @@ pub struct TenantStores {
 
 /// [`ports`], and the tenants' quotas and webhook secrets kept by the same store.
 pub fn ports_and_tenants(clients: &AwsClients, config: &AwsConfig, clock: Arc<dyn Clock>) -> (Ports, TenantStores) {
+    let mut store = DynamoStore::new(clients.dynamodb.clone(), config, clock.clone());
     let logs: Arc<dyn LogStore> = match &config.logs {
-        Some(logs) => Arc::new(CloudWatchLogStore::new(clients, &config.table, logs.clone())),
+        Some(logs) => {
+            let mut log_store = CloudWatchLogStore::new(clients, &config.table, logs.clone());
+            // The smallest finished logs go in their run's item (they then live as long as
+            // the run): only where logs are kept at least as long as runs.
+            let log_retention = std::time::Duration::from_secs(u64::from(logs.retention_days) * 86_400);
+            if log_retention >= config.run_retention {
+                let folded = Arc::new(FoldedLogs::new(
+                    clients.dynamodb.clone(),
+                    &config.table,
+                    logs.retention_days,
+                ));
+                log_store = log_store.with_folded_logs(folded.clone());
+                store = store.with_folded_logs(folded);
+            }
+            Arc::new(log_store)
+        }
         None => Arc::new(NoLogs),
     };
-    let store = Arc::new(DynamoStore::new(clients.dynamodb.clone(), config, clock.clone()));
+    let store = Arc::new(store);
     // Runs travel with their messages: a worker claims from the copy (`crate::run_copies`).
     let queue = Arc::new(SqsQueue::new(clients.sqs.clone(), config, clock.clone()).with_run_copies(store.clone()));
     // The store and the queue are two services: one call to each in turn; SQS may deliver a

@@ -23,7 +23,6 @@
 
 mod common;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use axum::http::StatusCode;
 use common::aws::Deployment;
 use common::webhook::{WebhookReceiver, header, wait_delivered};
@@ -119,26 +118,31 @@ async fn jobs_created_through_the_api_are_swept_onto_their_priority_queue_run_by
         assert_eq!(aws.messages_on(url).await, 0, "{url}");
     }
 
-    // Logs: through the API (an ended attempt's small log is read from its table item) and
-    // the item; no S3 object for it.
+    // Logs: through the API (an ended attempt's small log is read from its run's item, where
+    // the completion that ended the run wrote it) and the item; no item of its own, no S3
+    // object.
     let once_id = once[0]["run_id"].as_str().unwrap();
     let lines = api.log_lines(once_id, "attempt=1").await;
     assert!(lines.iter().any(|l| l == "hello from once"), "{lines:?}");
     assert!(lines.iter().any(|l| l == "to stderr"), "{lines:?}");
-    let item = aws
-        .clients
-        .dynamodb
-        .get_item()
-        .table_name(&aws.settings.aws.table)
-        .key("pk", AttributeValue::S(format!("T#default#LOG#{once_id}")))
-        .key("sk", AttributeValue::S("ATTEMPT#1".into()))
-        .send()
-        .await
-        .unwrap()
-        .item
-        .unwrap_or_else(|| panic!("the log item of {once_id}"));
-    let text = item["lines"].as_s().unwrap();
+    let item = |key| async {
+        aws.clients
+            .dynamodb
+            .get_item()
+            .table_name(&aws.settings.aws.table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+    };
+    let run_key = sked_aws::dynamo::codec::run_key(&"default".into(), &once_id.into()).unwrap();
+    let run_item = item(run_key).await.unwrap_or_else(|| panic!("the item of {once_id}"));
+    let text = run_item["logs"].as_m().unwrap()["1"].as_s().unwrap();
     assert!(text.contains("hello from once"), "{text}");
+    let log_key = sked_aws::dynamo::codec::key(format!("T#default#LOG#{once_id}"), "ATTEMPT#1".into());
+    assert!(item(log_key).await.is_none(), "the log rides in the run's item");
     let logs = aws.settings.aws.logs.clone().unwrap();
     let key = sked_aws::logs::object_key(&sked_core::ports::LogKey {
         tenant: "default".into(),

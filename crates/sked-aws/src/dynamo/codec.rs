@@ -250,6 +250,26 @@ pub struct StoredRun {
     pub last_token: u64,
     /// Item version (`rv`), bumped by every write.
     pub rv: u64,
+    /// Finished logs kept in the run's item, by attempt: JSON lines ([`crate::logs::FoldedLogs`]).
+    pub logs: FoldedLogLines,
+}
+
+/// A run item's folded logs: attempt → JSON lines.
+pub type FoldedLogLines = std::collections::BTreeMap<u32, String>;
+
+/// The run item's attribute holding its folded logs (a map: attempt → JSON lines).
+pub const FOLDED_LOGS: &str = "logs";
+
+impl StoredRun {
+    /// A run as first written: no token handed out, version 1, no log.
+    pub fn new(run: Run) -> Self {
+        StoredRun {
+            run,
+            last_token: 0,
+            rv: 1,
+            logs: FoldedLogLines::new(),
+        }
+    }
 }
 
 /// The primary key of a run, or `None` when the run id is not one sked derives.
@@ -344,6 +364,10 @@ pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<
     if let Some(alert) = &run.alert {
         item.extend(alert_attributes(alert)?);
     }
+    if !stored.logs.is_empty() {
+        let by_attempt = stored.logs.iter().map(|(a, lines)| (a.to_string(), s(lines.clone())));
+        item.insert(FOLDED_LOGS.into(), AttributeValue::M(by_attempt.collect()));
+    }
     if run.state.is_terminal() {
         let end = run.finished_at.unwrap_or(run.created_at);
         item.insert(TTL.into(), n(end.timestamp() + retention_secs));
@@ -400,10 +424,22 @@ pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
         },
         alert: r.opt_json("alert")?,
     };
+    let logs = match item.get(FOLDED_LOGS) {
+        None => FoldedLogLines::new(),
+        Some(AttributeValue::M(by_attempt)) => by_attempt
+            .iter()
+            .map(|(attempt, lines)| match (attempt.parse::<u32>(), lines.as_s()) {
+                (Ok(attempt), Ok(lines)) => Ok((attempt, lines.clone())),
+                _ => Err(r.err(format!("{FOLDED_LOGS}: attempt {attempt} is not a log"))),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(r.err(format!("{FOLDED_LOGS} is not a map")).into()),
+    };
     Ok(StoredRun {
         run,
         last_token: r.n("last_token")?,
         rv: r.n("rv")?,
+        logs,
     })
 }
 
@@ -450,11 +486,7 @@ mod tests {
             2,
             at("2026-03-01T00:00:00Z"),
         );
-        let stored = |run: &Run| StoredRun {
-            run: run.clone(),
-            last_token: 0,
-            rv: 1,
-        };
+        let stored = |run: &Run| StoredRun::new(run.clone());
         let item = run_item(&stored(&run), 4, 60).unwrap();
         assert!(item[GSI1_PK].as_s().unwrap().starts_with("PENDING#"));
         assert!(!item.contains_key(GSI3_PK));

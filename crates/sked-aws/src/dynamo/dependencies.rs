@@ -202,11 +202,7 @@ impl DynamoStore {
             }
             Step::Nothing => return Ok(()),
         };
-        let stored = StoredRun {
-            run: truncated(&run),
-            last_token: 0,
-            rv: 1,
-        };
+        let stored = StoredRun::new(truncated(&run));
         let item = self.stored_run_item(&stored)?;
         plan.name(&item);
         plan.push(

@@ -372,11 +372,7 @@ impl DynamoStore {
                 op_runs.push(None);
             }
             for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
-                let stored = StoredRun {
-                    run: truncated(run),
-                    last_token: 0,
-                    rv: 1,
-                };
+                let stored = StoredRun::new(truncated(run));
                 ops.push(self.put(self.stored_run_item(&stored)?, "attribute_not_exists(pk)", vec![])?);
                 op_runs.push(Some(stored.run));
             }
@@ -449,11 +445,7 @@ impl DynamoStore {
     fn keep_fired(&self, firing: &Firing, committed: &[Run]) {
         let fired: HashSet<&RunId> = firing.runs.iter().map(|r| &r.run_id).collect();
         for run in committed.iter().filter(|r| fired.contains(&r.run_id)) {
-            self.written_runs.keep(&StoredRun {
-                run: run.clone(),
-                last_token: 0,
-                rv: 1,
-            });
+            self.written_runs.keep(&StoredRun::new(run.clone()));
         }
     }
 

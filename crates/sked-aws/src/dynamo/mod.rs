@@ -18,7 +18,7 @@
 //! | item | `pk` | `sk` | other attributes |
 //! |---|---|---|---|
 //! | job | `T#<tenant>#J#<job>` | `JOB` | `spec` (JSON), `state`, `next_fire_at`, `version`, `labels` (map), times |
-//! | run | `T#<tenant>#J#<job>` | `RUN#<scheduled_for>` | `state`, `not_before`, `priority`, `attempts` (JSON), `lease_owner`/`lease_token`/`lease_expires`, `cancel_requested`, `reason`, `last_token`, `rv`, `ttl` once terminal |
+//! | run | `T#<tenant>#J#<job>` | `RUN#<scheduled_for>` | `state`, `not_before`, `priority`, `attempts` (JSON), `lease_owner`/`lease_token`/`lease_expires`, `cancel_requested`, `reason`, `last_token`, `rv`, `ttl` once terminal, `logs` (attempt → a small finished log's JSON lines, [`crate::logs::FoldedLogs`]) |
 //! | idempotency key | `T#<tenant>#IDEM#<key>` | `IDEM` | `fingerprint`, `job_ids` (list), `ttl` |
 //! | due watermark | `SWEEP` | `WATERMARK` | `minute`: due buckets before it are empty |
 //! | sweeper lease | `SWEEP` | `LEASE#<n>` | `owner`, `expires_at`, `ttl` ([`sweep_lease`]) |

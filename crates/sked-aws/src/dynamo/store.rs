@@ -20,6 +20,7 @@ use super::quotas::QuotaCache;
 use super::written_runs::WrittenRuns;
 use crate::config::AwsConfig;
 use crate::error::{Failure, classify};
+use crate::logs::{FoldedLogs, InlineLog};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::Client;
 use aws_sdk_dynamodb::types::{AttributeValue, TransactWriteItem};
@@ -29,9 +30,10 @@ use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::ledger::SkipRecord;
 use sked_core::ports::store::{
-    ClaimBatch, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, StoreError,
+    ClaimBatch, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition,
+    StoreError,
 };
-use sked_core::ports::{Clock, JobStoreExt};
+use sked_core::ports::{Clock, JobStoreExt, LogKey};
 use sked_core::quota::counts_as_active;
 use sked_core::run::{Run, RunState};
 use sked_core::timestamp::{Timestamp, trunc_ms};
@@ -52,6 +54,8 @@ pub struct DynamoStore {
     clock: Arc<dyn Clock>,
     pub(super) quota_cache: Arc<QuotaCache>,
     pub(super) written_runs: Arc<WrittenRuns>,
+    /// Small finished logs this process's log writer handed over ([`FoldedLogs`]).
+    folded_logs: Option<Arc<FoldedLogs>>,
 }
 
 impl std::fmt::Debug for DynamoStore {
@@ -60,6 +64,14 @@ impl std::fmt::Debug for DynamoStore {
             .field("table", &self.table)
             .field("shards", &self.shards)
             .finish_non_exhaustive()
+    }
+}
+
+/// Writes a finished log its completion did not fold as an item of its own; a failure is the
+/// log's, not the completion's (as a writer's `finish` failing is).
+async fn keep_log_alone(folded: &FoldedLogs, key: &LogKey, log: InlineLog) {
+    if let Err(e) = folded.write_own_item(key, log).await {
+        tracing::warn!(run_id = %key.run_id, attempt = key.attempt, error = %e, "log could not be finished");
     }
 }
 
@@ -80,7 +92,15 @@ impl DynamoStore {
             clock,
             quota_cache: Arc::default(),
             written_runs: Arc::default(),
+            folded_logs: None,
         }
+    }
+
+    /// This store, writing the small finished logs `folded` holds into the completions that
+    /// end their runs (the same process's log store hands them over).
+    pub fn with_folded_logs(mut self, folded: Arc<FoldedLogs>) -> Self {
+        self.folded_logs = Some(folded);
+        self
     }
 
     pub(super) fn now(&self) -> Timestamp {
@@ -300,11 +320,7 @@ impl JobStore for DynamoStore {
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
-        let stored = StoredRun {
-            run: truncated(run),
-            last_token: 0,
-            rv: 1,
-        };
+        let stored = StoredRun::new(truncated(run));
         let res = self
             .client
             .put_item()
@@ -369,14 +385,37 @@ impl JobStore for DynamoStore {
     }
 
     async fn complete(&self, done: &Completion) -> Result<Ended, StoreError> {
-        let (run, released) = self
+        // The attempt's small finished log, handed over by this process's log writer: kept in
+        // the write that ends the run; a run that goes on keeps it as its own item, first.
+        let mut held = self
+            .folded_logs
+            .as_ref()
+            .and_then(|folded| Some((folded, folded.take(&done.tenant, &done.run_id)?)));
+        if !matches!(done.next, RunTransition::Finish(_))
+            && let Some((folded, (key, log))) = held.take()
+        {
+            keep_log_alone(folded, &key, log).await;
+        }
+        let fold = held
+            .as_ref()
+            .map(|(_, (key, log))| (key.attempt, String::from_utf8_lossy(&log.body).into_owned()));
+        let answer = self
             .modify_run_releasing(&done.tenant, &done.run_id, |stored| {
                 stored
                     .run
                     .finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
+                if let Some((attempt, lines)) = &fold {
+                    stored.logs.insert(*attempt, lines.clone());
+                }
                 Ok((true, stored.run.clone()))
             })
-            .await?;
+            .await;
+        if answer.is_err()
+            && let Some((folded, (key, log))) = held
+        {
+            keep_log_alone(folded, &key, log).await;
+        }
+        let (run, released) = answer?;
         Ok(Ended { run, released })
     }
 

@@ -9,7 +9,7 @@
 //! sees it.
 
 use super::store::call_error;
-use crate::dynamo::codec::{Item, key, n, s};
+use crate::dynamo::codec::{FOLDED_LOGS, Item, key, n, run_key, s};
 use crate::dynamo::keys::{TTL, log_pk, log_sk};
 use crate::error::classify;
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -17,7 +17,7 @@ use sked_core::ports::{LogError, LogKey};
 
 /// A small finished log, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct InlineLog {
+pub(crate) struct InlineLog {
     /// JSON lines, one record per line.
     pub body: Vec<u8>,
     /// Bytes of line text kept.
@@ -28,7 +28,7 @@ pub(super) struct InlineLog {
 
 /// The table's log items.
 #[derive(Debug, Clone)]
-pub(super) struct InlineLogs {
+pub(crate) struct InlineLogs {
     /// DynamoDB.
     pub client: aws_sdk_dynamodb::Client,
     /// The table.
@@ -59,6 +59,31 @@ impl InlineLogs {
             .await
             .map_err(|e| call_error(classify("dynamodb:PutItem", e, |_| None)))?;
         Ok(())
+    }
+
+    /// `key`'s JSON lines folded into its run's item ([`super::folded`]), or `None` (strongly
+    /// consistent: whoever saw the run end sees them).
+    pub async fn get_folded(&self, key_of: &LogKey) -> Result<Option<Vec<u8>>, LogError> {
+        let Some(run) = run_key(&key_of.tenant, &key_of.run_id) else {
+            return Ok(None);
+        };
+        let got = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(run))
+            .consistent_read(true)
+            .projection_expression("#l.#a")
+            .expression_attribute_names("#l", FOLDED_LOGS)
+            .expression_attribute_names("#a", key_of.attempt.to_string())
+            .send()
+            .await
+            .map_err(|e| call_error(classify("dynamodb:GetItem", e, |_| None)))?;
+        Ok(got
+            .item
+            .and_then(|mut item| item.remove(FOLDED_LOGS))
+            .and_then(|v| v.as_m().ok().and_then(|m| m.get(&key_of.attempt.to_string()).cloned()))
+            .and_then(|v| v.as_s().ok().map(|s| s.clone().into_bytes())))
     }
 
     /// `key`'s JSON lines, or `None` when it has no item (strongly consistent: a log finished

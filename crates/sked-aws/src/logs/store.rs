@@ -22,15 +22,19 @@
 //! up to the cap (plus JSON framing) until `finish`.
 //!
 //! The finished log: nothing for an attempt that printed nothing (a PUT per silent run would
-//! be most of what its log costs); one table item ([`super::inline`]) when its JSON lines fit
-//! in [`LogsConfig::inline_bytes`]; else one S3 object.
+//! be most of what its log costs); in a worker whose store folds logs, the smallest handed to
+//! the completion that ends the run, kept in the run's item ([`super::folded`]); one table
+//! item ([`super::inline`]) when its JSON lines fit in [`LogsConfig::inline_bytes`]; else one
+//! S3 object.
 //!
-//! Reading: the table item, else the S3 object, else the stream from its start; `NotFound`
+//! Reading: the run's item, else the log's table item, else the S3 object, else the stream
+//! from its start; `NotFound`
 //! when none exists (an attempt that has printed nothing yet, or never will: sked-core shows
 //! that as an empty log). A cursor is a line index (the number of records before it, marker
 //! included), the same in the stream and the finished log, so a follower that started on the
 //! stream continues on the finished log without a gap or a repeat.
 
+use super::folded::{FOLD_MAX_BYTES, FoldedLogs};
 use super::inline::{InlineLog, InlineLogs};
 use super::record;
 use crate::config::{AwsClients, LogsConfig};
@@ -40,6 +44,7 @@ use aws_sdk_cloudwatchlogs::types::InputLogEvent;
 use aws_sdk_s3::primitives::ByteStream;
 use sked_core::log_record;
 use sked_core::ports::{LogError, LogKey, LogLine, LogPage, LogQuery, LogStore, LogSummary, LogWriter};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
@@ -91,6 +96,8 @@ pub struct CloudWatchLogStore {
     s3: aws_sdk_s3::Client,
     /// Small finished logs.
     inline: InlineLogs,
+    /// In a worker, the smallest finished logs go to the completion that ends their run.
+    folded: Option<Arc<FoldedLogs>>,
     /// Bucket, group, cap and batching.
     config: LogsConfig,
 }
@@ -108,8 +115,16 @@ impl CloudWatchLogStore {
             logs: clients.logs.clone(),
             s3: clients.s3.clone(),
             inline,
+            folded: None,
             config,
         }
+    }
+
+    /// This store, handing its writers' smallest finished logs to `folded` (the completions of
+    /// the same process's store) instead of writing them.
+    pub fn with_folded_logs(mut self, folded: Arc<FoldedLogs>) -> Self {
+        self.folded = Some(folded);
+        self
     }
 
     /// The store's configuration.
@@ -196,6 +211,7 @@ impl LogStore for CloudWatchLogStore {
             s3: self.s3.clone(),
             bucket: self.config.bucket.clone(),
             inline: self.inline.clone(),
+            folded: self.folded.clone(),
             inline_bytes: self.config.inline_bytes,
             key: key.clone(),
             body: Vec::new(),
@@ -210,9 +226,12 @@ impl LogStore for CloudWatchLogStore {
         if !key_ok(key) {
             return Err(LogError::NotFound);
         }
-        let finished = match self.inline.get(key).await? {
+        let finished = match self.inline.get_folded(key).await? {
             Some(body) => Some(body),
-            None => self.object(key).await?,
+            None => match self.inline.get(key).await? {
+                Some(body) => Some(body),
+                None => self.object(key).await?,
+            },
         };
         if let Some(body) = finished {
             return Ok(log_record::select(log_record::parse(&body), query));
@@ -240,6 +259,8 @@ struct CloudWatchLogWriter {
     bucket: String,
     /// The table, for a small finished log.
     inline: InlineLogs,
+    /// The completions of this process, for the smallest.
+    folded: Option<Arc<FoldedLogs>>,
     /// Largest body kept in the table.
     inline_bytes: usize,
     /// The attempt.
@@ -298,6 +319,7 @@ impl LogWriter for CloudWatchLogWriter {
             s3,
             bucket,
             inline,
+            folded,
             inline_bytes,
             key,
             body,
@@ -314,7 +336,14 @@ impl LogWriter for CloudWatchLogWriter {
             return Ok(LogSummary { bytes, truncated });
         }
         if body.len() <= inline_bytes {
-            inline.put(&key, InlineLog { body, bytes, truncated }).await?;
+            let mut log = InlineLog { body, bytes, truncated };
+            if let Some(folded) = folded.filter(|_| log.body.len() <= FOLD_MAX_BYTES) {
+                match folded.hold(key.clone(), log) {
+                    Ok(()) => return Ok(LogSummary { bytes, truncated }),
+                    Err(full) => log = full,
+                }
+            }
+            inline.put(&key, log).await?;
             return Ok(LogSummary { bytes, truncated });
         }
         s3.put_object()
