@@ -11,9 +11,13 @@ use super::codec::{Reader, key, ms, run_from_item, s};
 use super::keys::{GSI3_PK, GSI3_SK, LIVE_INDEX, PK, SK, running_pk, running_sk};
 use super::plumbing::{MAX_BATCH_GET, QuerySpec};
 use super::store::DynamoStore;
+use futures::stream::{self, StreamExt};
 use sked_core::ports::store::StoreError;
 use sked_core::run::{Run, RunState};
 use sked_core::timestamp::Timestamp;
+
+/// `BatchGetItem`s of the runs' items out at once.
+const PARALLEL_BATCH_GETS: usize = 4;
 
 impl DynamoStore {
     /// Up to `limit` RUNNING runs whose lease expired by `now` (and possibly a few more: the
@@ -38,12 +42,16 @@ impl DynamoStore {
                 key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
             })
             .collect();
+        // Oldest steps first, a few batches at a time, until `limit` are found.
+        let batches: Vec<Vec<_>> = keys.chunks(MAX_BATCH_GET).map(<[_]>::to_vec).collect();
+        let mut batches = stream::iter(batches)
+            .map(|batch| self.batch_get(batch))
+            .buffered(PARALLEL_BATCH_GETS);
         let mut expired = Vec::new();
-        for batch in keys.chunks(MAX_BATCH_GET) {
-            if expired.len() >= limit {
-                break;
-            }
-            for item in self.batch_get(batch.to_vec()).await? {
+        while expired.len() < limit
+            && let Some(items) = batches.next().await
+        {
+            for item in items? {
                 let run = run_from_item(&item)?.run;
                 if run.state == RunState::Running && run.lease_expired(now) {
                     expired.push(run);
