@@ -2,10 +2,11 @@
 //! 5-minute step their lease expires in ([`super::keys::running_sk`]), keys only — so a
 //! heartbeat that leaves its run in the same step writes nothing to any index. Here the
 //! reaper's read of it: every entry whose step has begun, oldest step first, and the runs'
-//! items (consistent) a batch at a time until `limit` expired leases are found. An entry's
-//! key is a lower bound of its run's expiry, never above it, so a lease is found expired at
-//! the first pass after it expires, as with an exact key; the runs still alive in the current
-//! step are read and left (reads are a fifth of a write's price, and at most one pass's worth).
+//! items (consistent `BatchGetItem`s, a few at a time) until `limit` expired leases are
+//! found. An entry's key is a lower bound of its run's expiry, never above it, so a lease is
+//! found expired at the first pass after it expires, as with an exact key; the runs still
+//! alive in the current step are read and left (reads are a fifth of a write's price, and at
+//! most one pass's worth).
 
 use super::codec::{Reader, key, ms, run_from_item, s};
 use super::keys::{GSI3_PK, GSI3_SK, LIVE_INDEX, PK, SK, running_pk, running_sk};
