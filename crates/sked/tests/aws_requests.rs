@@ -4,7 +4,7 @@
 //! executor — with a [`RequestCounter`] on every AWS client. Prints the requests per
 //! service and operation, per run, the estimated DynamoDB capacity units, and the cost per
 //! million runs at the list prices below; asserts the counts are sane. Measured: one-shots
-//! whose payload prints a line (its log one table item), silent one-shots (no log at all), a
+//! whose payload prints a line (its log in the run's item), silent one-shots (no log at all), a
 //! per-second cron's runs (no create), and a running minute of heartbeats; the last two
 //! against targets (see their tests).
 //!

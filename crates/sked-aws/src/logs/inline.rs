@@ -6,7 +6,7 @@
 //! JSON lines an S3 object holds), `truncated`, `bytes`, and `ttl` (written + the logs'
 //! retention, so DynamoDB's TTL removes it when the bucket's lifecycle rule would have removed
 //! the object). Each log has a partition of its own: nothing else lives there, and no index
-//! sees it.
+//! sees it. Also read here: a log folded into its run's item (`logs`, [`super::folded`]).
 
 use super::store::call_error;
 use crate::dynamo::codec::{FOLDED_LOGS, Item, key, n, run_key, s};
