@@ -357,6 +357,48 @@ async fn running_runs_are_filed_by_their_lease_step_and_reaped_by_their_real_exp
     assert_eq!(expired(step + secs(305)).await, ["later"]);
 }
 
+/// The reaper's read of the `live` index goes past a full batch of runs alive in the current
+/// step (more than one `BatchGetItem`) to the one whose lease expired in it, and answers a
+/// lease expired in an older step first.
+#[tokio::test]
+async fn the_reaper_finds_an_expired_lease_among_more_live_runs_than_one_batch() {
+    let (store, _, _) = store().await;
+    let step = fixtures::t0() + chrono::Duration::minutes(5);
+    let secs = chrono::Duration::seconds;
+    let claim = async |job: String, at: Timestamp, lease_until: Timestamp| {
+        let run = run_at(&job, at);
+        store.insert_run(&run).await.unwrap();
+        let outcome = store
+            .claim_one(&run.tenant, &run.run_id, &WorkerId::from("w"), at, lease_until)
+            .await
+            .unwrap();
+        assert!(matches!(outcome, ClaimOutcome::Claimed { .. }), "{outcome:?}");
+    };
+    for i in 0..120 {
+        claim(format!("alive-{i:03}"), step, step + secs(200)).await;
+    }
+    claim("expired-in-step".into(), step, step + secs(30)).await;
+    let now = step + secs(60);
+    let found: Vec<String> = store
+        .expired_leases(now, 1)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.job_id.to_string())
+        .collect();
+    assert_eq!(found, ["expired-in-step"]);
+
+    claim("expired-a-step-before".into(), step - secs(100), step - secs(10)).await;
+    let first = store.expired_leases(now, 1).await.unwrap();
+    assert_eq!(
+        first[0].job_id.as_str(),
+        "expired-a-step-before",
+        "older steps are read first"
+    );
+    let all = store.expired_leases(now, 10).await.unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+}
+
 #[tokio::test]
 async fn the_due_index_answers_near_jobs_and_leaves_far_ones_to_a_later_look() {
     let (store, client, table) = store().await;
