@@ -8,6 +8,7 @@
 use crate::conninfo::{self, ConnInfoError};
 use crate::tls::{TlsConnector, TlsError};
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod embedded {
@@ -72,6 +73,9 @@ pub struct ConnectConfig {
 pub struct PgDb {
     pool: Pool,
     config: ConnectConfig,
+    /// The tenant a receive on this pool last found alone in the queue (a hint only: see
+    /// [`crate::queue`]'s `take_visible`).
+    pub(crate) alone_in_queue: Arc<Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for PgDb {
@@ -106,7 +110,11 @@ impl PgDb {
             .runtime(Runtime::Tokio1)
             .build()
             .map_err(|e| ConnectError::Connect(Box::new(e)))?;
-        let db = PgDb { pool, config };
+        let db = PgDb {
+            pool,
+            config,
+            alone_in_queue: Arc::default(),
+        };
         db.migrate().await?;
         Ok(db)
     }

@@ -16,7 +16,11 @@
 //!   `max` visible rows of each, serves them in turns by the turns recorded in
 //!   `dispatch_turns`, and records the new turns — in the same transaction. Receives racing on
 //!   several hosts may record the same turn; the order is then fair per receive, not across
-//!   them. Rows locked but not served are released at commit.
+//!   them. Rows locked but not served are released at commit. One tenant alone (the usual
+//!   case) has its messages picked and leased by one statement; a pool remembers the tenant
+//!   it last found alone, and its next receive sends that take — which takes nothing if
+//!   another tenant has a message — with the loose scan in one round trip, so a one-tenant
+//!   queue costs a receive one round trip less.
 //! - Receipts are `"<seq>.<receive_count>"`: unique for ever, as `seq` is an identity never
 //!   reused and the count only grows. Extend, ack, park are conditional on the receipt still
 //!   being the row's current one.
@@ -244,11 +248,34 @@ pub(crate) fn take_visible(tx: &mut Tx, max: usize, visibility: Dur, now: Timest
     let now_ms = now.timestamp_millis();
     let max = i64::try_from(max).unwrap_or(i64::MAX);
     let until = now_ms.saturating_add(visibility.as_millis());
-    match queued_tenants(tx)?.as_slice() {
+    let hint = tx.alone_in_queue.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let tenants = match hint {
+        // The tenant found alone last time (the usual case: one tenant, receive after
+        // receive): its messages picked and leased if it still is alone — the statement
+        // checks that no other tenant has a message — and the tenants read in the same round
+        // trip, for when it is not.
+        Some(tenant) => {
+            let take = take_and_lease_sql(Alone::Checked);
+            let (leased, queued) = tx.query_pair((&take, &[&tenant, &now_ms, &max, &until]), (QUEUED_TENANTS, &[]))?;
+            if !leased.is_empty() {
+                return leased_in_order(leased);
+            }
+            queued.iter().map(|r| r.get(0)).collect()
+        }
+        None => queued_tenants(tx)?,
+    };
+    *tx.alone_in_queue.lock().unwrap_or_else(|e| e.into_inner()) = match tenants.as_slice() {
+        [alone] => Some(alone.clone()),
+        _ => None,
+    };
+    match tenants.as_slice() {
         [] => Ok(Vec::new()),
-        // One tenant (the usual case): its rank order is the serving order, and its messages
-        // are picked and leased in one statement.
-        [tenant] => take_and_lease(tx, tenant, now_ms, max, until),
+        // One tenant: its rank order is the serving order, and its messages are picked and
+        // leased in one statement.
+        [tenant] => {
+            let take = take_and_lease_sql(Alone::Known);
+            leased_in_order(tx.query(&take, &[tenant, &now_ms, &max, &until])?)
+        }
         tenants => {
             let picked = take_in_turns_of(tx, tenants, now_ms, max)?;
             lease(tx, picked, until)
@@ -256,21 +283,40 @@ pub(crate) fn take_visible(tx: &mut Tx, max: usize, visibility: Dur, now: Timest
     }
 }
 
-/// Leases up to `max` of `tenant`'s messages visible at `now_ms`, in rank order, until
-/// `until`: picked (`FOR UPDATE SKIP LOCKED`) and leased by one statement.
-fn take_and_lease(tx: &mut Tx, tenant: &str, now_ms: i64, max: i64, until: i64) -> Result<Vec<Delivery>, TxError> {
-    let mut rows = tx.query(
-        &format!(
-            "WITH picked AS (
-                 SELECT seq AS picked_seq FROM dispatch WHERE tenant = $1 AND visible_at <= $2
-                 ORDER BY rank, seq LIMIT $3 FOR UPDATE SKIP LOCKED)
-             UPDATE dispatch d SET {}
-             FROM picked WHERE d.seq = picked.picked_seq
-             RETURNING {LEASED_COLUMNS}",
-            lease_set("$4")
-        ),
-        &[&tenant, &now_ms, &max, &until],
-    )?;
+/// Whether a one-tenant take knows its tenant is alone in the queue, or checks it.
+#[derive(Clone, Copy, PartialEq)]
+enum Alone {
+    /// Read just before, in this transaction.
+    Known,
+    /// Checked by the statement: it takes nothing if another tenant has a message (visible
+    /// or not, as the tenants' read counts them).
+    Checked,
+}
+
+/// The statement that leases up to `$3` of tenant `$1`'s messages visible at `$2`, in rank
+/// order, until `$4`: picked (`FOR UPDATE SKIP LOCKED`) and leased in one statement.
+fn take_and_lease_sql(alone: Alone) -> String {
+    // Two index probes, not a scan of the tenant's own messages.
+    let others = match alone {
+        Alone::Known => "",
+        Alone::Checked => {
+            " AND NOT EXISTS (SELECT 1 FROM dispatch o WHERE o.tenant < $1)
+              AND NOT EXISTS (SELECT 1 FROM dispatch o WHERE o.tenant > $1)"
+        }
+    };
+    format!(
+        "WITH picked AS (
+             SELECT seq AS picked_seq FROM dispatch WHERE tenant = $1 AND visible_at <= $2{others}
+             ORDER BY rank, seq LIMIT $3 FOR UPDATE SKIP LOCKED)
+         UPDATE dispatch d SET {}
+         FROM picked WHERE d.seq = picked.picked_seq
+         RETURNING {LEASED_COLUMNS}",
+        lease_set("$4")
+    )
+}
+
+/// The deliveries of rows a one-tenant take leased, in serving order.
+fn leased_in_order(mut rows: Vec<tokio_postgres::Row>) -> Result<Vec<Delivery>, TxError> {
     // RETURNING keeps no order: the serving order is the rank's, then the sequence's.
     rows.sort_by_key(|r| (r.get::<_, i64>(5), r.get::<_, i64>(0)));
     rows.iter()
@@ -338,18 +384,18 @@ fn delivery(row: VisibleRow, receipt: String, receive_count: i32) -> Result<Deli
 /// The tenants with messages queued (visible or not), by a loose index scan of
 /// `dispatch_by_tenant`: one probe per tenant, whatever the backlog.
 fn queued_tenants(tx: &mut Tx) -> Result<Vec<String>, TxError> {
-    let rows = tx.query(
-        "WITH RECURSIVE t(tenant) AS (
-             (SELECT tenant FROM dispatch ORDER BY tenant LIMIT 1)
-             UNION ALL
-             SELECT (SELECT d.tenant FROM dispatch d WHERE d.tenant > t.tenant ORDER BY d.tenant LIMIT 1)
-             FROM t WHERE t.tenant IS NOT NULL
-         )
-         SELECT tenant FROM t WHERE tenant IS NOT NULL",
-        &[],
-    )?;
+    let rows = tx.query(QUEUED_TENANTS, &[])?;
     Ok(rows.iter().map(|r| r.get(0)).collect())
 }
+
+/// The tenants with a message in the queue, by a loose scan of `dispatch_by_tenant`.
+const QUEUED_TENANTS: &str = "WITH RECURSIVE t(tenant) AS (
+         (SELECT tenant FROM dispatch ORDER BY tenant LIMIT 1)
+         UNION ALL
+         SELECT (SELECT d.tenant FROM dispatch d WHERE d.tenant > t.tenant ORDER BY d.tenant LIMIT 1)
+         FROM t WHERE t.tenant IS NOT NULL
+     )
+     SELECT tenant FROM t WHERE tenant IS NOT NULL";
 
 /// Up to `max` visible messages of several `tenants` in fair turns
 /// ([`sked_core::fairness::take_in_turns`]), recording each served tenant's last turn.
@@ -659,6 +705,49 @@ mod tests {
 
     fn jobs(ds: &[Delivery]) -> Vec<&str> {
         ds.iter().map(|d| d.dispatch.run_id.as_str()).collect()
+    }
+
+    /// A pool remembers the tenant it last found alone, and takes that tenant's messages with
+    /// the tenants' read in one round trip — only while it is still alone: once another tenant
+    /// has messages, the receive serves the two in turns, as one without the hint would.
+    #[tokio::test]
+    async fn the_tenant_found_alone_is_taken_at_once_only_while_it_is_alone() {
+        let db = PgDb::connect(&postgres().fresh_database(), &PgOptions::default())
+            .await
+            .unwrap();
+        let of = |tenant: &str, job: &str| Dispatch {
+            tenant: TenantId::from(tenant),
+            ..dispatch(job)
+        };
+        let take_two = |db: &PgDb| {
+            let db = db.clone();
+            async move { run(&db, |tx| take_visible(tx, 2, Dur::secs(30), at(0))).await }
+        };
+        let hint = |db: &PgDb| db.alone_in_queue.lock().unwrap().clone();
+        run(&db, move |tx| {
+            insert_dispatches(tx, &[of("a", "a1"), of("a", "a2"), of("a", "a3"), of("a", "a4")])
+        })
+        .await;
+        assert_eq!(hint(&db), None);
+        assert_eq!(jobs(&take_two(&db).await), ["a1@x", "a2@x"]);
+        assert_eq!(hint(&db).as_deref(), Some("a"), "a was alone");
+        // Still alone: taken by the checked take.
+        assert_eq!(jobs(&take_two(&db).await), ["a3@x", "a4@x"]);
+        assert_eq!(hint(&db).as_deref(), Some("a"));
+
+        run(&db, move |tx| {
+            insert_dispatches(tx, &[of("a", "a5"), of("a", "a6"), of("b", "b1"), of("b", "b2")])
+        })
+        .await;
+        let both = take_two(&db).await;
+        let tenants: HashSet<&str> = both.iter().map(|d| d.dispatch.tenant.as_str()).collect();
+        assert_eq!(
+            tenants,
+            HashSet::from(["a", "b"]),
+            "in turns, not two of a: {:?}",
+            jobs(&both)
+        );
+        assert_eq!(hint(&db), None, "a is no longer alone");
     }
 
     #[tokio::test]

@@ -19,6 +19,7 @@ use crate::locks::LockedForClaims;
 use deadpool_postgres::Object;
 use sked_core::ports::StoreError;
 use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio_postgres::error::SqlState;
@@ -177,6 +178,8 @@ pub struct Tx {
     /// Writes this transaction made and has not sent yet: sent in the round trip of its next
     /// statement, or of its `COMMIT`, ahead of it.
     unsent: Unsent,
+    /// The tenant a receive on this pool last found alone in the queue ([`PgDb`]'s).
+    pub(crate) alone_in_queue: Arc<Mutex<Option<String>>>,
 }
 
 /// Writes whose answer no decision waits for, held until the transaction's next statement
@@ -406,6 +409,7 @@ impl PgDb {
                     claims: LockedForClaims::default(),
                     no_downstream: HashSet::new(),
                     unsent: Unsent::default(),
+                    alone_in_queue: db.alone_in_queue.clone(),
                 };
                 let (result, before_commit) = match f(&mut tx) {
                     Ok(answer) => (tx.commit().map(|()| answer), false),
