@@ -79,7 +79,7 @@ fn index_wru_per_heartbeat(lease_secs: f64) -> f64 {
 
 /// One-shots, then a recurring job's runs. A recurring job's run pays for neither a create
 /// nor an API call: the target set for it is to cost less than a silent one-shot run without
-/// those (measured just before), its overlap check (`forbid`) included.
+/// its API call (measured just before), its overlap check (`forbid`) included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_per_one_shot_and_recurring_run_are_counted_and_priced() {
     measure("one-shot runs printing a line", sh("echo run $SKED_RUN_ID"), true).await;
