@@ -272,6 +272,34 @@ async fn finished_runs_carry_a_ttl_and_live_ones_do_not() {
     );
 }
 
+/// A run of `job` due at `at`, inserted and claimed at `at` with a lease until `lease_until`,
+/// and its fencing token.
+async fn running(store: &DynamoStore, job: &str, at: Timestamp, lease_until: Timestamp) -> (Run, u64) {
+    let run = run_at(job, at);
+    store.insert_run(&run).await.unwrap();
+    match store
+        .claim_one(&run.tenant, &run.run_id, &WorkerId::from("w"), at, lease_until)
+        .await
+        .unwrap()
+    {
+        ClaimOutcome::Claimed { token, .. } => (run, token),
+        other => panic!("claim {job}: {other:?}"),
+    }
+}
+
+/// The jobs of the runs `expired_leases(now, limit)` answers, sorted.
+async fn expired_jobs(store: &DynamoStore, now: Timestamp, limit: usize) -> Vec<String> {
+    let mut jobs: Vec<String> = store
+        .expired_leases(now, limit)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.job_id.to_string())
+        .collect();
+    jobs.sort();
+    jobs
+}
+
 /// The `live` index files a running run by the 5-minute step its lease expires in: a
 /// heartbeat within the step leaves the entry where it is (so it writes no index), one that
 /// crosses into the next step moves it; the reaper reads every entry whose step has begun and
@@ -297,21 +325,9 @@ async fn running_runs_are_filed_by_their_lease_step_and_reaped_by_their_real_exp
             .unwrap();
         item.get("gsi3sk").map(|v| v.as_s().unwrap().clone())
     };
-    let claim = async |job: &str, lease_until: Timestamp| {
-        let run = run_at(job, step);
-        store.insert_run(&run).await.unwrap();
-        let ClaimOutcome::Claimed { token, .. } = store
-            .claim_one(&run.tenant, &run.run_id, &WorkerId::from("w"), step, lease_until)
-            .await
-            .unwrap()
-        else {
-            panic!("claim {job}")
-        };
-        (run, token)
-    };
-    let (soon, soon_token) = claim("soon", step + secs(10)).await;
-    let (later, _) = claim("later", step + secs(240)).await;
-    let (next_step, _) = claim("next-step", step + secs(360)).await;
+    let (soon, soon_token) = running(&store, "soon", step, step + secs(10)).await;
+    let (later, _) = running(&store, "later", step, step + secs(240)).await;
+    let (next_step, _) = running(&store, "next-step", step, step + secs(360)).await;
     assert_eq!(live_key(&soon).await, live_key(&later).await, "one step, one key");
     assert_ne!(live_key(&soon).await, live_key(&next_step).await);
 
@@ -326,17 +342,7 @@ async fn running_runs_are_filed_by_their_lease_step_and_reaped_by_their_real_exp
         "a heartbeat within the step keeps the key"
     );
 
-    let expired = async |now: Timestamp| {
-        let mut ids: Vec<String> = store
-            .expired_leases(now, 100)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| r.job_id.to_string())
-            .collect();
-        ids.sort();
-        ids
-    };
+    let expired = async |now: Timestamp| expired_jobs(&store, now, 100).await;
     assert!(expired(step + secs(19)).await.is_empty(), "extended to 20 s");
     assert_eq!(expired(step + secs(21)).await, ["soon"]);
     assert_eq!(expired(step + secs(241)).await, ["later", "soon"]);
@@ -365,30 +371,14 @@ async fn the_reaper_finds_an_expired_lease_among_more_live_runs_than_one_batch()
     let (store, _, _) = store().await;
     let step = fixtures::t0() + chrono::Duration::minutes(5);
     let secs = chrono::Duration::seconds;
-    let claim = async |job: String, at: Timestamp, lease_until: Timestamp| {
-        let run = run_at(&job, at);
-        store.insert_run(&run).await.unwrap();
-        let outcome = store
-            .claim_one(&run.tenant, &run.run_id, &WorkerId::from("w"), at, lease_until)
-            .await
-            .unwrap();
-        assert!(matches!(outcome, ClaimOutcome::Claimed { .. }), "{outcome:?}");
-    };
     for i in 0..120 {
-        claim(format!("alive-{i:03}"), step, step + secs(200)).await;
+        running(&store, &format!("alive-{i:03}"), step, step + secs(200)).await;
     }
-    claim("expired-in-step".into(), step, step + secs(30)).await;
+    running(&store, "expired-in-step", step, step + secs(30)).await;
     let now = step + secs(60);
-    let found: Vec<String> = store
-        .expired_leases(now, 1)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| r.job_id.to_string())
-        .collect();
-    assert_eq!(found, ["expired-in-step"]);
+    assert_eq!(expired_jobs(&store, now, 1).await, ["expired-in-step"]);
 
-    claim("expired-a-step-before".into(), step - secs(100), step - secs(10)).await;
+    running(&store, "expired-a-step-before", step - secs(100), step - secs(10)).await;
     let first = store.expired_leases(now, 1).await.unwrap();
     assert_eq!(
         first[0].job_id.as_str(),

@@ -48,7 +48,7 @@ use sked_core::ports::queue::{AGING_STEP, Delivery, Dispatch, DispatchQueue, Que
 use sked_core::ports::{Clock, StoreError};
 use sked_core::timestamp::{self, Timestamp};
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -255,8 +255,10 @@ pub(crate) fn take_visible(tx: &mut Tx, max: usize, visibility: Dur, now: Timest
         // checks that no other tenant has a message — and the tenants read in the same round
         // trip, for when it is not.
         Some(tenant) => {
-            let take = take_and_lease_sql(Alone::Checked);
-            let (leased, queued) = tx.query_pair((&take, &[&tenant, &now_ms, &max, &until]), (QUEUED_TENANTS, &[]))?;
+            let (leased, queued) = tx.query_pair(
+                (&TAKE_IF_ALONE, &[&tenant, &now_ms, &max, &until]),
+                (QUEUED_TENANTS, &[]),
+            )?;
             if !leased.is_empty() {
                 return leased_in_order(leased);
             }
@@ -272,10 +274,7 @@ pub(crate) fn take_visible(tx: &mut Tx, max: usize, visibility: Dur, now: Timest
         [] => Ok(Vec::new()),
         // One tenant: its rank order is the serving order, and its messages are picked and
         // leased in one statement.
-        [tenant] => {
-            let take = take_and_lease_sql(Alone::Known);
-            leased_in_order(tx.query(&take, &[tenant, &now_ms, &max, &until])?)
-        }
+        [tenant] => leased_in_order(tx.query(&TAKE_ALONE, &[tenant, &now_ms, &max, &until])?),
         tenants => {
             let picked = take_in_turns_of(tx, tenants, now_ms, max)?;
             lease(tx, picked, until)
@@ -292,6 +291,12 @@ enum Alone {
     /// or not, as the tenants' read counts them).
     Checked,
 }
+
+/// The one-tenant take of a tenant the receive found alone ([`take_and_lease_sql`]).
+static TAKE_ALONE: LazyLock<String> = LazyLock::new(|| take_and_lease_sql(Alone::Known));
+
+/// The one-tenant take that checks its tenant is still alone ([`take_and_lease_sql`]).
+static TAKE_IF_ALONE: LazyLock<String> = LazyLock::new(|| take_and_lease_sql(Alone::Checked));
 
 /// The statement that leases up to `$3` of tenant `$1`'s messages visible at `$2`, in rank
 /// order, until `$4`: picked (`FOR UPDATE SKIP LOCKED`) and leased in one statement.

@@ -8,7 +8,7 @@
 //! alive in the current step are read and left (reads are a fifth of a write's price, and at
 //! most one pass's worth).
 
-use super::codec::{Reader, key, ms, run_from_item, s};
+use super::codec::{Item, Reader, key, ms, run_from_item, s};
 use super::keys::{GSI3_PK, GSI3_SK, LIVE_INDEX, PK, SK, running_pk, running_sk};
 use super::plumbing::{MAX_BATCH_GET, QuerySpec};
 use super::store::DynamoStore;
@@ -36,15 +36,15 @@ impl DynamoStore {
             .collect();
         let mut entries = self.query_many(specs, usize::MAX).await?;
         entries.sort_by_cached_key(|e| Reader::new(e).s(GSI3_SK).unwrap_or_default());
-        let keys: Vec<_> = entries
-            .iter()
-            .map(|e| {
-                let r = Reader::new(e);
-                key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
-            })
-            .collect();
+        let run_key = |e: &Item| {
+            let r = Reader::new(e);
+            key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+        };
         // Oldest steps first, a few batches at a time, until `limit` are found.
-        let batches: Vec<Vec<_>> = keys.chunks(MAX_BATCH_GET).map(<[_]>::to_vec).collect();
+        let batches: Vec<Vec<Item>> = entries
+            .chunks(MAX_BATCH_GET)
+            .map(|batch| batch.iter().map(run_key).collect())
+            .collect();
         let mut batches = stream::iter(batches)
             .map(|batch| self.batch_get(batch))
             .buffered(PARALLEL_BATCH_GETS);
