@@ -190,6 +190,7 @@ async fn racing_claims_of_different_runs_of_one_job_alone_start_exactly_one() {
             let batch = ClaimBatch {
                 runs: vec![(run.tenant.clone(), run.run_id.clone())],
                 worker: WorkerId(format!("w{i}")),
+                owners: Vec::new(),
                 now: at,
                 lease_until: lease,
                 read_jobs: false,

@@ -268,11 +268,12 @@ pub trait ClaimTx {
         let _ = batch;
         Ok(())
     }
-    /// Claims one run as [`crate::ports::JobStore::claim`] describes.
+    /// Claims one run of `batch` for `owner` as [`crate::ports::JobStore::claim`] describes.
     fn claim_run(
         &mut self,
         tenant: &TenantId,
         run_id: &RunId,
+        owner: &WorkerId,
         batch: &ClaimBatch,
     ) -> Result<Result<ClaimOutcome, StoreError>, Self::Error>;
 }
@@ -285,7 +286,7 @@ pub trait ClaimTx {
 pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, T::Error> {
     let mut out = Vec::with_capacity(batch.runs.len());
     tx.lock_claims(batch)?;
-    for (tenant, run_id) in &batch.runs {
+    for (index, (tenant, run_id)) in batch.runs.iter().enumerate() {
         let job_id = run_id.parts().map(|(job_id, _)| job_id);
         let job = match &job_id {
             Some(job_id) if batch.read_jobs => tx.job(tenant, job_id)?,
@@ -307,7 +308,7 @@ pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Res
                 continue;
             }
         }
-        let claimed = tx.claim_run(tenant, run_id, batch)?;
+        let claimed = tx.claim_run(tenant, run_id, batch.owner_of(index), batch)?;
         out.push(claimed.map(|outcome| JobClaim::Claimed(outcome, job)));
     }
     Ok(out)

@@ -1,28 +1,21 @@
-//! [`CompletionGroups`]: group commit of the work port's completions. The attempts a process
-//! ends at about the same time are closed in one transaction
-//! ([`sked_core::work::one_transaction::complete_each`]: a few statements and one commit for
-//! the group instead of five statements and a commit each), as SQLite's writer commits the
-//! writes that queued up behind it together.
+//! [`CompletionGroups`]: group commit of the work port's completions (served by
+//! [`crate::grouping::Groups`]). The attempts a process ends at about the same time are closed
+//! in one transaction ([`sked_core::work::one_transaction::complete_each`]: a few statements
+//! and one commit for the group instead of five statements and a commit each), at most
+//! [`GROUP_MAX`] in a group, [`PARALLEL_GROUPS`] groups written at once.
 //!
-//! A completion joins the queue of waiting ones; if fewer than [`PARALLEL_GROUPS`] groups are
-//! being written, a task is started that takes up to [`GROUP_MAX`] waiting completions at a
-//! time and writes them, until none wait. So nothing waits for a group to fill: a lone
-//! completion is written at once, and under load a group is what queued while the previous
-//! one was being written. Each caller gets its own answer: a refused completion (fenced)
-//! changes nothing and answers its refusal, the others are written. A group whose
-//! transaction fails for a statement (the database's error, not a refusal) is written again
-//! one completion per transaction, so that one completion's failure is never another's; one
-//! that fails because the database is away answers that to each.
-//!
-//! The group's task is spawned, not run in a caller's future: a caller dropped while it
-//! waits (a worker shutting down) cancels neither the transaction nor the others' answers.
+//! Each caller gets its own answer: a refused completion (fenced) changes nothing and answers
+//! its refusal, the others are written. A group whose transaction fails for a statement (the
+//! database's error, not a refusal) is written again one completion per transaction, so that
+//! one completion's failure is never another's; one that fails because the database is away
+//! answers that to each.
 
 use crate::db::PgDb;
+use crate::grouping::Groups;
 use crate::store::PgTx;
 use sked_core::ports::{Settlement, StoreError, WorkError};
 use sked_core::work::one_transaction::{self, Settled};
-use std::sync::{Arc, Mutex, PoisonError};
-use tokio::sync::oneshot;
+use std::sync::Arc;
 
 /// Most completions written in one transaction.
 pub const GROUP_MAX: usize = 64;
@@ -34,114 +27,67 @@ pub const PARALLEL_GROUPS: usize = 2;
 /// A completion's answer: the run as ended, and whether a message became receivable.
 type Answer = Result<Settled, WorkError>;
 
-/// A completion waiting for its group.
-struct Waiting {
-    settlement: Settlement,
-    answer: oneshot::Sender<Answer>,
-}
-
-/// The waiting completions and how many groups are being written.
-#[derive(Default)]
-struct Queue {
-    waiting: Vec<Waiting>,
-    writers: usize,
-}
-
 /// Group commit of completions over one pool; cheap to clone.
 #[derive(Clone)]
 pub(crate) struct CompletionGroups {
-    db: PgDb,
-    queue: Arc<Mutex<Queue>>,
+    groups: Groups<Settlement, Answer>,
 }
 
 impl CompletionGroups {
     pub(crate) fn new(db: PgDb) -> Self {
-        CompletionGroups {
-            db,
-            queue: Arc::default(),
-        }
+        let groups = Groups::new(
+            GROUP_MAX,
+            PARALLEL_GROUPS,
+            Arc::new(move |settlements| Box::pin(write(db.clone(), settlements))),
+        );
+        CompletionGroups { groups }
     }
 
     /// Writes `settlement` with whatever other completions are written at the same time.
     pub(crate) async fn complete(&self, settlement: Settlement) -> Answer {
-        let (answer, answered) = oneshot::channel();
-        let start_writer = {
-            let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-            queue.waiting.push(Waiting { settlement, answer });
-            let start = queue.writers < PARALLEL_GROUPS;
-            if start {
-                queue.writers += 1;
-            }
-            start
-        };
-        if start_writer {
-            tokio::spawn(self.clone().write_groups());
-        }
-        answered
+        self.groups
+            .submit(settlement)
             .await
-            .unwrap_or_else(|_| Err(WorkError::Store(StoreError::Other("completion group dropped".into()))))
+            .unwrap_or_else(|| Err(WorkError::Store(StoreError::Other("completion group dropped".into()))))
     }
+}
 
-    /// Writes groups of waiting completions until none wait.
-    async fn write_groups(self) {
-        loop {
-            let group = {
-                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-                if queue.waiting.is_empty() {
-                    queue.writers -= 1;
-                    return;
-                }
-                let n = queue.waiting.len().min(GROUP_MAX);
-                queue.waiting.drain(..n).collect::<Vec<_>>()
-            };
-            let (settlements, answers): (Vec<Settlement>, Vec<oneshot::Sender<Answer>>) =
-                group.into_iter().map(|w| (w.settlement, w.answer)).unzip();
-            for (answer, sender) in self.write(settlements).await.into_iter().zip(answers) {
-                // The caller may have gone (shut down): its completion is written all the same.
-                let _ = sender.send(answer);
-            }
+/// One transaction for the whole group; if it fails, one per completion.
+async fn write(db: PgDb, settlements: Vec<Settlement>) -> Vec<Answer> {
+    let n = settlements.len();
+    let group = settlements.clone();
+    let written = db
+        .locking_transaction(move |tx| one_transaction::complete_each(&mut PgTx(tx), &group))
+        .await;
+    match written {
+        Ok(answers) => answers
+            .into_iter()
+            .map(|answer| answer.map_err(WorkError::Store))
+            .collect(),
+        // One completion, or the database away (each would wait for a connection in turn):
+        // the same error for each.
+        Err(e) if n == 1 || e.is_transient() => {
+            let e = e.into_store();
+            let mut answers: Vec<Answer> = (1..n).map(|_| Err(WorkError::Store(copy_of(&e)))).collect();
+            answers.push(Err(WorkError::Store(e)));
+            answers
         }
-    }
-
-    /// One transaction for the whole group; if it fails, one per completion.
-    async fn write(&self, settlements: Vec<Settlement>) -> Vec<Answer> {
-        let n = settlements.len();
-        let group = settlements.clone();
-        let written = self
-            .db
-            .locking_transaction(move |tx| one_transaction::complete_each(&mut PgTx(tx), &group))
-            .await;
-        match written {
-            Ok(answers) => answers
-                .into_iter()
-                .map(|answer| answer.map_err(WorkError::Store))
-                .collect(),
-            // One completion, or the database away (each would wait for a connection in turn):
-            // the same error for each.
-            Err(e) if n == 1 || e.is_transient() => {
-                let e = e.into_store();
-                let mut answers: Vec<Answer> = (1..n).map(|_| Err(WorkError::Store(copy_of(&e)))).collect();
-                answers.push(Err(WorkError::Store(e)));
-                answers
+        Err(_) => {
+            let mut answers = Vec::with_capacity(n);
+            for settlement in settlements {
+                let written = db
+                    .locking_transaction(move |tx| one_transaction::complete(&mut PgTx(tx), &settlement))
+                    .await;
+                answers.push(written.map_err(|e| WorkError::Store(e.into_store())));
             }
-            Err(_) => {
-                let mut answers = Vec::with_capacity(n);
-                for settlement in settlements {
-                    let written = self
-                        .db
-                        .locking_transaction(move |tx| one_transaction::complete(&mut PgTx(tx), &settlement))
-                        .await;
-                    answers.push(written.map_err(|e| WorkError::Store(e.into_store())));
-                }
-                answers
-            }
+            answers
         }
     }
 }
 
 /// The same failure again, for another completion of the group: a transient failure as
 /// transient, anything else as `Other`, with the same message.
-fn copy_of(e: &StoreError) -> StoreError {
+pub(crate) fn copy_of(e: &StoreError) -> StoreError {
     match e {
         StoreError::Transient(source) => StoreError::Transient(source.to_string().into()),
         other => StoreError::Other(other.to_string().into()),

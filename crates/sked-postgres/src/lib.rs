@@ -22,7 +22,9 @@
 //!   them (`sked-objectlogs`, when logs go to S3-compatible storage).
 //! - [`PgWork`] (`work`): the [`sked_core::ports::WorkPort`] whose every step is one
 //!   transaction over the store's tables and the queue's (as SQLite's work port); `group`
-//!   writes the completions that come at once in one transaction (group commit).
+//!   writes the completions that come at once in one transaction (group commit), and
+//!   `receive_group` takes and claims the receives that come at once in one; `grouping` is
+//!   the mechanism both use.
 //! - `testing` (feature `testing`): a private cluster per test binary on 127.0.0.1.
 //!
 //! Everything that must hold across processes is a condition checked inside one transaction
@@ -35,6 +37,7 @@ pub mod conninfo;
 pub mod db;
 mod dependencies;
 mod group;
+mod grouping;
 pub mod keys;
 mod ledger;
 mod listen;
@@ -44,6 +47,7 @@ mod log_retention;
 pub mod logs;
 pub mod queue;
 mod quotas;
+mod receive_group;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;

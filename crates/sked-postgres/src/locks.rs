@@ -29,7 +29,7 @@
 //! makes two unrelated claims wait for each other.
 //! Must not: decide anything — `sked-core` does, on what these functions read.
 
-use crate::codec::{JOB_COLS, RUN_COLS, StoredRun, get, job_from_row, run_from_row};
+use crate::codec::{JOB_COLS, RUN_COLS, RUN_KEYS_IN, RunKeys, StoredRun, get, job_from_row, run_from_row};
 use crate::tx::{Tx, TxError};
 use sked_core::ids::{JobId, TenantId};
 use sked_core::job::Job;
@@ -37,7 +37,6 @@ use sked_core::ports::ClaimBatch;
 use sked_core::timestamp::Timestamp;
 use std::collections::HashMap;
 use tokio_postgres::Row;
-use tokio_postgres::types::ToSql;
 
 /// What a batch's lock step read, for its claims to use instead of reading again (kept in the
 /// transaction, [`Tx::claims`]; empty in a transaction that did not lock a batch).
@@ -93,14 +92,14 @@ pub(crate) fn lock_runs_to_end(
     if keys.is_empty() {
         return Ok(HashMap::new());
     }
-    let (tenants, ids): (Vec<&str>, Vec<&str>) = keys.iter().copied().unzip();
+    let keys = RunKeys::of(keys.iter().copied());
     let rows = tx.query(
         &format!(
             "SELECT {RUN_COLS}, EXISTS (SELECT 1 FROM job_after a WHERE a.tenant = runs.tenant AND a.upstream = runs.job_id)
-             FROM runs WHERE (tenant, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+             FROM runs WHERE {RUN_KEYS_IN}
              ORDER BY tenant, run_id FOR UPDATE OF runs"
         ),
-        &[&tenants, &ids],
+        &keys.params(),
     )?;
     let mut runs = HashMap::with_capacity(rows.len());
     for row in &rows {
@@ -198,14 +197,14 @@ pub(crate) fn lock_claims(tx: &mut Tx, batch: &ClaimBatch) -> Result<(), TxError
     if batch.runs.is_empty() {
         return Ok(());
     }
-    let (tenants, run_ids): (Vec<&str>, Vec<&str>) = batch.runs.iter().map(|(t, r)| (t.as_str(), r.as_str())).unzip();
+    let keys = RunKeys::of(batch.runs.iter().map(|(t, r)| (t.as_str(), r.as_str())));
     // The rows are locked in the sort's order (the locking node is above it).
     let lock_runs = format!(
         "SELECT {RUN_COLS}, (SELECT q.max_concurrent_runs FROM tenant_quotas q WHERE q.tenant = runs.tenant)
-         FROM runs WHERE (tenant, run_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))
+         FROM runs WHERE {RUN_KEYS_IN}
          ORDER BY tenant, run_id FOR UPDATE OF runs"
     );
-    let runs_params: [&(dyn ToSql + Sync); 2] = [&tenants, &run_ids];
+    let runs_params = keys.params();
     // The jobs are named by the runs' ids, so they are read in the same round trip (read, not
     // locked: a claim does not write its job; whether before or after the advisory locks
     // below, a job written meanwhile is seen as of one instant or the other).

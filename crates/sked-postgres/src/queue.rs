@@ -148,24 +148,48 @@ impl Poller {
         F: Fn(&mut Tx, Timestamp) -> Result<Vec<T>, TxError> + Clone + Send + 'static,
     {
         let deadline = self.clock.now() + wait.to_chrono();
-        let take_now = |now: Timestamp| {
-            let take = take.clone();
-            self.db.transaction_with(isolation, move |tx| take(tx, now))
-        };
         if wait.is_zero() {
-            return take_now(self.clock.now()).await;
+            return self.take_now(isolation, &take).await;
         }
         // While messages keep coming, receives take at once, side by side (`SKIP LOCKED`
         // keeps them apart); only one that found nothing waits for its turn to wait. (Taking
         // the turn first made every receive of the process wait for the one before it: a
         // 5,000-run burst drained at the pace of one receive transaction at a time.)
-        match take_now(self.clock.now()).await {
+        match self.take_now(isolation, &take).await {
             Ok(got) if !got.is_empty() => return Ok(got),
             Ok(_) => {}
             // The database is away: the wait below looks again once its listener is back.
             Err(e) if e.is_transient() => {}
             Err(e) => return Err(e),
         }
+        self.wait_then_take(isolation, deadline, stop, take).await
+    }
+
+    /// `take` in a transaction of its own, at this instant.
+    async fn take_now<T, F>(&self, isolation: Isolation, take: &F) -> Result<Vec<T>, TxError>
+    where
+        T: Send + 'static,
+        F: Fn(&mut Tx, Timestamp) -> Result<Vec<T>, TxError> + Clone + Send + 'static,
+    {
+        let (take, now) = (take.clone(), self.clock.now());
+        self.db.transaction_with(isolation, move |tx| take(tx, now)).await
+    }
+
+    /// The wait of [`Poller::poll`] once a first look found nothing: its turn to wait (one
+    /// receive of this process at a time), then `take` again whenever a message may have
+    /// come, until it leases something or `deadline` passes (an empty vec) or `stop` is
+    /// cancelled.
+    pub(crate) async fn wait_then_take<T, F>(
+        &self,
+        isolation: Isolation,
+        deadline: Timestamp,
+        stop: Option<&CancellationToken>,
+        take: F,
+    ) -> Result<Vec<T>, TxError>
+    where
+        T: Send + 'static,
+        F: Fn(&mut Tx, Timestamp) -> Result<Vec<T>, TxError> + Clone + Send + 'static,
+    {
         let stopped = async {
             match stop {
                 Some(stop) => stop.cancelled().await,
@@ -185,7 +209,8 @@ impl Poller {
             notified.as_mut().enable();
 
             let now = self.clock.now();
-            let got = take_now(now).await?;
+            let take = take.clone();
+            let got = self.db.transaction_with(isolation, move |tx| take(tx, now)).await?;
             if !got.is_empty() {
                 return Ok(got);
             }

@@ -39,7 +39,7 @@ use crate::tx::{Tx, TxError};
 use async_trait::async_trait;
 use sked_core::alert::{Alert, AlertKey, DueAlert};
 use sked_core::dependency::{self, Wait};
-use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
 use sked_core::ledger::SkipRecord;
 use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
@@ -269,9 +269,10 @@ impl ClaimTx for PgTx<'_> {
         &mut self,
         tenant: &TenantId,
         run_id: &RunId,
+        owner: &WorkerId,
         batch: &ClaimBatch,
     ) -> Result<Result<ClaimOutcome, StoreError>, TxError> {
-        match claim_run(self.0, tenant.as_str(), run_id.as_str(), batch) {
+        match claim_run(self.0, (tenant.as_str(), run_id.as_str()), owner, batch) {
             Err(TxError::Store(refused)) => Ok(Err(refused)),
             answer => Ok(Ok(answer?)),
         }
@@ -280,7 +281,12 @@ impl ClaimTx for PgTx<'_> {
 
 /// Decides and writes one claim in the current transaction (see [`JobStore::claim`]).
 /// [`StoreError::NotFound`] before any write if the run does not exist.
-fn claim_run(tx: &mut Tx, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Result<ClaimOutcome, TxError> {
+fn claim_run(
+    tx: &mut Tx,
+    (tenant, run_id): (&str, &str),
+    owner: &WorkerId,
+    batch: &ClaimBatch,
+) -> Result<ClaimOutcome, TxError> {
     let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
     let mut stored = match tx.claims.take(tenant, run_id) {
         Some(locked) => locked,
@@ -305,7 +311,7 @@ fn claim_run(tx: &mut Tx, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Res
         });
     }
     let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
-    stored.run.start_attempt(&batch.worker, now, lease_until, token);
+    stored.run.start_attempt(owner, now, lease_until, token);
     stored.last_token = token;
     save(tx, &stored)?;
     Ok(ClaimOutcome::Claimed { run: stored.run, token })

@@ -7,8 +7,10 @@
 //! - `receive`: messages leased (`FOR UPDATE SKIP LOCKED`: receives on many hosts take
 //!   disjoint messages and never wait for one another) and their runs claimed (jobs read,
 //!   overlap holds, tenant caps, concurrency keys, fencing tokens) in the transaction that
-//!   takes them; a run refused for its full concurrency key is parked on the key in it.
-//!   Waiting is the queue's long poll (`LISTEN`/`NOTIFY`, one waiter per process).
+//!   takes them; a run refused for its full concurrency key is parked on the key in it. The
+//!   receives of a process's workers that come at about the same time are taken and claimed
+//!   together (`receive_group`: one transaction, each run for its own worker). One that finds
+//!   nothing then waits: the queue's long poll (`LISTEN`/`NOTIFY`, one waiter per process).
 //! - `heartbeat`: the run's lease and its message's visibility renewed together.
 //! - `complete`: the attempt closed, the released runs and a retry's message enqueued, the
 //!   delivered message acknowledged and the first message parked on the attempt's key woken,
@@ -64,6 +66,7 @@ use crate::queue::{
     Poller, delete_all_delivered, delete_delivered, extend_delivered, insert_dispatches, park_delivered, receipt_seq,
     take_visible, wake_parked,
 };
+use crate::receive_group::ReceiveGroups;
 use crate::store::{LeaseRenewal, PgTx, apply_firings, finish_attempt, finish_attempts, renew_lease};
 use crate::tx::{Isolation, Tx, TxError};
 use async_trait::async_trait;
@@ -89,6 +92,8 @@ pub struct PgWork {
     poller: Poller,
     /// Completions that come at once, written in one transaction.
     completions: CompletionGroups,
+    /// Receives that come at once, taken and claimed in one transaction.
+    receives: ReceiveGroups,
 }
 
 impl std::fmt::Debug for PgWork {
@@ -104,11 +109,13 @@ impl PgWork {
     pub fn new(db: PgDb, clock: Arc<dyn Clock>) -> Self {
         let poller = Poller::new(db.clone(), clock.clone());
         let completions = CompletionGroups::new(db.clone());
+        let receives = ReceiveGroups::new(db.clone(), clock.clone());
         PgWork {
             db,
             clock,
             poller,
             completions,
+            receives,
         }
     }
 
@@ -236,10 +243,19 @@ impl WorkPort for PgWork {
         if request.max == 0 {
             return Ok(Vec::new());
         }
+        let deadline = self.clock.now() + request.wait.to_chrono();
+        // The first look with the receives of this process that come at the same time.
+        match self.receives.receive(request.clone()).await {
+            Ok(got) if !got.is_empty() || request.wait.is_zero() => return Ok(got),
+            Ok(_) => {}
+            // The database is away: the wait below looks again once its listener is back.
+            Err(StoreError::Transient(_)) if !request.wait.is_zero() => {}
+            Err(e) => return Err(WorkError::Store(e)),
+        }
         let stop = request.stop.clone();
         let request = request.clone();
         self.poller
-            .poll(Isolation::ReadCommitted, request.wait, Some(&stop), move |tx, now| {
+            .wait_then_take(Isolation::ReadCommitted, deadline, Some(&stop), move |tx, now| {
                 one_transaction::receive(&mut PgTx(tx), &request, trunc_ms(now))
             })
             .await

@@ -65,7 +65,7 @@ impl DynamoStore {
         };
         let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
         let mut out = Vec::with_capacity(batch.runs.len());
-        for ((tenant, run_id), job) in batch.runs.iter().zip(jobs) {
+        for (index, ((tenant, run_id), job)) in batch.runs.iter().zip(jobs).enumerate() {
             if let Some(job) = job.as_ref() {
                 let policy = job.spec.overlap_policy();
                 // A backfill run waits its turn; where the wiring holds every policy but
@@ -81,9 +81,10 @@ impl DynamoStore {
                     continue;
                 }
             }
+            let owner = batch.owner_of(index);
             let outcome = match batch.alone {
-                true => self.claim_alone(tenant, run_id, &batch.worker, now, lease_until).await,
-                false => self.claim_run(tenant, run_id, &batch.worker, now, lease_until).await,
+                true => self.claim_alone(tenant, run_id, owner, now, lease_until).await,
+                false => self.claim_run(tenant, run_id, owner, now, lease_until).await,
             };
             out.push(outcome.map(|outcome| JobClaim::Claimed(outcome, job)));
         }

@@ -151,13 +151,17 @@ pub enum JobClaim {
     Held(Job),
 }
 
-/// A batch of claims, all for one worker at one instant ([`JobStore::claim`]).
+/// A batch of claims at one instant, for one worker or for the receives of several taken
+/// together ([`JobStore::claim`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClaimBatch {
     /// The runs, in the order their answers come back.
     pub runs: Vec<(TenantId, RunId)>,
-    /// Who claims.
+    /// Who claims (each run, unless `owners` names another).
     pub worker: WorkerId,
+    /// For the receives of several workers claimed in one batch: the worker of each run, in
+    /// the order of `runs`. Empty: `worker` claims them all.
+    pub owners: Vec<WorkerId>,
     /// When (millisecond precision).
     pub now: Timestamp,
     /// The lease of each attempt started.
@@ -175,6 +179,13 @@ pub struct ClaimBatch {
     /// the claim's transaction, so that two workers (or two batches of one worker) checking at
     /// the same time cannot both start a run of the job.
     pub alone: bool,
+}
+
+impl ClaimBatch {
+    /// The worker that claims the run at `index` of `runs`.
+    pub fn owner_of(&self, index: usize) -> &WorkerId {
+        self.owners.get(index).unwrap_or(&self.worker)
+    }
 }
 
 /// The end of an attempt, as the worker (or the reaper) writes it ([`JobStore::complete`]).
@@ -456,6 +467,7 @@ pub trait JobStoreExt: JobStore {
         let batch = ClaimBatch {
             runs: vec![(tenant.clone(), run_id.clone())],
             worker: worker.clone(),
+            owners: Vec::new(),
             now,
             lease_until,
             read_jobs: false,

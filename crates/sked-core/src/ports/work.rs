@@ -63,6 +63,7 @@ impl ReceiveRequest {
                 .map(|d| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
                 .collect(),
             worker: self.worker.clone(),
+            owners: Vec::new(),
             now,
             lease_until: now + self.lease.to_chrono(),
             read_jobs: true,

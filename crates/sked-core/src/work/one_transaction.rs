@@ -107,23 +107,66 @@ where
     T: WorkTx,
     T::Error: From<StoreError>,
 {
-    let deliveries = tx.take(request.max, request.lease, now)?;
-    if deliveries.is_empty() {
-        return Ok(Vec::new());
-    }
-    let claims = claim_batch(tx, &request.claim_of(&deliveries, now))?;
-    let mut out = Vec::with_capacity(deliveries.len());
-    for (delivery, claim) in deliveries.into_iter().zip(claims) {
-        // Refused for its concurrency key: parked on the key in this same transaction, so the
-        // end of an attempt holding the key (a later transaction) finds it and wakes it.
-        if let Ok(JobClaim::Claimed(ClaimOutcome::KeyAtLimit { key }, _)) = &claim {
-            let fallback = now + PARK_FALLBACK.to_chrono();
-            tx.park(&delivery.receipt, key, fallback)?;
+    let mut answers = receive_together(tx, std::slice::from_ref(request), now)?;
+    Ok(answers.pop().unwrap_or_default())
+}
+
+/// [`receive`] for several requests at once (the receives of one process's workers that came
+/// together), answered in order: the requests that lease and hold alike take their messages
+/// in one take of all their `max`es and claim them in one [`ClaimBatch`](crate::ports::ClaimBatch),
+/// each run for the worker of the request it goes to — the first request gets the first
+/// messages in serving order, up to its `max`, then the next. Requests that lease or hold
+/// otherwise take and claim after them, in the same way.
+pub fn receive_together<T>(
+    tx: &mut T,
+    requests: &[ReceiveRequest],
+    now: Timestamp,
+) -> Result<Vec<Vec<Received>>, T::Error>
+where
+    T: WorkTx,
+    T::Error: From<StoreError>,
+{
+    let mut answers: Vec<Vec<Received>> = requests.iter().map(|_| Vec::new()).collect();
+    let mut served = vec![false; requests.len()];
+    for first in 0..requests.len() {
+        if served[first] {
             continue;
         }
-        out.push(Received { delivery, claim });
+        let like_first = |r: &ReceiveRequest| r.lease == requests[first].lease && r.hold == requests[first].hold;
+        let alike: Vec<usize> = (first..requests.len())
+            .filter(|&i| !served[i] && like_first(&requests[i]))
+            .collect();
+        for &i in &alike {
+            served[i] = true;
+        }
+        let max = alike.iter().map(|&i| requests[i].max).sum();
+        let deliveries = tx.take(max, requests[first].lease, now)?;
+        if deliveries.is_empty() {
+            continue;
+        }
+        // The request each delivery goes to, in order.
+        let takers: Vec<usize> = alike
+            .iter()
+            .flat_map(|&i| std::iter::repeat_n(i, requests[i].max))
+            .take(deliveries.len())
+            .collect();
+        let mut batch = requests[first].claim_of(&deliveries, now);
+        if alike.len() > 1 {
+            batch.owners = takers.iter().map(|&i| requests[i].worker.clone()).collect();
+        }
+        let claims = claim_batch(tx, &batch)?;
+        for ((delivery, claim), taker) in deliveries.into_iter().zip(claims).zip(takers) {
+            // Refused for its concurrency key: parked on the key in this same transaction, so
+            // the end of an attempt holding the key (a later transaction) finds it and wakes it.
+            if let Ok(JobClaim::Claimed(ClaimOutcome::KeyAtLimit { key }, _)) = &claim {
+                let fallback = now + PARK_FALLBACK.to_chrono();
+                tx.park(&delivery.receipt, key, fallback)?;
+                continue;
+            }
+            answers[taker].push(Received { delivery, claim });
+        }
     }
-    Ok(out)
+    Ok(answers)
 }
 
 /// The attempt's lease renewed until `until`, and its message kept invisible as long.

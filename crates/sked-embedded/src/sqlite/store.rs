@@ -28,7 +28,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 use sked_core::alert::{Alert, AlertKey, DueAlert};
 use sked_core::dependency::{self, Wait};
-use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
 use sked_core::ledger::SkipRecord;
 use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
@@ -168,9 +168,10 @@ impl ClaimTx for SqliteTx<'_> {
         &mut self,
         tenant: &TenantId,
         run_id: &RunId,
+        owner: &WorkerId,
         batch: &ClaimBatch,
     ) -> Result<Result<ClaimOutcome, StoreError>, TxError> {
-        match claim_run(self.0, tenant.as_str(), run_id.as_str(), batch) {
+        match claim_run(self.0, (tenant.as_str(), run_id.as_str()), owner, batch) {
             Err(TxError::Store(refused)) => Ok(Err(refused)),
             answer => Ok(Ok(answer?)),
         }
@@ -179,7 +180,12 @@ impl ClaimTx for SqliteTx<'_> {
 
 /// Decides and writes one claim in the current transaction (see [`JobStore::claim`]).
 /// [`StoreError::NotFound`] before any write if the run does not exist.
-fn claim_run(conn: &Connection, tenant: &str, run_id: &str, batch: &ClaimBatch) -> Result<ClaimOutcome, TxError> {
+fn claim_run(
+    conn: &Connection,
+    (tenant, run_id): (&str, &str),
+    owner: &WorkerId,
+    batch: &ClaimBatch,
+) -> Result<ClaimOutcome, TxError> {
     let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
     let mut stored = SqliteStore::must_load(conn, tenant, run_id)?;
     if let ClaimStep::Answer { outcome, changed } = stored.run.decide_claim(now) {
@@ -201,7 +207,7 @@ fn claim_run(conn: &Connection, tenant: &str, run_id: &str, batch: &ClaimBatch) 
         });
     }
     let token = stored.last_token.max(stored.run.attempts.len() as u64) + 1;
-    stored.run.start_attempt(&batch.worker, now, lease_until, token);
+    stored.run.start_attempt(owner, now, lease_until, token);
     stored.last_token = token;
     SqliteStore::save(conn, &stored)?;
     Ok(ClaimOutcome::Claimed { run: stored.run, token })

@@ -119,6 +119,7 @@ pub fn claims(runs: Vec<(TenantId, RunId)>, w: &str, now: Timestamp, lease_until
     ClaimBatch {
         runs,
         worker: worker(w),
+        owners: Vec::new(),
         now,
         lease_until,
         read_jobs: false,

@@ -9,7 +9,7 @@
 use async_trait::async_trait;
 use sked_core::alert::{Alert, AlertKey, DueAlert, WebhookSecret};
 use sked_core::dependency::{self, DependencyTx, Wait};
-use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobState};
 use sked_core::ledger::SkipRecord;
 use sked_core::lifecycle::{ClaimStep, ClaimTx, REPLACED, claim_batch};
@@ -662,9 +662,10 @@ impl ClaimTx for Locked<'_> {
         &mut self,
         tenant: &TenantId,
         run_id: &RunId,
+        owner: &WorkerId,
         batch: &ClaimBatch,
     ) -> Result<Result<ClaimOutcome, StoreError>, StoreError> {
-        Ok(claim_locked(self.0, tenant, run_id, batch))
+        Ok(claim_locked(self.0, (tenant, run_id), owner, batch))
     }
 }
 
@@ -711,8 +712,8 @@ fn active_locked(st: &State, tenant: &TenantId, job_id: &JobId) -> Vec<Run> {
 /// [`JobStore::claim`] on the locked state.
 fn claim_locked(
     st: &mut State,
-    tenant: &TenantId,
-    run_id: &RunId,
+    (tenant, run_id): (&TenantId, &RunId),
+    owner: &WorkerId,
     batch: &ClaimBatch,
 ) -> Result<ClaimOutcome, StoreError> {
     let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
@@ -739,7 +740,7 @@ fn claim_locked(
             key: concurrency.key.clone(),
         });
     }
-    run.start_attempt(&batch.worker, now, lease_until, next_token);
+    run.start_attempt(owner, now, lease_until, next_token);
     st.runs.insert(key, run.clone());
     st.last_token = next_token;
     Ok(ClaimOutcome::Claimed { run, token: next_token })

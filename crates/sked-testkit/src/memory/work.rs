@@ -9,7 +9,7 @@ use super::queue::{MemQueue, State as QueueState};
 use super::store::{Locked, MemStore, State as StoreState, complete_locked, fire_locked};
 use async_trait::async_trait;
 use sked_core::duration::Dur;
-use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::Job;
 use sked_core::lifecycle::ClaimTx;
 use sked_core::ports::{
@@ -71,9 +71,10 @@ impl ClaimTx for MemTx<'_> {
         &mut self,
         tenant: &TenantId,
         run_id: &RunId,
+        owner: &WorkerId,
         batch: &ClaimBatch,
     ) -> Result<Result<ClaimOutcome, StoreError>, StoreError> {
-        Locked(self.store).claim_run(tenant, run_id, batch)
+        Locked(self.store).claim_run(tenant, run_id, owner, batch)
     }
 }
 

@@ -433,6 +433,7 @@ impl<W: WorkPort + ?Sized> WorkPort for AuditWork<W> {
             let batch = ClaimBatch {
                 runs: Vec::new(),
                 worker: request.worker.clone(),
+                owners: Vec::new(),
                 now,
                 lease_until,
                 read_jobs: true,

@@ -210,6 +210,7 @@ impl Worker {
                 .map(|(d, _)| (d.dispatch.tenant.clone(), d.dispatch.run_id.clone()))
                 .collect(),
             worker: self.config.id.clone(),
+            owners: Vec::new(),
             now,
             lease_until,
             read_jobs: false,
