@@ -11,7 +11,7 @@
 //! answers that to each.
 
 use crate::db::PgDb;
-use crate::grouping::Groups;
+use crate::grouping::{Groups, each_failed};
 use crate::store::PgTx;
 use sked_core::ports::{Settlement, StoreError, WorkError};
 use sked_core::work::one_transaction::{self, Settled};
@@ -66,12 +66,7 @@ async fn write(db: PgDb, settlements: Vec<Settlement>) -> Vec<Answer> {
             .collect(),
         // One completion, or the database away (each would wait for a connection in turn):
         // the same error for each.
-        Err(e) if n == 1 || e.is_transient() => {
-            let e = e.into_store();
-            let mut answers: Vec<Answer> = (1..n).map(|_| Err(WorkError::Store(copy_of(&e)))).collect();
-            answers.push(Err(WorkError::Store(e)));
-            answers
-        }
+        Err(e) if n == 1 || e.is_transient() => each_failed(e.into_store(), n, |e| Err(WorkError::Store(e))),
         Err(_) => {
             let mut answers = Vec::with_capacity(n);
             for settlement in settlements {
@@ -82,15 +77,6 @@ async fn write(db: PgDb, settlements: Vec<Settlement>) -> Vec<Answer> {
             }
             answers
         }
-    }
-}
-
-/// The same failure again, for another completion of the group: a transient failure as
-/// transient, anything else as `Other`, with the same message.
-pub(crate) fn copy_of(e: &StoreError) -> StoreError {
-    match e {
-        StoreError::Transient(source) => StoreError::Transient(source.to_string().into()),
-        other => StoreError::Other(other.to_string().into()),
     }
 }
 

@@ -149,13 +149,13 @@ impl Poller {
     {
         let deadline = self.clock.now() + wait.to_chrono();
         if wait.is_zero() {
-            return self.take_now(isolation, &take).await;
+            return self.take_at(isolation, &take, self.clock.now()).await;
         }
         // While messages keep coming, receives take at once, side by side (`SKIP LOCKED`
         // keeps them apart); only one that found nothing waits for its turn to wait. (Taking
         // the turn first made every receive of the process wait for the one before it: a
         // 5,000-run burst drained at the pace of one receive transaction at a time.)
-        match self.take_now(isolation, &take).await {
+        match self.take_at(isolation, &take, self.clock.now()).await {
             Ok(got) if !got.is_empty() => return Ok(got),
             Ok(_) => {}
             // The database is away: the wait below looks again once its listener is back.
@@ -165,13 +165,13 @@ impl Poller {
         self.wait_then_take(isolation, deadline, stop, take).await
     }
 
-    /// `take` in a transaction of its own, at this instant.
-    async fn take_now<T, F>(&self, isolation: Isolation, take: &F) -> Result<Vec<T>, TxError>
+    /// `take` at `now`, in a transaction of its own.
+    async fn take_at<T, F>(&self, isolation: Isolation, take: &F, now: Timestamp) -> Result<Vec<T>, TxError>
     where
         T: Send + 'static,
         F: Fn(&mut Tx, Timestamp) -> Result<Vec<T>, TxError> + Clone + Send + 'static,
     {
-        let (take, now) = (take.clone(), self.clock.now());
+        let take = take.clone();
         self.db.transaction_with(isolation, move |tx| take(tx, now)).await
     }
 
@@ -209,8 +209,7 @@ impl Poller {
             notified.as_mut().enable();
 
             let now = self.clock.now();
-            let take = take.clone();
-            let got = self.db.transaction_with(isolation, move |tx| take(tx, now)).await?;
+            let got = self.take_at(isolation, &take, now).await?;
             if !got.is_empty() {
                 return Ok(got);
             }

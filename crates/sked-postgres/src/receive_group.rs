@@ -9,8 +9,7 @@
 //! nothing then waits alone (the queue's long poll, `Poller`), as before.
 
 use crate::db::PgDb;
-use crate::group::copy_of;
-use crate::grouping::Groups;
+use crate::grouping::{Groups, each_failed};
 use crate::store::PgTx;
 use crate::tx::Isolation;
 use sked_core::ports::{Clock, ReceiveRequest, Received, StoreError};
@@ -65,12 +64,7 @@ async fn take(db: PgDb, clock: Arc<dyn Clock>, requests: Vec<ReceiveRequest>) ->
         .await;
     match taken {
         Ok(answers) => answers.into_iter().map(Ok).collect(),
-        Err(e) => {
-            let e = e.into_store();
-            let mut answers: Vec<Answer> = (1..n).map(|_| Err(copy_of(&e))).collect();
-            answers.push(Err(e));
-            answers
-        }
+        Err(e) => each_failed(e.into_store(), n, Err),
     }
 }
 
