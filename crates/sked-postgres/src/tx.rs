@@ -264,8 +264,8 @@ impl Tx {
                 },
                 async {
                     match &update_runs {
-                        Some(update) => client.execute(update, &run_params).await.map(drop),
-                        None => Ok(()),
+                        Some(update) => client.execute(update, &run_params).await,
+                        None => Ok(0),
                     }
                 },
                 async {
@@ -278,7 +278,15 @@ impl Tx {
             )
         });
         began?;
-        updated?;
+        // Every run written was read in this transaction (and matched on its own key): a
+        // write that finds no row is a fault, never a write to drop silently.
+        let updated = updated?;
+        if update_runs.is_some() && updated != writes.runs.len() as u64 {
+            return Err(TxError::Codec(format!(
+                "{} runs written, {updated} rows matched",
+                writes.runs.len()
+            )));
+        }
         acked?;
         Ok(answer?)
     }
