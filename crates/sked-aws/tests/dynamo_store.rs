@@ -78,16 +78,12 @@ fn firing_of(job: &Job, runs: Vec<Run>, next: Timestamp, at: Timestamp) -> Firin
 }
 
 fn run_at(job: &str, at: Timestamp) -> Run {
-    Run::new_pending(
-        TenantId::from("t1"),
-        JobId::from(job),
-        at,
-        Trigger::Schedule,
-        5,
-        at,
-        3,
-        at,
-    )
+    run_at_of(&job_at(job, at), at)
+}
+
+/// A PENDING run of `job` at `at`.
+fn run_at_of(job: &Job, at: Timestamp) -> Run {
+    Run::new_pending(job.tenant.clone(), job.id.clone(), at, Trigger::Schedule, 5, at, 3, at)
 }
 
 #[tokio::test]
@@ -708,20 +704,28 @@ async fn a_claim_starts_from_the_copy_in_the_message_and_reads_a_stale_one_again
     assert!(stored.attempts.is_empty(), "{stored:?}");
 }
 
-/// A sweep's firings go out side by side (`PARALLEL_FIRINGS` at a time), not one after
-/// another (at ~20 ms a transaction, one at a time was ~50 jobs a second): 12 jobs' firings in
-/// one `fire` call have several transactions out at once, and each answer is in its place.
+/// A sweep's firings written alone go out side by side (`PARALLEL_FIRINGS` at a time), not one
+/// after another (at ~20 ms a transaction, one at a time was ~50 jobs a second): 12 jobs of 12
+/// tenants (so no two share a transaction) fired in one `fire` call have several transactions
+/// out at once, and each answer is in its place.
 #[tokio::test]
 async fn firings_go_out_side_by_side_each_answered_in_its_place() {
     let (_, config) = common::fresh_table().await;
     let (counted, counter) = counted_clients(&config).await;
     let store = DynamoStore::new(counted.dynamodb.clone(), &config, Arc::new(SystemClock));
     let t = now();
-    let jobs: Vec<Job> = (0..12).map(|i| job_at(&format!("j{i:02}"), t)).collect();
-    store.create_jobs(&jobs, None).await.unwrap();
+    let jobs: Vec<Job> = (0..12)
+        .map(|i| Job {
+            tenant: TenantId(format!("t{i:02}")),
+            ..job_at(&format!("j{i:02}"), t)
+        })
+        .collect();
+    for job in &jobs {
+        store.create_jobs(std::slice::from_ref(job), None).await.unwrap();
+    }
     let firings: Vec<Firing> = jobs
         .iter()
-        .map(|job| firing_of(job, vec![run_at(job.id.as_str(), t)], t + chrono::Duration::hours(1), t))
+        .map(|job| firing_of(job, vec![run_at_of(job, t)], t + chrono::Duration::hours(1), t))
         .collect();
     counter.reset();
     let answers = store.fire(&firings).await.unwrap();
@@ -730,10 +734,67 @@ async fn firings_go_out_side_by_side_each_answered_in_its_place() {
         "firings one at a time: {:?}",
         counter.snapshot()
     );
+    assert_eq!(counter.of("DynamoDB", "TransactWriteItems"), 12);
     assert_eq!(answers.len(), jobs.len());
     for (job, answer) in jobs.iter().zip(answers) {
         let runs = answer.unwrap();
         assert_eq!(runs.len(), 1, "{}", job.id);
-        assert_eq!(runs[0].job_id, job.id);
+        assert_eq!((&runs[0].tenant, &runs[0].job_id), (&job.tenant, &job.id));
     }
+}
+
+/// A tenant's firings that cancel nothing share one transaction (`fire_together`): 12 jobs'
+/// firings are one `TransactWriteItems`, each answered with its run. A group with a firing
+/// whose job moved on is refused whole and its firings are written alone: the others fire,
+/// the stale one answers a conflict and writes nothing.
+#[tokio::test]
+async fn a_tenant_s_firings_share_a_transaction_and_a_refused_one_is_written_alone() {
+    let (_, config) = common::fresh_table().await;
+    let (counted, counter) = counted_clients(&config).await;
+    let store = DynamoStore::new(counted.dynamodb.clone(), &config, Arc::new(SystemClock));
+    let t = now();
+    let next = t + chrono::Duration::hours(1);
+    let jobs: Vec<Job> = (0..15).map(|i| job_at(&format!("j{i:02}"), t)).collect();
+    store.create_jobs(&jobs, None).await.unwrap();
+    let firing = |job: &Job| firing_of(job, vec![run_at(job.id.as_str(), t)], next, t);
+
+    counter.reset();
+    let answers = store
+        .fire(&jobs[..12].iter().map(firing).collect::<Vec<_>>())
+        .await
+        .unwrap();
+    assert_eq!(
+        counter.of("DynamoDB", "TransactWriteItems"),
+        1,
+        "{:?}",
+        counter.snapshot()
+    );
+    for (job, answer) in jobs.iter().zip(answers) {
+        let runs = answer.unwrap();
+        assert_eq!(runs.len(), 1, "{}", job.id);
+        assert_eq!(runs[0].job_id, job.id);
+        let stored = store.get_job(&job.tenant, &job.id).await.unwrap().unwrap();
+        assert_eq!(stored.next_fire_at, Some(next), "{}", job.id);
+    }
+
+    let mut stale = firing(&jobs[13]);
+    stale.expected_version = 7;
+    let answers = store
+        .fire(&[firing(&jobs[12]), stale, firing(&jobs[14])])
+        .await
+        .unwrap();
+    assert_eq!(answers[0].as_ref().unwrap().len(), 1);
+    assert!(matches!(answers[1], Err(StoreError::Conflict(_))), "{:?}", answers[1]);
+    assert_eq!(answers[2].as_ref().unwrap().len(), 1);
+    let runs_of = async |job: &Job| store.active_runs_of(&job.tenant, &job.id).await.unwrap().len();
+    assert_eq!(
+        (
+            runs_of(&jobs[12]).await,
+            runs_of(&jobs[13]).await,
+            runs_of(&jobs[14]).await
+        ),
+        (1, 0, 1)
+    );
+    let moved = store.get_job(&jobs[13].tenant, &jobs[13].id).await.unwrap().unwrap();
+    assert_eq!(moved.next_fire_at, Some(t), "the stale firing changed nothing");
 }

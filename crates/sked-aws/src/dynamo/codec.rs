@@ -7,6 +7,7 @@
 //! This module must not talk to DynamoDB.
 
 use super::keys::*;
+use super::lone::LONE;
 use aws_sdk_dynamodb::types::AttributeValue;
 use sked_core::alert::Alert;
 use sked_core::concurrency::Concurrency;
@@ -252,6 +253,9 @@ pub struct StoredRun {
     pub rv: u64,
     /// Finished logs kept in the run's item, by attempt: JSON lines ([`crate::logs::FoldedLogs`]).
     pub logs: FoldedLogLines,
+    /// Fired while no job's `after` named its job: its end releases nothing and reads no
+    /// edges (`lone`, [`super::lone`]).
+    pub lone: bool,
 }
 
 /// A run item's folded logs: attempt → JSON lines.
@@ -268,6 +272,7 @@ impl StoredRun {
             last_token: 0,
             rv: 1,
             logs: FoldedLogLines::new(),
+            lone: false,
         }
     }
 }
@@ -364,6 +369,9 @@ pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<
     if let Some(alert) = &run.alert {
         item.extend(alert_attributes(alert)?);
     }
+    if stored.lone {
+        item.insert(LONE.into(), AttributeValue::Bool(true));
+    }
     if !stored.logs.is_empty() {
         let by_attempt = stored.logs.iter().map(|(a, lines)| (a.to_string(), s(lines.clone())));
         item.insert(FOLDED_LOGS.into(), AttributeValue::M(by_attempt.collect()));
@@ -440,6 +448,7 @@ pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
         last_token: r.n("last_token")?,
         rv: r.n("rv")?,
         logs,
+        lone: r.flag(LONE)?,
     })
 }
 

@@ -9,8 +9,8 @@
 //! hints — a downstream is released only if its stored `after` still names the upstream and
 //! it is not DELETED — so an edge left by a changed or deleted job is harmless.
 //!
-//! The write that ends a run ([`DynamoStore::save_run`]) reads the job's edges (one `Query`
-//! of its partition), the downstream jobs, their runs at the nominal time and the other
+//! The write that ends a run ([`DynamoStore::save_run`]) — unless the run is lone (`super::lone`:
+//! fired while no job named its job) — reads the job's edges (one `Query` of its partition), the downstream jobs, their runs at the nominal time and the other
 //! upstreams' runs, decides with [`dependency::decide`], and puts the ended run, the
 //! released runs (`attribute_not_exists`), the waits, and a condition on every other upstream
 //! run it read (its `rv`, or that it is absent) in one `TransactWriteItems`: two upstreams of a

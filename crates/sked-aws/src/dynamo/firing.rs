@@ -9,7 +9,7 @@
 //! the usual one, finds none). A firing too large for one transaction writes its excess
 //! first, in transactions that each check the job's condition.
 
-use super::codec::{Item, Reader, StoredRun, job_due_keys, job_from_item, key, ms, n, s, truncated};
+use super::codec::{Item, Reader, StoredRun, job_due_keys, job_from_item, key, ms, n, s};
 use super::keys::*;
 use super::plumbing::{MAX_TRANSACTION, QuerySpec};
 use super::quotas::TenantLimits;
@@ -45,13 +45,14 @@ pub const NEXT_DUE_WINDOW_MINUTES: i64 = 15;
 /// One firing's answer: the runs it inserted.
 type Fired = Result<Vec<Run>, StoreError>;
 
-/// `firings` (by index) in the lanes [`DynamoStore::fire_each`] writes side by side, each lane
-/// in turn: a firing that keeps its job active alone; those that end their job, one lane per
-/// tenant, in their order.
-fn lanes(firings: &[Firing]) -> Vec<Vec<usize>> {
+/// The firings of `firings` named by `alone` (indexes) in the lanes [`DynamoStore::fire_each`]
+/// writes side by side, each lane in turn: a firing that keeps its job active alone; those
+/// that end their job, one lane per tenant, in their order.
+fn lanes(firings: &[Firing], alone: impl IntoIterator<Item = usize>) -> Vec<Vec<usize>> {
     let mut lanes: Vec<Vec<usize>> = Vec::new();
     let mut tenant_lane: HashMap<&TenantId, usize> = HashMap::new();
-    for (i, firing) in firings.iter().enumerate() {
+    for i in alone {
+        let firing = &firings[i];
         if counts_as_active(firing.state) {
             lanes.push(vec![i]);
             continue;
@@ -90,6 +91,7 @@ impl DynamoStore {
             let page = self
                 .query_many(self.due_queries(minute..=minute, &below, true), limit)
                 .await?;
+            self.lone_jobs.note(&page);
             jobs.extend(
                 Self::due_in(&page)?
                     .into_iter()
@@ -153,13 +155,19 @@ impl DynamoStore {
         Ok(None)
     }
 
-    /// The body of [`JobStore::fire`](sked_core::ports::JobStore::fire): [`PARALLEL_FIRINGS`]
-    /// firings at a time. Each is transactions of its own, on its job's items; one's failure
-    /// is its own answer. A firing that ends its job also moves its tenant's quota counter,
-    /// one item that concurrent transactions would cancel each other on: those of one tenant
-    /// go one after another.
+    /// The body of [`JobStore::fire`](sked_core::ports::JobStore::fire): the firings that can
+    /// be written together first ([`super::fire_together`]); then the others, and those of
+    /// a group refused, [`PARALLEL_FIRINGS`] at a time, each in transactions of its own on its
+    /// job's items — one's failure is its own answer. A firing that ends its job also moves
+    /// its tenant's quota counter, one item that concurrent transactions would cancel each
+    /// other on: those of one tenant go one after another.
     pub(super) async fn fire_each(&self, firings: &[Firing]) -> Result<Vec<Fired>, StoreError> {
-        let answered: Vec<Vec<(usize, Fired)>> = stream::iter(lanes(firings))
+        let mut out: Vec<Option<Fired>> = firings.iter().map(|_| None).collect();
+        for (i, runs) in self.fire_together(firings).await {
+            out[i] = Some(Ok(runs));
+        }
+        let alone: Vec<usize> = (0..firings.len()).filter(|&i| out[i].is_none()).collect();
+        let answered: Vec<Vec<(usize, Fired)>> = stream::iter(lanes(firings, alone))
             .map(|lane| async move {
                 let mut answers = Vec::with_capacity(lane.len());
                 for i in lane {
@@ -170,7 +178,6 @@ impl DynamoStore {
             .buffer_unordered(PARALLEL_FIRINGS)
             .collect()
             .await;
-        let mut out: Vec<Option<Fired>> = firings.iter().map(|_| None).collect();
         for (i, answer) in answered.into_iter().flatten() {
             out[i] = Some(answer);
         }
@@ -254,21 +261,31 @@ impl DynamoStore {
     }
 
     /// The job update of a firing: new state and due keys, on condition of version and
-    /// `next_fire_at`; or just that condition, when the job is left for a later transaction.
-    fn firing_job_write(&self, f: &Firing, check_only: bool) -> Result<TransactWriteItem, StoreError> {
+    /// `next_fire_at` (and, firing `lone`, that the job still is: `super::lone`); or just
+    /// that condition, when the job is left for a later transaction.
+    pub(super) fn firing_job_write(
+        &self,
+        f: &Firing,
+        check_only: bool,
+        lone: bool,
+    ) -> Result<TransactWriteItem, StoreError> {
         let k = key(job_pk(f.tenant.as_str(), f.job_id.as_str()), JOB_SK.into());
         let mut names = HashMap::from([
             ("#v".to_string(), "version".to_string()),
             ("#nfa".to_string(), "next_fire_at".to_string()),
         ]);
         let mut values = HashMap::from([(":v".to_string(), n(f.expected_version))]);
-        let condition = match f.expected_next_fire_at {
+        let mut condition = match f.expected_next_fire_at {
             Some(t) => {
                 values.insert(":enfa".into(), n(ms(t)));
                 "#v = :v AND #nfa = :enfa"
             }
             None => "#v = :v AND attribute_not_exists(#nfa)",
-        };
+        }
+        .to_string();
+        if lone {
+            condition.push_str(" AND attribute_exists(lone)");
+        }
         if check_only {
             let c = ConditionCheck::builder()
                 .table_name(&self.table)
@@ -336,6 +353,7 @@ impl DynamoStore {
             false => self.tenant_limits(&firing.tenant).await?,
         };
         let ends = i64::from(!counts_as_active(firing.state));
+        let mut lone = self.fires_lone(firing);
         for _ in 0..MAX_RMW_ATTEMPTS {
             // Runs that exist already (rare: a firing that committed part of its runs before
             // it failed, fired again) are not read up front: each insert is conditional on
@@ -372,9 +390,9 @@ impl DynamoStore {
                 op_runs.push(None);
             }
             for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
-                let stored = StoredRun::new(truncated(run));
-                ops.push(self.put(self.stored_run_item(&stored)?, "attribute_not_exists(pk)", vec![])?);
-                op_runs.push(Some(stored.run));
+                let (write, run) = self.new_run_write(run, lone)?;
+                ops.push(write);
+                op_runs.push(Some(run));
             }
             // Everything past one transaction goes first, each chunk conditional on the job.
             let counter = self.active_jobs_write(&firing.tenant, &limits, -ends)?;
@@ -387,7 +405,7 @@ impl DynamoStore {
                 let take = early_ops.len().min(room);
                 let mut chunk: Vec<TransactWriteItem> = early_ops.drain(..take).collect();
                 let chunk_runs: Vec<Option<Run>> = early_runs.drain(..take).collect();
-                chunk.insert(0, self.firing_job_write(firing, true)?);
+                chunk.insert(0, self.firing_job_write(firing, true, lone)?);
                 match self.transact(chunk).await {
                     Ok(()) => {
                         for run in chunk_runs.into_iter().flatten() {
@@ -402,13 +420,13 @@ impl DynamoStore {
                 }
             }
             if failed.is_none() {
-                let mut last = vec![self.firing_job_write(firing, false)?];
+                let mut last = vec![self.firing_job_write(firing, false, lone)?];
                 last.extend(ops);
                 last.extend(counter);
                 match self.transact(last).await {
                     Ok(()) => {
                         committed.extend(op_runs.into_iter().flatten());
-                        self.keep_fired(firing, &committed);
+                        self.keep_fired(firing, &committed, lone);
                         return Ok(committed);
                     }
                     Err(f) => failed = Some((f, op_runs)),
@@ -418,8 +436,17 @@ impl DynamoStore {
                 Some((Failure::Condition { failed_items, .. }, runs)) => {
                     // Item 0 of every transaction is the job's update or condition check.
                     if failed_items.contains(&0) {
-                        if !self.job_exists(&firing.tenant, &firing.job_id).await? {
+                        let Some(job) = self.job_item(&firing.tenant, &firing.job_id).await? else {
                             return Err(StoreError::NotFound);
+                        };
+                        // Fired lone, and the job is lone no more (a downstream came): the
+                        // same firing, its runs not lone.
+                        if lone && Reader::new(&job).n::<u64>("version").ok() == Some(firing.expected_version) {
+                            self.lone_jobs.note(std::slice::from_ref(&job));
+                            if !self.fires_lone(firing) {
+                                lone = false;
+                                continue;
+                            }
                         }
                         return Err(conflict(format!("job {} moved on", firing.job_id)));
                     }
@@ -440,21 +467,22 @@ impl DynamoStore {
         ))
     }
 
-    /// Keeps the runs `firing` inserted, as inserted, for their messages
+    /// Keeps the runs `firing` inserted (`lone` or not), as inserted, for their messages
     /// ([`crate::run_copies`]): a worker claims from that copy instead of reading the item.
-    fn keep_fired(&self, firing: &Firing, committed: &[Run]) {
+    pub(super) fn keep_fired(&self, firing: &Firing, committed: &[Run], lone: bool) {
         let fired: HashSet<&RunId> = firing.runs.iter().map(|r| &r.run_id).collect();
         for run in committed.iter().filter(|r| fired.contains(&r.run_id)) {
-            self.written_runs.keep(&StoredRun::new(run.clone()));
+            self.written_runs.keep(&StoredRun {
+                lone,
+                ..StoredRun::new(run.clone())
+            });
         }
     }
 
-    /// Whether the job named by a firing exists (to tell NotFound from Conflict).
-    async fn job_exists(&self, tenant: &TenantId, id: &JobId) -> Result<bool, StoreError> {
-        Ok(self
-            .get_item(key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into()))
-            .await?
-            .is_some())
+    /// The item of the job named by a firing, if it exists (to tell NotFound from Conflict).
+    async fn job_item(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Item>, StoreError> {
+        self.get_item(key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into()))
+            .await
     }
 }
 
@@ -488,6 +516,9 @@ mod tests {
             firing("a", "4", JobState::Active),
             firing("a", "5", ended),
         ];
-        assert_eq!(lanes(&firings), vec![vec![0], vec![1, 4], vec![2], vec![3]]);
+        assert_eq!(
+            lanes(&firings, 0..firings.len()),
+            vec![vec![0], vec![1, 4], vec![2], vec![3]]
+        );
     }
 }

@@ -3,9 +3,9 @@
 //! Module map: [`store`] ([`DynamoStore`] and its `JobStore` impl, with the methods short
 //! enough to read there), `plumbing` (the DynamoDB requests the rest is built from), `runs` (a
 //! run's read–decide–put loop), `claim` (claims), `firing` (the due index, its watermark, and
-//! firings), `listing` (job and run listings), [`codec`] (items ↔ jobs and runs), [`keys`],
+//! firings), `fire_together` (firings written in shared transactions), `listing` (job and run listings), [`codec`] (items ↔ jobs and runs), [`keys`],
 //! [`quotas`], [`slots`], `dependencies` (the `after` schedule), `ledger` (skip records), `live`
-//! (the running runs' index the reaper reads),
+//! (the running runs' index the reaper reads), `lone` (runs whose end reads no edges),
 //! `alerts` (runs' due alerts, webhook secrets), [`sweep_lease`], `written_runs` (the runs this
 //! process wrote last, a read–decide–put's first guess).
 //!
@@ -17,8 +17,8 @@
 //!
 //! | item | `pk` | `sk` | other attributes |
 //! |---|---|---|---|
-//! | job | `T#<tenant>#J#<job>` | `JOB` | `spec` (JSON), `state`, `next_fire_at`, `version`, `labels` (map), times |
-//! | run | `T#<tenant>#J#<job>` | `RUN#<scheduled_for>` | `state`, `not_before`, `priority`, `attempts` (JSON), `lease_owner`/`lease_token`/`lease_expires`, `cancel_requested`, `reason`, `last_token`, `rv`, `ttl` once terminal, `logs` (attempt → a small finished log's JSON lines, [`crate::logs::FoldedLogs`]) |
+//! | job | `T#<tenant>#J#<job>` | `JOB` | `spec` (JSON), `state`, `next_fire_at`, `version`, `labels` (map), times, `lone` while no job's `after` names it (`lone`) |
+//! | run | `T#<tenant>#J#<job>` | `RUN#<scheduled_for>` | `state`, `not_before`, `priority`, `attempts` (JSON), `lease_owner`/`lease_token`/`lease_expires`, `cancel_requested`, `reason`, `last_token`, `rv`, `ttl` once terminal, `logs` (attempt → a small finished log's JSON lines, [`crate::logs::FoldedLogs`]), `lone` if fired while its job was (its end reads no edges) |
 //! | idempotency key | `T#<tenant>#IDEM#<key>` | `IDEM` | `fingerprint`, `job_ids` (list), `ttl` |
 //! | due watermark | `SWEEP` | `WATERMARK` | `minute`: due buckets before it are empty |
 //! | sweeper lease | `SWEEP` | `LEASE#<n>` | `owner`, `expires_at`, `ttl` ([`sweep_lease`]) |
@@ -99,8 +99,9 @@
 //!   but a reader may glimpse the first chunk meanwhile. `update_job` is a put conditional on
 //!   `version`. For a tenant with a quota, creates, updates, firings and claims add the quota's
 //!   items to their transactions ([`quotas`]).
-//! - `fire` is one `TransactWriteItems`: the job update conditional on `version` and
-//!   `next_fire_at` (it also moves the due keys), the cancelled runs' puts conditional on their
+//! - `fire` is one `TransactWriteItems` per firing — or one for many firings of a tenant that
+//!   cancel nothing (`fire_together`; a group refused is written again one firing at a
+//!   time): the job update conditional on `version` and `next_fire_at` (it also moves the due keys), the cancelled runs' puts conditional on their
 //!   `rv`, and the new runs' puts conditional on `attribute_not_exists`. Existing runs are
 //!   left out beforehand (a consistent `BatchGetItem`); a run created meanwhile cancels the
 //!   transaction with `ConditionalCheckFailed` at its index, and the firing is retried without
@@ -119,12 +120,14 @@ mod alerts;
 mod claim;
 pub mod codec;
 mod dependencies;
+mod fire_together;
 mod firing;
 mod item_json;
 pub mod keys;
 mod ledger;
 mod listing;
 mod live;
+mod lone;
 mod plumbing;
 pub mod quotas;
 mod runs;

@@ -3,7 +3,7 @@
 //! not moved; a lost race reads and decides again. So claims (`claim`), heartbeats,
 //! completions, cancels and deferrals ([`super::store`]) follow exactly the rules the SQLite
 //! store follows, one run at a time. A run that ends releases its downstream occurrences in
-//! the transaction that ends it (`dependencies`).
+//! the transaction that ends it (`dependencies`), unless it is lone (`lone`).
 
 use super::codec::{Item, StoredRun, ms, n, run_from_item, run_item, run_key, s};
 use super::keys::*;
@@ -63,7 +63,9 @@ impl DynamoStore {
 
     /// [`DynamoStore::save_run`], answering what the run's end released (`None`: it moved).
     async fn save_run_releasing(&self, stored: &StoredRun) -> Result<Option<Vec<Run>>, StoreError> {
-        if stored.run.state.is_terminal() {
+        // A lone run releases nothing: no edge to read (`super::lone`; a mark taken off
+        // meanwhile moved `rv`, and this put is refused).
+        if stored.run.state.is_terminal() && !stored.lone {
             let plan = self.plan_release(&stored.run).await?;
             if !plan.writes.is_empty() {
                 let mut items = vec![self.versioned_put(stored)?];

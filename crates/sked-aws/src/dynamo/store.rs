@@ -15,6 +15,7 @@
 
 use super::codec::{Reader, StoredRun, job_from_item, job_item, key, ms, n, run_from_item, s, truncated};
 use super::keys::*;
+use super::lone::{LONE, LoneJobs, named_in_batch};
 use super::plumbing::MAX_TRANSACTION;
 use super::quotas::QuotaCache;
 use super::written_runs::WrittenRuns;
@@ -54,6 +55,8 @@ pub struct DynamoStore {
     clock: Arc<dyn Clock>,
     pub(super) quota_cache: Arc<QuotaCache>,
     pub(super) written_runs: Arc<WrittenRuns>,
+    /// The jobs this process read lone ([`LoneJobs`]).
+    pub(super) lone_jobs: Arc<LoneJobs>,
     /// Small finished logs this process's log writer handed over ([`FoldedLogs`]).
     folded_logs: Option<Arc<FoldedLogs>>,
 }
@@ -92,6 +95,7 @@ impl DynamoStore {
             clock,
             quota_cache: Arc::default(),
             written_runs: Arc::default(),
+            lone_jobs: Arc::default(),
             folded_logs: None,
         }
     }
@@ -114,43 +118,58 @@ impl JobStore for DynamoStore {
         let Some(first) = jobs.first() else {
             return Ok(());
         };
+        self.end_lone_upstreams(jobs).await?;
         let now = self.now();
         let limits = self.tenant_limits(&first.tenant).await?;
         let added = jobs.iter().filter(|j| counts_as_active(j.state)).count() as i64;
-        let counter = self.active_jobs_write(&first.tenant, &limits, added)?;
-        let mut writes = Vec::with_capacity(jobs.len() + 2);
-        for job in jobs {
-            let item = job_item(job, now, self.shards)?;
-            writes.push(self.put(
-                item,
-                "attribute_not_exists(pk) OR #st = :deleted",
-                vec![(":deleted", s(JobState::Deleted.as_str()))],
-            )?);
-        }
-        if let Some((k, fingerprint)) = idempotency {
-            let mut item = key(idem_pk(first.tenant.as_str(), k), IDEM_SK.into());
-            item.extend([
-                ("kind".to_string(), s("idempotency")),
-                ("fingerprint".into(), s(fingerprint)),
-                (
-                    "job_ids".into(),
-                    AttributeValue::L(jobs.iter().map(|j| s(j.id.as_str())).collect()),
-                ),
-                ("created_at".into(), n(ms(first.created_at))),
-                (
-                    TTL.into(),
-                    n(first.created_at.timestamp() + self.idempotency_retention_secs),
-                ),
-            ]);
-            writes.push(self.put(item, "attribute_not_exists(pk)", vec![])?);
-        }
-        // Last, so that its index tells a refusal of the quota from a conflict.
-        let counter_index = counter.is_some().then_some(writes.len());
-        writes.extend(counter);
-        // The jobs' dependency edges, unconditional (after the writes that can be refused).
-        for job in jobs {
-            writes.extend(self.edge_writes(job)?);
-        }
+        let named = named_in_batch(jobs);
+        // The batch's writes and the counter's index among them; with `lone`, each job no
+        // other of the batch names is written lone, on condition its item does not exist
+        // (`lone`).
+        let writes_of = |lone: bool| -> Result<(Vec<TransactWriteItem>, Option<usize>), StoreError> {
+            let mut writes = Vec::with_capacity(jobs.len() + 2);
+            for job in jobs {
+                let mut item = job_item(job, now, self.shards)?;
+                writes.push(match lone && !named.contains(&(&job.tenant, &job.id)) {
+                    true => {
+                        item.insert(LONE.into(), AttributeValue::Bool(true));
+                        self.put(item, "attribute_not_exists(pk)", vec![])?
+                    }
+                    false => self.put(
+                        item,
+                        "attribute_not_exists(pk) OR #st = :deleted",
+                        vec![(":deleted", s(JobState::Deleted.as_str()))],
+                    )?,
+                });
+            }
+            if let Some((k, fingerprint)) = idempotency {
+                let mut item = key(idem_pk(first.tenant.as_str(), k), IDEM_SK.into());
+                item.extend([
+                    ("kind".to_string(), s("idempotency")),
+                    ("fingerprint".into(), s(fingerprint)),
+                    (
+                        "job_ids".into(),
+                        AttributeValue::L(jobs.iter().map(|j| s(j.id.as_str())).collect()),
+                    ),
+                    ("created_at".into(), n(ms(first.created_at))),
+                    (
+                        TTL.into(),
+                        n(first.created_at.timestamp() + self.idempotency_retention_secs),
+                    ),
+                ]);
+                writes.push(self.put(item, "attribute_not_exists(pk)", vec![])?);
+            }
+            // Last, so that its index tells a refusal of the quota from a conflict.
+            let counter = self.active_jobs_write(&first.tenant, &limits, added)?;
+            let counter_index = counter.is_some().then_some(writes.len());
+            writes.extend(counter);
+            // The jobs' dependency edges, unconditional (after the writes that can be refused).
+            for job in jobs {
+                writes.extend(self.edge_writes(job)?);
+            }
+            Ok((writes, counter_index))
+        };
+        let (writes, counter_index) = writes_of(false)?;
         let describe = |failed: &[usize]| match failed.first() {
             Some(&i) if i < jobs.len() => format!("job {} exists", jobs[i].id),
             Some(_) => format!(
@@ -167,6 +186,14 @@ impl JobStore for DynamoStore {
             }
         };
         if writes.len() <= MAX_TRANSACTION {
+            // Lone first; a job whose item exists (DELETED, or a conflict) makes the batch
+            // go again as before, not lone.
+            match self.transact(writes_of(true)?.0).await {
+                Ok(()) => return Ok(()),
+                Err(Failure::Condition { failed_items, .. }) if failed_items.iter().any(|&i| i < jobs.len()) => {}
+                Err(Failure::Condition { failed_items, .. }) => return Err(refusal(&failed_items).await),
+                Err(f) => return Err(f.into_store(String::new)),
+            }
             return match self.transact(writes).await {
                 Ok(()) => Ok(()),
                 Err(Failure::Condition { failed_items, .. }) => Err(refusal(&failed_items).await),
@@ -225,15 +252,13 @@ impl JobStore for DynamoStore {
         let job_key = |(tenant, id): &(TenantId, JobId)| key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into());
         if let [one] = ids {
             // One job: a GetItem (the same read unit, a smaller request).
-            let job = self
-                .get_item(job_key(one))
-                .await?
-                .map(|i| job_from_item(&i))
-                .transpose()?;
-            return Ok(vec![job]);
+            let item = self.get_item(job_key(one)).await?;
+            self.lone_jobs.note(item.as_slice());
+            return Ok(vec![item.as_ref().map(job_from_item).transpose()?]);
         }
         let unique: HashSet<&(TenantId, JobId)> = ids.iter().collect();
         let items = self.batch_get(unique.into_iter().map(job_key).collect()).await?;
+        self.lone_jobs.note(&items);
         let mut by_id: HashMap<(TenantId, JobId), Job> = HashMap::with_capacity(items.len());
         for item in &items {
             let job = job_from_item(item)?;
@@ -248,6 +273,7 @@ impl JobStore for DynamoStore {
         expected_version: u64,
         expected_next_fire_at: Option<Timestamp>,
     ) -> Result<(), StoreError> {
+        self.end_lone_upstreams(std::slice::from_ref(job)).await?;
         let item = job_item(job, self.now(), self.shards)?;
         // A sweep moves `next_fire_at` without bumping the version: a user change must not
         // undo it.
@@ -268,19 +294,38 @@ impl JobStore for DynamoStore {
             },
             false => 0,
         };
-        // The counter (if any) right after the job, so that index 1 names a refused quota;
-        // then the job's dependency edges, unconditional.
-        let counter = self.active_jobs_write(&job.tenant, &limits, delta)?;
-        let edges = self.edge_writes(job)?;
-        let written = match (counter, edges.is_empty()) {
-            (None, true) => self.put_if(item, condition, values).await,
-            // Edges have no condition: a refused item 1 is the counter.
-            (counter, _) => {
-                let mut items = vec![self.put(item, condition, values)?];
-                items.extend(counter);
-                items.extend(edges);
-                self.transact(items).await
+        // The job's put, then the counter (if any), so that index 1 names a refused quota;
+        // then the job's dependency edges, unconditional. A job read lone at this version
+        // stays lone, on condition its item still is (`lone`); refused, it goes again as
+        // before.
+        let write = async |lone: bool| {
+            let (mut item, mut condition) = (item.clone(), condition.to_string());
+            if lone {
+                item.insert(LONE.into(), AttributeValue::Bool(true));
+                condition.push_str(" AND attribute_exists(lone)");
             }
+            let counter = self.active_jobs_write(&job.tenant, &limits, delta)?;
+            let edges = self.edge_writes(job)?;
+            Ok::<_, StoreError>(match (counter, edges.is_empty()) {
+                (None, true) => self.put_if(item, &condition, values.clone()).await,
+                // Edges have no condition: a refused item 1 is the counter.
+                (counter, _) => {
+                    let mut items = vec![self.put(item, &condition, values.clone())?];
+                    items.extend(counter);
+                    items.extend(edges);
+                    self.transact(items).await
+                }
+            })
+        };
+        let lone = match self.lone_jobs.at(&job.tenant, &job.id, expected_version) {
+            true => Some(write(true).await?),
+            false => None,
+        };
+        let written = match lone {
+            // Refused on the job's own condition (not the counter's): as before.
+            Some(Err(Failure::Condition { failed_items, .. })) if !failed_items.contains(&1) => write(false).await?,
+            Some(done) => done,
+            None => write(false).await?,
         };
         match written {
             Ok(()) => Ok(()),
