@@ -123,25 +123,26 @@ impl DynamoStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sked_core::ids::{JobId, RunId};
+    use sked_core::ids::RunId;
     use sked_core::job::JobState;
     use sked_core::run::Trigger;
-    use sked_core::timestamp::from_ms;
 
     fn firing(tenant: &str, job: &str, runs: usize, cancel: usize) -> Firing {
-        let at = from_ms(0);
-        let run = Run::new_pending(tenant.into(), job.into(), at, Trigger::Schedule, 5, at, 1, at);
+        let alone = super::super::firing::tests::firing(tenant, job, JobState::Completed);
+        let run = Run::new_pending(
+            tenant.into(),
+            job.into(),
+            alone.at,
+            Trigger::Schedule,
+            5,
+            alone.at,
+            1,
+            alone.at,
+        );
         Firing {
-            tenant: TenantId::from(tenant),
-            job_id: JobId::from(job),
-            expected_version: 1,
-            expected_next_fire_at: None,
-            next_fire_at: None,
-            state: JobState::Completed,
             runs: vec![run; runs],
             cancel: vec![RunId::from("x@0"); cancel],
-            skipped: vec![],
-            at: from_ms(0),
+            ..alone
         }
     }
 

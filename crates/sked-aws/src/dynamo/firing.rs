@@ -487,10 +487,11 @@ impl DynamoStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
-    fn firing(tenant: &str, job: &str, state: JobState) -> Firing {
+    /// A firing of `tenant`'s `job` into `state` that inserts and cancels nothing.
+    pub(in crate::dynamo) fn firing(tenant: &str, job: &str, state: JobState) -> Firing {
         Firing {
             tenant: TenantId::from(tenant),
             job_id: JobId::from(job),
