@@ -36,6 +36,7 @@ pub mod request_count;
 pub mod run_copies;
 pub mod sqs;
 pub mod sqs_deletes;
+pub mod sqs_poller;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod wiring;

@@ -21,10 +21,12 @@
 //!   back (the DLQ handler's decoder).
 //! - **Receive**: weighted with aging. Queues are tried high → normal → low, except every
 //!   [`SqsQueue::AGING_EVERY`]-th receive, which starts from low, so low priorities are served
-//!   however busy high is. A first pass does not wait; if it finds nothing and `wait` is not
-//!   zero, the queues are long-polled in turn for at most `poll_slice` each (1 s by default,
-//!   so a high message waits at most that long behind a poll of low), until `wait` has passed
-//!   (in whole seconds, rounded up: SQS's unit).
+//!   however busy high is. A receive takes first what the process's long polls brought
+//!   ([`crate::sqs_poller`]), then looks at each queue no poll is out on without waiting; if
+//!   that finds nothing and `wait` is not zero, it waits for the polls: one per queue at a
+//!   time for the whole process, each up to 20 s, never dropped — a message is received as
+//!   soon as SQS hands it to its queue's poll, and a quiet process makes three requests per
+//!   20 s whatever its worker loops.
 //!   Messages received together are returned in [`dispatch_rank`] order.
 //! - **Receipt** = `<queue>|<receipt handle>`; `extend` is `ChangeMessageVisibility`, `ack` is
 //!   `DeleteMessage`, or a share of a `DeleteMessageBatch` when acks come together
@@ -45,9 +47,12 @@ use crate::config::AwsConfig;
 use crate::error::{classify, queue_error};
 use crate::run_copies::RunCopies;
 use crate::sqs_deletes::{Deletes, STALE_CODES};
+use crate::sqs_poller::Poller;
 use async_trait::async_trait;
 use aws_sdk_sqs::Client;
-use aws_sdk_sqs::types::{MessageSystemAttributeName, SendMessageBatchRequestEntry};
+use aws_sdk_sqs::types::{
+    ChangeMessageVisibilityBatchRequestEntry, MessageSystemAttributeName, SendMessageBatchRequestEntry,
+};
 use futures::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
 use sked_core::duration::Dur;
@@ -153,23 +158,29 @@ pub struct BadMessage {
 /// The dispatch queue on SQS.
 #[derive(Clone)]
 pub struct SqsQueue {
+    lanes: Lanes,
+    clock: Arc<dyn Clock>,
+    receives: Arc<AtomicU64>,
+    poller: Arc<Poller>,
+    deletes: Arc<Deletes>,
+}
+
+/// The three queues, and the receive of one of them.
+#[derive(Clone)]
+pub(crate) struct Lanes {
     client: Client,
     high: String,
     normal: String,
     low: String,
-    clock: Arc<dyn Clock>,
-    receives: Arc<AtomicU64>,
-    poll_slice: Duration,
     copies: Option<Arc<dyn RunCopies>>,
-    deletes: Arc<Deletes>,
 }
 
 impl std::fmt::Debug for SqsQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SqsQueue")
-            .field("high", &self.high)
-            .field("normal", &self.normal)
-            .field("low", &self.low)
+            .field("high", &self.lanes.high)
+            .field("normal", &self.lanes.normal)
+            .field("low", &self.lanes.low)
             .finish_non_exhaustive()
     }
 }
@@ -180,38 +191,28 @@ impl SqsQueue {
 
     /// A queue over `config.queues`, timing delays by `clock`.
     pub fn new(client: Client, config: &AwsConfig, clock: Arc<dyn Clock>) -> Self {
-        SqsQueue {
-            deletes: Arc::new(Deletes::new(client.clone())),
-            client,
+        let lanes = Lanes {
+            client: client.clone(),
             high: config.queues.high.clone(),
             normal: config.queues.normal.clone(),
             low: config.queues.low.clone(),
+            copies: None,
+        };
+        SqsQueue {
+            deletes: Arc::new(Deletes::new(client)),
+            poller: Poller::new(lanes.clone()),
+            lanes,
             clock,
             receives: Arc::new(AtomicU64::new(0)),
-            poll_slice: Duration::from_secs(1),
-            copies: None,
         }
     }
 
     /// Sends each run's copy from `copies` with its message, and hands `copies` the copies
     /// received ([`crate::run_copies`]).
     pub fn with_run_copies(mut self, copies: Arc<dyn RunCopies>) -> Self {
-        self.copies = Some(copies);
+        self.lanes.copies = Some(copies);
+        self.poller = Poller::new(self.lanes.clone());
         self
-    }
-
-    /// Long-polls each queue for at most `slice` before trying the next (whole seconds, ≥ 1).
-    pub fn with_poll_slice(mut self, slice: Duration) -> Self {
-        self.poll_slice = slice.max(Duration::from_secs(1));
-        self
-    }
-
-    fn url(&self, lane: Lane) -> &str {
-        match lane {
-            Lane::High => &self.high,
-            Lane::Normal => &self.normal,
-            Lane::Low => &self.low,
-        }
     }
 
     /// The order to try the queues in for the next receive.
@@ -224,7 +225,88 @@ impl SqsQueue {
         }
     }
 
-    async fn receive_from(
+    /// One `SendMessageBatch` of at most [`SQS_BATCH`] entries to `lane`'s queue; entries SQS
+    /// refused make it an error (transient unless SQS says the sender is at fault).
+    async fn send_batch(&self, lane: Lane, entries: Vec<SendMessageBatchRequestEntry>) -> Result<(), QueueError> {
+        let sent = entries.len();
+        let out = self
+            .lanes
+            .client
+            .send_message_batch()
+            .queue_url(self.lanes.url(lane))
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| queue_error(classify("sqs:SendMessageBatch", e, |_| None), &[]))?;
+        match out.failed.first() {
+            None => Ok(()),
+            Some(f) => {
+                let msg = format!(
+                    "{} of {sent} messages not sent to the {} queue: {} {}",
+                    out.failed.len(),
+                    lane.as_str(),
+                    f.code,
+                    f.message.as_deref().unwrap_or_default()
+                );
+                Err(if f.sender_fault {
+                    QueueError::Other(msg.into())
+                } else {
+                    QueueError::Transient(msg.into())
+                })
+            }
+        }
+    }
+
+    fn parse_receipt<'a>(&'a self, receipt: &'a Receipt) -> Result<(&'a str, &'a str), QueueError> {
+        let (lane, handle) = receipt.0.split_once('|').ok_or(QueueError::StaleReceipt)?;
+        let lane = Lane::parse(lane).ok_or(QueueError::StaleReceipt)?;
+        Ok((self.lanes.url(lane), handle))
+    }
+}
+
+impl Lanes {
+    fn url(&self, lane: Lane) -> &str {
+        match lane {
+            Lane::High => &self.high,
+            Lane::Normal => &self.normal,
+            Lane::Low => &self.low,
+        }
+    }
+
+    /// Makes `deliveries` of `lane`'s queue visible again at once (`ChangeMessageVisibilityBatch`
+    /// to 0, ten at a time).
+    pub(crate) async fn hand_back(&self, lane: Lane, deliveries: &[Delivery]) -> Result<(), QueueError> {
+        for chunk in deliveries.chunks(SQS_BATCH) {
+            let entries = chunk
+                .iter()
+                .enumerate()
+                .filter_map(|(i, d)| {
+                    let (_, handle) = d.receipt.0.split_once('|')?;
+                    ChangeMessageVisibilityBatchRequestEntry::builder()
+                        .id(i.to_string())
+                        .receipt_handle(handle)
+                        .visibility_timeout(0)
+                        .build()
+                        .ok()
+                })
+                .collect::<Vec<_>>();
+            if entries.is_empty() {
+                continue;
+            }
+            self.client
+                .change_message_visibility_batch()
+                .queue_url(self.url(lane))
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| queue_error(classify("sqs:ChangeMessageVisibilityBatch", e, |_| None), STALE_CODES))?;
+        }
+        Ok(())
+    }
+
+    /// One `ReceiveMessage` of `lane`'s queue: up to `max` messages, hidden for `visibility`
+    /// seconds, waiting up to `wait_secs` for one.
+    pub(crate) async fn receive_from(
         &self,
         lane: Lane,
         max: usize,
@@ -275,43 +357,6 @@ impl SqsQueue {
         }
         Ok(deliveries)
     }
-
-    /// One `SendMessageBatch` of at most [`SQS_BATCH`] entries to `lane`'s queue; entries SQS
-    /// refused make it an error (transient unless SQS says the sender is at fault).
-    async fn send_batch(&self, lane: Lane, entries: Vec<SendMessageBatchRequestEntry>) -> Result<(), QueueError> {
-        let sent = entries.len();
-        let out = self
-            .client
-            .send_message_batch()
-            .queue_url(self.url(lane))
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| queue_error(classify("sqs:SendMessageBatch", e, |_| None), &[]))?;
-        match out.failed.first() {
-            None => Ok(()),
-            Some(f) => {
-                let msg = format!(
-                    "{} of {sent} messages not sent to the {} queue: {} {}",
-                    out.failed.len(),
-                    lane.as_str(),
-                    f.code,
-                    f.message.as_deref().unwrap_or_default()
-                );
-                Err(if f.sender_fault {
-                    QueueError::Other(msg.into())
-                } else {
-                    QueueError::Transient(msg.into())
-                })
-            }
-        }
-    }
-
-    fn parse_receipt<'a>(&'a self, receipt: &'a Receipt) -> Result<(&'a str, &'a str), QueueError> {
-        let (lane, handle) = receipt.0.split_once('|').ok_or(QueueError::StaleReceipt)?;
-        let lane = Lane::parse(lane).ok_or(QueueError::StaleReceipt)?;
-        Ok((self.url(lane), handle))
-    }
 }
 
 /// The `DelaySeconds` of a message due in `wait_ms`: whole seconds, rounded down, less one,
@@ -346,7 +391,11 @@ impl DispatchQueue for SqsQueue {
                     run_id: d.run_id.0.clone(),
                     priority: d.priority,
                     not_before: d.not_before,
-                    copy: self.copies.as_ref().and_then(|c| c.outgoing(&d.tenant, &d.run_id)),
+                    copy: self
+                        .lanes
+                        .copies
+                        .as_ref()
+                        .and_then(|c| c.outgoing(&d.tenant, &d.run_id)),
                 })
                 .map_err(|e| QueueError::Other(Box::new(e)))?;
                 let entry = SendMessageBatchRequestEntry::builder()
@@ -378,27 +427,19 @@ impl DispatchQueue for SqsQueue {
         let vis = visibility_secs(visibility);
         let order = self.order();
         let deadline = tokio::time::Instant::now() + Duration::from_millis(wait.as_millis().max(0) as u64);
-        let mut got = Vec::new();
+        // What the process's polls brought, then a quick look at each queue no poll is out on
+        // (one out brings what the look would find), then the polls' wait.
+        let mut got = self.poller.take(max, order, vis);
         for lane in order {
-            got.extend(self.receive_from(lane, max - got.len(), vis, 0).await?);
             if got.len() >= max {
                 break;
             }
-        }
-        'poll: while got.is_empty() {
-            for lane in order {
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                if left.is_zero() {
-                    break 'poll;
-                }
-                // Whole seconds, rounded up: rounding down made a 1 s wait (the worker's) end
-                // after the first pass, so an idle worker spun on ReceiveMessage.
-                let secs = left.as_millis().div_ceil(1000).min(self.poll_slice.as_secs().into()) as i32;
-                got.extend(self.receive_from(lane, max, vis, secs).await?);
-                if !got.is_empty() {
-                    break 'poll;
-                }
+            if !self.poller.polling(lane) {
+                got.extend(self.lanes.receive_from(lane, max - got.len(), vis, 0).await?);
             }
+        }
+        if got.is_empty() && !wait.is_zero() {
+            got = self.poller.wait(max, order, vis, deadline).await?;
         }
         got.sort_by_key(|d| dispatch_rank(d.dispatch.priority, d.dispatch.not_before));
         Ok(got)
@@ -406,7 +447,8 @@ impl DispatchQueue for SqsQueue {
 
     async fn extend(&self, receipt: &Receipt, visibility: Dur) -> Result<(), QueueError> {
         let (url, handle) = self.parse_receipt(receipt)?;
-        self.client
+        self.lanes
+            .client
             .change_message_visibility()
             .queue_url(url)
             .receipt_handle(handle)

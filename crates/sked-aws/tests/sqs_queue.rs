@@ -241,8 +241,8 @@ async fn after_max_receive_count_the_message_moves_to_the_dlq() {
     assert_eq!(depth(&clients, &config.queues.high).await, 0);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_idle_receive_long_polls_for_its_wait_instead_of_returning_at_once() {
+/// A queue on fresh queues whose requests are counted, and its counter.
+async fn counted_queue() -> (SqsQueue, sked_aws::RequestCounter) {
     let counter = sked_aws::RequestCounter::new();
     let mut config = common::fresh_config();
     config.request_counter = Some(counter.clone());
@@ -252,14 +252,104 @@ async fn an_idle_receive_long_polls_for_its_wait_instead_of_returning_at_once() 
         .expect("create queues");
     let queue = SqsQueue::new(clients.sqs.clone(), &config, Arc::new(SystemClock));
     counter.reset();
+    (queue, counter)
+}
 
-    // A worker's receive when nothing is due: its poll wait is 1 s. One pass over the three
-    // queues without waiting, then a long poll (of the high queue) for the rest of the
-    // second — not a return after the pass, which makes an idle worker spin on
-    // ReceiveMessage (hundreds of billed requests a second; found by the request count).
-    let got = queue.receive(4, Dur::secs(30), Dur::secs(1)).await.unwrap();
-    assert!(got.is_empty());
-    assert_eq!(counter.of("SQS", "ReceiveMessage"), 4, "{:?}", counter.snapshot());
+/// Idle receives (a worker's, whose wait is 1 s) wait on the process's long polls: the first
+/// looks at the three queues once and starts one poll on each; the receives after it, alone or
+/// several at once (a process's worker loops), make no request while those polls are out (20 s
+/// each). Where each receive made a pass and a 1 s poll (4 requests a second a loop), a quiet
+/// process now makes 3 requests per 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_receives_share_one_long_poll_per_queue() {
+    let (queue, counter) = counted_queue().await;
+    assert!(queue.receive(4, Dur::secs(30), Dur::secs(1)).await.unwrap().is_empty());
+    assert_eq!(counter.of("SQS", "ReceiveMessage"), 6, "{:?}", counter.snapshot());
+    let (a, b) = tokio::join!(
+        queue.receive(4, Dur::secs(30), Dur::secs(1)),
+        queue.receive(4, Dur::secs(30), Dur::secs(1)),
+    );
+    assert!(a.unwrap().is_empty() && b.unwrap().is_empty());
+    assert!(queue.receive(4, Dur::secs(30), Dur::secs(1)).await.unwrap().is_empty());
+    assert_eq!(counter.of("SQS", "ReceiveMessage"), 6, "{:?}", counter.snapshot());
+}
+
+/// A message sent to any queue while a receive waits is received as soon as SQS hands it to
+/// that queue's poll, long before the receive's wait ends (polls that went round the queues a
+/// second each could leave it up to a second); and one brought after the waiting receives
+/// gave up is kept for the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_sent_while_receives_wait_is_received_from_any_queue_at_once() {
+    let (queue, counter) = counted_queue().await;
+    let polls_out = async || {
+        while counter.of("SQS", "ReceiveMessage") < 6 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    for priority in [0, 5, 9] {
+        let waiting = tokio::spawn({
+            let queue = queue.clone();
+            async move {
+                let started = Instant::now();
+                let got = queue.receive(4, Dur::secs(30), Dur::secs(20)).await.unwrap();
+                (got, started.elapsed())
+            }
+        });
+        polls_out().await;
+        let sent = dispatch(&format!("p{priority}"), priority, 0);
+        queue.enqueue(std::slice::from_ref(&sent)).await.unwrap();
+        let (got, waited) = waiting.await.unwrap();
+        assert_eq!(got.len(), 1, "priority {priority}");
+        assert_eq!(got[0].dispatch.run_id, sent.run_id);
+        assert!(
+            waited < Duration::from_secs(10),
+            "priority {priority}: waited {waited:?}"
+        );
+    }
+
+    // No receive waits; the polls out bring the message, and the next receive takes it.
+    assert!(queue.receive(4, Dur::secs(30), Dur::secs(1)).await.unwrap().is_empty());
+    let sent = dispatch("later", 5, 0);
+    queue.enqueue(std::slice::from_ref(&sent)).await.unwrap();
+    let got = queue.receive(4, Dur::secs(30), Dur::secs(5)).await.unwrap();
+    assert_eq!(
+        got.iter().map(|d| &d.dispatch.run_id).collect::<Vec<_>>(),
+        [&sent.run_id]
+    );
+}
+
+/// A message a poll brought when no receive of its process waited (its worker busy, or
+/// stopping) is handed back to SQS a second later, for any worker's poll to take at once — not
+/// left hidden for its whole visibility (30 s here): another process receives it, its second
+/// delivery, well within its 10 s wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_no_receive_of_its_process_wanted_is_handed_back() {
+    let (clients, config, busy) = setup(5).await;
+    let other = SqsQueue::new(clients.sqs.clone(), &config, Arc::new(SystemClock));
+    assert!(busy.receive(4, Dur::secs(30), Dur::secs(1)).await.unwrap().is_empty());
+    // The busy process's polls are out, and none of its receives waits.
+    let sent = dispatch("unwanted", 5, 0);
+    busy.enqueue(std::slice::from_ref(&sent)).await.unwrap();
+    let hidden = async || {
+        use aws_sdk_sqs::types::QueueAttributeName as A;
+        let out = clients
+            .sqs
+            .get_queue_attributes()
+            .queue_url(&config.queues.normal)
+            .attribute_names(A::ApproximateNumberOfMessagesNotVisible)
+            .send()
+            .await
+            .expect("attributes");
+        let attrs = out.attributes.unwrap_or_default();
+        attrs.get(&A::ApproximateNumberOfMessagesNotVisible).map(String::as_str) == Some("1")
+    };
+    while !hidden().await {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let got = other.receive(4, Dur::secs(30), Dur::secs(10)).await.unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].dispatch.run_id, sent.run_id);
+    assert_eq!(got[0].receive_count, 2, "brought by the busy process's poll first");
 }
 
 /// Every message carries its tenant as the message group, which makes the standard queues SQS
