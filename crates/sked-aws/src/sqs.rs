@@ -258,8 +258,7 @@ impl SqsQueue {
     }
 
     fn parse_receipt<'a>(&'a self, receipt: &'a Receipt) -> Result<(&'a str, &'a str), QueueError> {
-        let (lane, handle) = receipt.0.split_once('|').ok_or(QueueError::StaleReceipt)?;
-        let lane = Lane::parse(lane).ok_or(QueueError::StaleReceipt)?;
+        let (lane, handle) = split_receipt(receipt).ok_or(QueueError::StaleReceipt)?;
         Ok((self.lanes.url(lane), handle))
     }
 }
@@ -281,7 +280,7 @@ impl Lanes {
                 .iter()
                 .enumerate()
                 .filter_map(|(i, d)| {
-                    let (_, handle) = d.receipt.0.split_once('|')?;
+                    let (_, handle) = split_receipt(&d.receipt)?;
                     ChangeMessageVisibilityBatchRequestEntry::builder()
                         .id(i.to_string())
                         .receipt_handle(handle)
@@ -357,6 +356,12 @@ impl Lanes {
         }
         Ok(deliveries)
     }
+}
+
+/// A receipt's queue and SQS receipt handle (`<queue>|<handle>`), if it is one of ours.
+fn split_receipt(receipt: &Receipt) -> Option<(Lane, &str)> {
+    let (lane, handle) = receipt.0.split_once('|')?;
+    Some((Lane::parse(lane)?, handle))
 }
 
 /// The `DelaySeconds` of a message due in `wait_ms`: whole seconds, rounded down, less one,

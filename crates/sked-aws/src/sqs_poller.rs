@@ -82,26 +82,26 @@ impl Poller {
 
     /// Whether a poll is out on `lane` (a quick look at it would find nothing the poll does
     /// not bring).
-    pub fn polling(&self, lane: Lane) -> bool {
+    pub(crate) fn polling(&self, lane: Lane) -> bool {
         self.state().polling[slot(lane)]
     }
 
     /// Up to `max` kept deliveries, from the lanes in `order`.
-    pub fn take(&self, max: usize, order: [Lane; 3], visibility: i32) -> Vec<Delivery> {
+    pub(crate) fn take(&self, max: usize, order: [Lane; 3], visibility: i32) -> Vec<Delivery> {
         let mut state = self.state();
         take_kept(&mut state, max, order, visibility)
     }
 
     /// Waits until `deadline` for deliveries (up to `max`, from the lanes in `order`), with
     /// polls out on every lane meanwhile. Empty when nothing came in time.
-    pub async fn wait(
+    pub(crate) async fn wait(
         self: &Arc<Self>,
         max: usize,
         order: [Lane; 3],
         visibility: i32,
         deadline: Instant,
     ) -> Result<Vec<Delivery>, QueueError> {
-        let wanted = Wanted::register(self, max, visibility);
+        let _wanted = Wanted::register(self, max, visibility);
         loop {
             let arrived = self.arrived.notified();
             tokio::pin!(arrived);
@@ -118,7 +118,6 @@ impl Poller {
             }
             self.poll_every_lane();
             if tokio::time::timeout_at(deadline, arrived).await.is_err() {
-                drop(wanted);
                 return Ok(Vec::new());
             }
         }

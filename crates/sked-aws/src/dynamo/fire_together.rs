@@ -17,11 +17,11 @@ use super::quotas::TenantLimits;
 use super::store::DynamoStore;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use futures::stream::{self, StreamExt};
-use sked_core::ids::TenantId;
+use sked_core::ids::{RunId, TenantId};
 use sked_core::ports::store::{Firing, StoreError};
 use sked_core::quota::counts_as_active;
 use sked_core::run::Run;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// Where a firing's writes go: with others of its tenant, or alone.
 fn writes_of(firing: &Firing) -> usize {
@@ -89,16 +89,12 @@ impl DynamoStore {
         let mut lone = Vec::with_capacity(group.len());
         for &i in group {
             let firing = &firings[i];
-            lone.push(self.fires_lone(firing));
-            items.push(self.firing_job_write(firing, false, lone[lone.len() - 1]).ok()?);
-            items.extend(self.skip_writes(&firing.tenant, &firing.job_id, &firing.skipped).ok()?);
-            let mut runs = Vec::with_capacity(firing.runs.len());
-            for run in &firing.runs {
-                let (write, run) = self.new_run_write(run, lone[lone.len() - 1]).ok()?;
-                items.push(write);
-                runs.push(run);
-            }
-            written.push((i, runs));
+            let fires_lone = self.fires_lone(firing);
+            items.push(self.firing_job_write(firing, false, fires_lone).ok()?);
+            let (writes, runs) = self.fired_writes(firing, fires_lone, &HashSet::new()).ok()?;
+            items.extend(writes);
+            written.push((i, runs.into_iter().flatten().collect()));
+            lone.push(fires_lone);
         }
         items.extend(self.active_jobs_write(tenant, &limits, -ending).ok()?);
         self.transact(items).await.ok()?;
@@ -108,22 +104,33 @@ impl DynamoStore {
         Some(written)
     }
 
-    /// The insert of a fired `run` (conditional on its absence; `lone`: marked so,
-    /// `super::lone`), and the run as inserted.
-    pub(super) fn new_run_write(&self, run: &Run, lone: bool) -> Result<(TransactWriteItem, Run), StoreError> {
-        let stored = StoredRun {
-            lone,
-            ..StoredRun::new(truncated(run))
-        };
-        let write = self.put(self.stored_run_item(&stored)?, "attribute_not_exists(pk)", vec![])?;
-        Ok((write, stored.run))
+    /// A firing's writes besides its job's: the ledger's records of what its plan skipped
+    /// (puts that replace: a retry writes them again), then the insert of each of its runs not
+    /// in `skip` (conditional on its absence; `lone`: marked so, `super::lone`). With each
+    /// write, the run it inserts as inserted, if any.
+    pub(super) fn fired_writes(
+        &self,
+        firing: &Firing,
+        lone: bool,
+        skip: &HashSet<RunId>,
+    ) -> Result<(Vec<TransactWriteItem>, Vec<Option<Run>>), StoreError> {
+        let mut writes = self.skip_writes(&firing.tenant, &firing.job_id, &firing.skipped)?;
+        let mut runs: Vec<Option<Run>> = vec![None; writes.len()];
+        for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
+            let stored = StoredRun {
+                lone,
+                ..StoredRun::new(truncated(run))
+            };
+            writes.push(self.put(self.stored_run_item(&stored)?, "attribute_not_exists(pk)", vec![])?);
+            runs.push(Some(stored.run));
+        }
+        Ok((writes, runs))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sked_core::ids::RunId;
     use sked_core::job::JobState;
     use sked_core::run::Trigger;
 

@@ -383,17 +383,9 @@ impl DynamoStore {
                     }
                 }
             }
-            // The ledger's records of what the plan skipped (puts that replace: a retry writes
-            // them again).
-            for write in self.skip_writes(&firing.tenant, &firing.job_id, &firing.skipped)? {
-                ops.push(write);
-                op_runs.push(None);
-            }
-            for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
-                let (write, run) = self.new_run_write(run, lone)?;
-                ops.push(write);
-                op_runs.push(Some(run));
-            }
+            let (writes, runs) = self.fired_writes(firing, lone, &skip)?;
+            ops.extend(writes);
+            op_runs.extend(runs);
             // Everything past one transaction goes first, each chunk conditional on the job.
             let counter = self.active_jobs_write(&firing.tenant, &limits, -ends)?;
             let room = MAX_TRANSACTION - 1 - usize::from(counter.is_some());
