@@ -690,4 +690,28 @@ mod tests {
             }
         }
     }
+
+    /// The hand-over plans generically (`tx.rs`): a statement that counts or reads runs
+    /// through a partial index names the index's predicate with literals, so a generic plan
+    /// made on an empty table still uses the partial index (a parameter in its place would
+    /// leave the plan a walk of a full index, filtered row by row).
+    #[tokio::test]
+    async fn a_generic_plan_reads_runs_through_their_partial_indexes() {
+        let db = PgDb::connect(&postgres().fresh_database(), &PgOptions::default())
+            .await
+            .unwrap();
+        let statements = [
+            ("runs_active", crate::store::ACTIVE_RUNS.as_str(), 2),
+            ("runs_slots", crate::quotas::TENANT_RUNNING, 2),
+            ("runs_by_key", crate::quotas::KEY_HOLDERS, 3),
+        ];
+        for (index, statement, params) in statements {
+            let plan = generic_plan(&db, statement, params).await;
+            let scans = runs_index_scans(&plan);
+            assert!(
+                !scans.is_empty() && scans.iter().all(|scan| scan.contains(index)),
+                "{index}: {plan:#?}"
+            );
+        }
+    }
 }

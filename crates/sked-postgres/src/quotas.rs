@@ -76,6 +76,15 @@ pub(crate) fn check_active_jobs(tx: &mut Tx, tenant: &str, before: Option<(Quota
     }
 }
 
+/// The tenant's (`$1`) running attempts whose lease holds at `$2`.
+pub(crate) const TENANT_RUNNING: &str =
+    "SELECT count(*) FROM runs WHERE state = 'RUNNING' AND tenant = $1 AND lease_expires >= $2";
+
+/// The tenant's (`$1`) running attempts holding concurrency key `$2` whose lease holds at `$3`.
+pub(crate) const KEY_HOLDERS: &str = "SELECT count(*) FROM runs
+     WHERE state = 'RUNNING' AND concurrency_key IS NOT NULL
+       AND tenant = $1 AND concurrency_key = $2 AND lease_expires >= $3";
+
 /// Whether the tenant's `max_concurrent_runs` runs already hold a slot at `now`
 /// ([`quota::occupies_slot`]: RUNNING with a live lease).
 pub(crate) fn at_capacity(tx: &mut Tx, tenant: &str, now: Timestamp) -> Result<bool, TxError> {
@@ -93,13 +102,7 @@ pub(crate) fn at_capacity(tx: &mut Tx, tenant: &str, now: Timestamp) -> Result<b
     let Some(max) = max else {
         return Ok(false);
     };
-    let occupied: i64 = get(
-        &tx.query_one(
-            "SELECT count(*) FROM runs WHERE state = 'RUNNING' AND tenant = $1 AND lease_expires >= $2",
-            &[&tenant, &lease_floor(now)],
-        )?,
-        0,
-    )?;
+    let occupied: i64 = get(&tx.query_one(TENANT_RUNNING, &[&tenant, &lease_floor(now)])?, 0)?;
     Ok(quota::at_capacity(
         &Quota {
             max_concurrent_runs: Some(max.max(0) as u64),
@@ -112,15 +115,7 @@ pub(crate) fn at_capacity(tx: &mut Tx, tenant: &str, now: Timestamp) -> Result<b
 /// How many of the tenant's runs hold concurrency `key` at `now`
 /// ([`quota::occupies_slot`], as for the tenant's cap).
 pub(crate) fn key_holders(tx: &mut Tx, tenant: &str, key: &str, now: Timestamp) -> Result<u64, TxError> {
-    let held: i64 = get(
-        &tx.query_one(
-            "SELECT count(*) FROM runs
-             WHERE state = 'RUNNING' AND concurrency_key IS NOT NULL
-               AND tenant = $1 AND concurrency_key = $2 AND lease_expires >= $3",
-            &[&tenant, &key, &lease_floor(now)],
-        )?,
-        0,
-    )?;
+    let held: i64 = get(&tx.query_one(KEY_HOLDERS, &[&tenant, &key, &lease_floor(now)])?, 0)?;
     Ok(held as u64)
 }
 

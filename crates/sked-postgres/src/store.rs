@@ -50,6 +50,7 @@ use sked_core::ports::store::{
 use sked_core::run::{Run, RunState};
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::collections::HashMap;
+use std::sync::LazyLock;
 use tokio_postgres::Row;
 use tokio_postgres::types::ToSql;
 
@@ -127,16 +128,18 @@ fn save(tx: &mut Tx, stored: &StoredRun) -> Result<(), TxError> {
     Ok(())
 }
 
+/// A job's PENDING and RUNNING runs (`$1` tenant, `$2` job), oldest nominal time first.
+pub(crate) static ACTIVE_RUNS: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        "SELECT {RUN_COLS} FROM runs
+         WHERE tenant = $1 AND job_id = $2 AND state IN ('PENDING', 'RUNNING')
+         ORDER BY scheduled_for, run_id"
+    )
+});
+
 /// The job's PENDING and RUNNING runs, oldest nominal time first.
 pub(crate) fn load_active_runs(tx: &mut Tx, tenant: &str, job_id: &str) -> Result<Vec<Run>, TxError> {
-    let rows = tx.query(
-        &format!(
-            "SELECT {RUN_COLS} FROM runs
-             WHERE tenant = $1 AND job_id = $2 AND state IN ('PENDING', 'RUNNING')
-             ORDER BY scheduled_for, run_id"
-        ),
-        &[&tenant, &job_id],
-    )?;
+    let rows = tx.query(&ACTIVE_RUNS, &[&tenant, &job_id])?;
     runs_of(&rows)
 }
 

@@ -49,15 +49,19 @@ impl Isolation {
     /// database that fills fast (a burst into a new deployment, before autovacuum's first
     /// `ANALYZE`), a plan made while `runs` held a few hundred rows scanned the whole table
     /// for each batch's keys once it held thousands (hash joins over `unnest`: most of the
-    /// server's time in a 5,000-run burst; see BENCHMARKS.md). Without sequential scans,
-    /// PostgreSQL's own choice between a generic and a custom plan (`plan_cache_mode = auto`)
-    /// serves: forcing custom plans re-planned every statement (~28% of the server's time in a
-    /// 20,000-run burst) and cost 15–20% of the drain; forcing generic plans kept plans made on
-    /// an empty `runs` (key lookups that walked `runs_by_time`) and halved it.
+    /// server's time in a 5,000-run burst; see BENCHMARKS.md). They plan generically
+    /// (`plan_cache_mode = force_generic_plan`): every run key is looked up by all its columns
+    /// (`codec::RUN_KEYS_IN`, tested on a plan made on an empty `runs`), and every partial
+    /// index they use is named by literals a generic plan can match, so the plan made on the
+    /// first execution serves whatever the table holds — where PostgreSQL's own choice
+    /// (`auto`) planned most executions again (~25% of the statements' time in a 20,000-run
+    /// burst, `pg_stat_statements`). Forcing custom plans planned every one (~28%).
     fn begin(self) -> &'static str {
         match self {
             Isolation::Serializable => "BEGIN ISOLATION LEVEL SERIALIZABLE",
-            Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off",
+            Isolation::ReadCommitted => {
+                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL enable_seqscan = off; SET LOCAL plan_cache_mode = force_generic_plan"
+            }
         }
     }
 }
