@@ -117,12 +117,22 @@ async fn a_create_larger_than_one_transaction_is_all_or_nothing() {
     clashing.push(job_at("clash", t));
     let res = store.create_jobs(&clashing, Some(("k", "fp"))).await;
     assert!(matches!(res, Err(StoreError::Conflict(_))), "{res:?}");
-    assert_eq!(
+    // Undone as a deleted job is (absent to every reader, and never created lone again:
+    // tests/lone_runs.rs).
+    let undone = store
+        .get_job(&TenantId::from("t1"), &JobId::from("j000"))
+        .await
+        .unwrap()
+        .map(|j| j.state);
+    assert_eq!(undone, Some(JobState::Deleted));
+    assert!(
         store
-            .get_job(&TenantId::from("t1"), &JobId::from("j000"))
+            .list_jobs(&TenantId::from("t1"), &Default::default(), &page(500))
             .await
-            .unwrap(),
-        None
+            .unwrap()
+            .items
+            .iter()
+            .all(|j| j.id.as_str() == "clash")
     );
     assert_eq!(
         store.idempotency_lookup(&TenantId::from("t1"), "k").await.unwrap(),
@@ -797,4 +807,78 @@ async fn a_tenant_s_firings_share_a_transaction_and_a_refused_one_is_written_alo
     );
     let moved = store.get_job(&jobs[13].tenant, &jobs[13].id).await.unwrap().unwrap();
     assert_eq!(moved.next_fire_at, Some(t), "the stale firing changed nothing");
+}
+
+fn page(limit: usize) -> sked_core::ports::store::PageRequest {
+    sked_core::ports::store::PageRequest { limit, cursor: None }
+}
+
+/// A tenant whose active jobs are counted (a `max_active_jobs` quota).
+async fn counted_tenant(store: &DynamoStore, max_active_jobs: u64) {
+    let quota = sked_core::quota::Quota {
+        max_active_jobs: Some(max_active_jobs),
+        ..Default::default()
+    };
+    sked_core::ports::QuotaStore::put_quota(store, &TenantId::from("t1"), &quota)
+        .await
+        .unwrap();
+}
+
+/// A chunked create refused by its count (written after its jobs and idempotency key, alone
+/// in the second transaction) leaves its jobs DELETED and its idempotency key unrecorded: the same
+/// key then creates the jobs.
+#[tokio::test]
+async fn a_chunked_create_refused_by_the_count_leaves_no_idempotency_key() {
+    let (store, _, _) = store().await;
+    let t = fixtures::t0();
+    counted_tenant(&store, 130).await;
+    let first: Vec<Job> = (0..40).map(|i| job_at(&format!("a{i:03}"), t)).collect();
+    store.create_jobs(&first, None).await.unwrap();
+    // 99 jobs and the key fill the first transaction; the count opens the second.
+    let jobs: Vec<Job> = (0..99).map(|i| job_at(&format!("j{i:03}"), t)).collect();
+    let res = store.create_jobs(&jobs, Some(("k", "fp"))).await;
+    assert!(matches!(res, Err(StoreError::QuotaExceeded(_))), "{res:?}");
+    assert_eq!(
+        store.idempotency_lookup(&TenantId::from("t1"), "k").await.unwrap(),
+        None
+    );
+    let j050 = store
+        .get_job(&TenantId::from("t1"), &JobId::from("j050"))
+        .await
+        .unwrap();
+    assert_eq!(j050.map(|j| j.state), Some(JobState::Deleted));
+    // 40 + 90 fit the quota of 130: nothing of the refused batch is counted.
+    store.create_jobs(&jobs[..90], Some(("k", "fp"))).await.unwrap();
+    let more = store.create_jobs(&[job_at("one-more", t)], None).await;
+    assert!(matches!(more, Err(StoreError::QuotaExceeded(_))), "{more:?}");
+}
+
+/// A chunked create whose count was written (in its first transaction) and whose later
+/// transaction fails gives the count back. The later one here holds the `after` edges, and
+/// fails as DynamoDB refuses a transaction writing one item twice (a job naming its upstream
+/// twice): the stand-in for any failure of a later transaction.
+#[tokio::test]
+async fn a_chunked_create_that_fails_after_its_count_gives_the_count_back() {
+    let (store, _, _) = store().await;
+    let t = fixtures::t0();
+    counted_tenant(&store, 100).await;
+    let mut jobs: Vec<Job> = (0..99).map(|i| job_at(&format!("j{i:03}"), t)).collect();
+    let mut twice: JobSpec = serde_json::from_value(serde_json::json!({
+        "schedule": {"after": {"jobs": ["up", "up"]}},
+        "task": {"command": {"argv": ["ok"]}},
+    }))
+    .unwrap();
+    twice.labels = Default::default();
+    jobs[98].spec = twice;
+    jobs[98].next_fire_at = None;
+    let res = store.create_jobs(&jobs, None).await;
+    assert!(res.is_err(), "the edges' transaction writes one item twice");
+    let j000 = store
+        .get_job(&TenantId::from("t1"), &JobId::from("j000"))
+        .await
+        .unwrap();
+    assert_eq!(j000.map(|j| j.state), Some(JobState::Deleted));
+    // The whole quota is free again.
+    let hundred: Vec<Job> = (0..100).map(|i| job_at(&format!("k{i:03}"), t)).collect();
+    store.create_jobs(&hundred, None).await.unwrap();
 }

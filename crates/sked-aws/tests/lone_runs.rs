@@ -11,7 +11,7 @@ use sked_aws::dynamo::codec::key;
 use sked_aws::dynamo::keys::{JOB_SK, job_pk, run_sk};
 use sked_core::ids::{JobId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
-use sked_core::ports::store::{ClaimOutcome, Completion, Firing, JobStore, JobStoreExt, RunTransition};
+use sked_core::ports::store::{ClaimOutcome, Completion, Firing, JobStore, JobStoreExt, RunTransition, StoreError};
 use sked_core::ports::{Clock, SystemClock};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::timestamp::{Timestamp, trunc_ms};
@@ -299,4 +299,31 @@ async fn a_job_created_again_or_named_in_its_batch_is_not_lone() {
         s.api.get_job(&gone.tenant, &gone.id).await.unwrap().unwrap().state,
         JobState::Active
     );
+}
+
+/// A batch create larger than one transaction that is refused leaves the jobs it wrote
+/// DELETED: a downstream created meanwhile (here: after) wrote its edge in such a job's
+/// partition, so the job created again is not lone, and its run's end releases the downstream.
+#[tokio::test]
+async fn a_job_of_a_refused_chunked_batch_created_again_is_not_lone() {
+    let s = setup().await;
+    s.api.create_jobs(&[upstream("clash")], None).await.unwrap();
+    let mut batch: Vec<Job> = (0..150).map(|i| upstream(&format!("j{i:03}"))).collect();
+    batch[0] = upstream("up");
+    batch.push(upstream("clash"));
+    let refused = s.api.create_jobs(&batch, None).await;
+    assert!(matches!(refused, Err(StoreError::Conflict(_))), "{refused:?}");
+
+    s.api.create_jobs(&[downstream("down", "up")], None).await.unwrap();
+    let up = upstream("up");
+    s.store.create_jobs(std::slice::from_ref(&up), None).await.unwrap();
+    assert!(
+        !s.job_marked("up").await,
+        "created over the refused batch's DELETED item"
+    );
+
+    s.sweep_reads("up").await;
+    let (run, token) = s.fire_and_claim(&up, up.next_fire_at.unwrap()).await;
+    s.succeed(&run, token).await;
+    assert_eq!(s.runs_of("down").await, vec![RunState::Pending], "released");
 }

@@ -21,9 +21,9 @@
 //! - Whatever is not marked reads the edges as before: runs written by a trigger or a release,
 //!   and every item written before the mark existed.
 //!
-//! The one exception: a batch create larger than one transaction that is refused deletes the
-//! items it wrote; a downstream created in that moment and naming one of them would see its
-//! upstream created again later as new, and lone.
+//! A batch create larger than one transaction that is refused leaves the jobs it wrote DELETED
+//! (`undo_create`), never removed: a downstream created meanwhile may have written its edge in
+//! such a job's partition, and a create over a DELETED item is not lone.
 
 use super::codec::{Item, Reader, key, n, run_key};
 use super::keys::{JOB_SK, job_pk};

@@ -7,7 +7,8 @@
 //! [`quotas`], [`slots`], `dependencies` (the `after` schedule), `ledger` (skip records), `live`
 //! (the running runs' index the reaper reads), `lone` (runs whose end reads no edges),
 //! `alerts` (runs' due alerts, webhook secrets), [`sweep_lease`], `written_runs` (the runs this
-//! process wrote last, a read–decide–put's first guess).
+//! process wrote last, a read–decide–put's first guess), `undo_create` (what a refused batch
+//! create wrote before it was refused, undone).
 //!
 //! # Table layout
 //!
@@ -94,9 +95,10 @@
 //!   (same condition): a transaction bills each item twice.
 //! - Jobs: `create_jobs` is one `TransactWriteItems` (each put conditional on
 //!   `attribute_not_exists(pk) OR state = DELETED`, the idempotency key on
-//!   `attribute_not_exists`). A batch of more than 100 writes is split into transactions and
-//!   earlier ones are deleted again if a later one is refused — all-or-nothing for the caller,
-//!   but a reader may glimpse the first chunk meanwhile. `update_job` is a put conditional on
+//!   `attribute_not_exists`). A batch of more than 100 writes is split into transactions, and
+//!   what earlier ones wrote is undone if a later one is refused (`undo_create`: its jobs
+//!   left DELETED, its idempotency key removed, the active-jobs count given back) —
+//!   all-or-nothing for the caller, but a reader may glimpse the first chunk meanwhile. `update_job` is a put conditional on
 //!   `version`. For a tenant with a quota, creates, updates, firings and claims add the quota's
 //!   items to their transactions ([`quotas`]).
 //! - `fire` is one `TransactWriteItems` per firing — or one for many firings of a tenant that
@@ -134,6 +136,7 @@ mod runs;
 pub mod slots;
 pub mod store;
 pub mod sweep_lease;
+mod undo_create;
 mod written_runs;
 
 pub use store::DynamoStore;

@@ -18,6 +18,7 @@ use super::keys::*;
 use super::lone::{LONE, LoneJobs, named_in_batch};
 use super::plumbing::MAX_TRANSACTION;
 use super::quotas::QuotaCache;
+use super::undo_create::WrittenPart;
 use super::written_runs::WrittenRuns;
 use crate::config::AwsConfig;
 use crate::error::{Failure, classify};
@@ -200,26 +201,21 @@ impl JobStore for DynamoStore {
                 Err(f) => Err(f.into_store(String::new)),
             };
         }
-        // Larger than one transaction: write in chunks (the idempotency key last), and undo
-        // the chunks already written if a later one is refused. Not atomic against a reader
-        // that looks in between; documented in the module header.
+        // Larger than one transaction: write in chunks, and undo what the chunks already
+        // written wrote if a later one is refused (`undo_create`). Not atomic against a
+        // reader that looks in between; documented in the module header.
         let mut done = 0;
         let chunks: Vec<Vec<TransactWriteItem>> = writes.chunks(MAX_TRANSACTION).map(<[_]>::to_vec).collect();
         for chunk in chunks {
             let len = chunk.len();
             if let Err(f) = self.transact(chunk).await {
-                for job in &jobs[..done.min(jobs.len())] {
-                    let _ = self
-                        .client
-                        .delete_item()
-                        .table_name(&self.table)
-                        .set_key(Some(key(job_pk(job.tenant.as_str(), job.id.as_str()), JOB_SK.into())))
-                        .condition_expression("version = :v AND created_at = :c")
-                        .expression_attribute_values(":v", n(job.version))
-                        .expression_attribute_values(":c", n(ms(job.created_at)))
-                        .send()
-                        .await;
-                }
+                self.undo_written_part(WrittenPart {
+                    jobs,
+                    committed: done,
+                    idempotency,
+                    counter: counter_index.map(|index| (index, &limits, added)),
+                })
+                .await;
                 return Err(match f {
                     Failure::Condition { failed_items, .. } => {
                         refusal(&failed_items.iter().map(|i| i + done).collect::<Vec<_>>()).await
