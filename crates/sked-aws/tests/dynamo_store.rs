@@ -882,3 +882,65 @@ async fn a_chunked_create_that_fails_after_its_count_gives_the_count_back() {
     let hundred: Vec<Job> = (0..100).map(|i| job_at(&format!("k{i:03}"), t)).collect();
     store.create_jobs(&hundred, None).await.unwrap();
 }
+
+/// A run item written before `run_state` existed (its state in `state` alone) reads back and
+/// is listed by its state, tenant-wide (the `list` index) and for its job (the table), beside
+/// runs written since (whose `state` appears only once they ended).
+#[tokio::test]
+async fn runs_written_before_run_state_existed_are_listed_by_state() {
+    use sked_core::ports::store::RunFilter;
+    let (store, client, table) = store().await;
+    let t = fixtures::t0();
+    let old = run_at("old", t);
+    let new = run_at("new", t + chrono::Duration::seconds(1));
+    store.insert_run(&old).await.unwrap();
+    store.insert_run(&new).await.unwrap();
+    let old_key = key(job_pk("t1", "old"), run_sk(t.timestamp_millis()));
+    let mut item = client
+        .get_item()
+        .table_name(&table)
+        .set_key(Some(old_key))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap();
+    item.remove("run_state");
+    item.insert(
+        "state".into(),
+        aws_sdk_dynamodb::types::AttributeValue::S("PENDING".into()),
+    );
+    client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .unwrap();
+
+    let listed = |state: RunState, job: Option<&str>| {
+        let store = store.clone();
+        let filter = RunFilter {
+            state: Some(state),
+            job_id: job.map(JobId::from),
+            ..Default::default()
+        };
+        async move {
+            let page = store
+                .list_runs(&TenantId::from("t1"), &filter, &page(50))
+                .await
+                .unwrap();
+            page.items.into_iter().map(|r| r.job_id.to_string()).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(listed(RunState::Pending, None).await, vec!["new", "old"]);
+    assert_eq!(listed(RunState::Pending, Some("old")).await, vec!["old"]);
+    assert_eq!(listed(RunState::Pending, Some("new")).await, vec!["new"]);
+    assert!(listed(RunState::Running, None).await.is_empty());
+    assert!(listed(RunState::Succeeded, Some("old")).await.is_empty());
+    assert_eq!(
+        store.get_run(&old.tenant, &old.run_id).await.unwrap().unwrap().state,
+        RunState::Pending
+    );
+}

@@ -241,6 +241,16 @@ pub fn job_from_item(item: &Item) -> Result<Job, StoreError> {
     })
 }
 
+/// The attribute holding a run's state, whatever it is.
+pub const RUN_STATE: &str = "run_state";
+
+/// The attribute the `list` index projects for filters on state (a job's state; a run's only
+/// once it has ended). A run's claim, which moves it from PENDING to RUNNING, then leaves its
+/// `list` entry as it was — no index write — and its end writes the entry once, as before.
+/// Listings of PENDING or RUNNING runs find them as the entries without it
+/// ([`super::listing`]).
+pub const LISTED_STATE: &str = "state";
+
 /// A run as stored: the run, the highest fencing token ever handed out for it, and the
 /// item version every read-modify-write is conditional on.
 #[derive(Debug, Clone, PartialEq)]
@@ -314,7 +324,7 @@ pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<
         ("job_id".into(), s(run.job_id.as_str())),
         ("scheduled_for".into(), n(ms(run.scheduled_for))),
         ("trigger".into(), s(run.trigger.as_str())),
-        ("state".into(), s(run.state.as_str())),
+        (RUN_STATE.into(), s(run.state.as_str())),
         ("priority".into(), n(run.priority)),
         ("not_before".into(), n(ms(run.not_before))),
         ("max_attempts".into(), n(run.max_attempts)),
@@ -377,6 +387,7 @@ pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<
         item.insert(FOLDED_LOGS.into(), AttributeValue::M(by_attempt.collect()));
     }
     if run.state.is_terminal() {
+        item.insert(LISTED_STATE.into(), s(run.state.as_str()));
         let end = run.finished_at.unwrap_or(run.created_at);
         item.insert(TTL.into(), n(end.timestamp() + retention_secs));
     }
@@ -412,7 +423,11 @@ pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
         job_id: JobId(r.s("job_id")?),
         scheduled_for: r.ts("scheduled_for")?,
         trigger,
-        state: r.parse("state")?,
+        // Items written before `run_state` existed carry the state in `state` alone.
+        state: match r.opt_s(RUN_STATE)? {
+            Some(_) => r.parse(RUN_STATE)?,
+            None => r.parse(LISTED_STATE)?,
+        },
         priority: r.n("priority")?,
         not_before: r.ts("not_before")?,
         max_attempts: r.n("max_attempts")?,
@@ -522,5 +537,53 @@ mod tests {
             item[TTL].as_n().unwrap(),
             &(at("2026-03-01T00:02:00Z").timestamp()).to_string()
         );
+    }
+
+    /// The `list` index projects `state`: a run carries it only once ended, so the claim (PENDING
+    /// to RUNNING) changes nothing the index holds; `run_state` always holds the state, and an
+    /// item written before `run_state` existed reads its state from `state`.
+    #[test]
+    fn a_run_carries_its_listed_state_only_once_ended() {
+        let t = at("2026-03-01T00:00:00Z");
+        let mut run = Run::new_pending("t".into(), "j".into(), t, Trigger::Schedule, 5, t, 2, t);
+        let list_copy = |item: &Item| -> Vec<(String, AttributeValue)> {
+            let projected = [GSI2_PK, GSI2_SK, LISTED_STATE, "labels"];
+            let mut copy: Vec<_> = item
+                .iter()
+                .filter(|(name, _)| projected.contains(&name.as_str()))
+                .map(|(name, value)| (name.clone(), value.clone()))
+                .collect();
+            copy.sort_by(|a, b| a.0.cmp(&b.0));
+            copy
+        };
+        let pending = run_item(&StoredRun::new(run.clone()), 4, 60).unwrap();
+        assert_eq!(pending[RUN_STATE].as_s().unwrap(), "PENDING");
+        assert!(!pending.contains_key(LISTED_STATE));
+        run.state = RunState::Running;
+        run.lease = Some(Lease {
+            owner: "w".into(),
+            token: 1,
+            expires_at: at("2026-03-01T00:00:30Z"),
+        });
+        let running = run_item(&StoredRun::new(run.clone()), 4, 60).unwrap();
+        assert_eq!(
+            list_copy(&running),
+            list_copy(&pending),
+            "the claim writes nothing to `list`"
+        );
+        run.lease = None;
+        run.state = RunState::Failed;
+        run.finished_at = Some(at("2026-03-01T00:01:00Z"));
+        let ended = run_item(&StoredRun::new(run.clone()), 4, 60).unwrap();
+        assert_eq!(ended[LISTED_STATE].as_s().unwrap(), "FAILED");
+        assert_eq!(ended[RUN_STATE].as_s().unwrap(), "FAILED");
+
+        let mut written_before = ended.clone();
+        written_before.remove(RUN_STATE);
+        assert_eq!(run_from_item(&written_before).unwrap().run.state, RunState::Failed);
+        let mut pending_before = pending.clone();
+        pending_before.remove(RUN_STATE);
+        pending_before.insert(LISTED_STATE.into(), s("PENDING"));
+        assert_eq!(run_from_item(&pending_before).unwrap().run.state, RunState::Pending);
     }
 }

@@ -6,7 +6,7 @@
 //! opaque (hex) encodings of the last item's listing position: a job id, or a run's nominal
 //! time and id.
 
-use super::codec::{Item, Reader, job_from_item, key, ms, run_from_item, s};
+use super::codec::{Item, LISTED_STATE, RUN_STATE, Reader, job_from_item, key, ms, run_from_item, s};
 use super::keys::*;
 use super::plumbing::QuerySpec;
 use super::store::DynamoStore;
@@ -128,11 +128,27 @@ impl DynamoStore {
     ) -> Result<Page<Run>, StoreError> {
         let after = page.cursor.as_deref().map(parse_run_cursor).transpose()?;
         let want = page.limit.saturating_add(1);
-        let state_filter = |q: QuerySpec| match filter.state {
+        // On the table: a run's state is `run_state`, or `state` on items written before it
+        // existed (a run's `state` is its `run_state` where both are present).
+        let item_state_filter = |q: QuerySpec| match filter.state {
             Some(st) => q
-                .name("#st", "state")
+                .name("#rs", RUN_STATE)
+                .name("#st", LISTED_STATE)
+                .value(":st", s(st.as_str()))
+                .and_filter("(#rs = :st OR #st = :st)".into()),
+            None => q,
+        };
+        // On the `list` index: only ended runs carry their state there (`codec::LISTED_STATE`);
+        // the copies without one are the active runs (the full items are filtered again).
+        let copy_state_filter = |q: QuerySpec| match filter.state {
+            Some(st) if st.is_terminal() => q
+                .name("#st", LISTED_STATE)
                 .value(":st", s(st.as_str()))
                 .and_filter("#st = :st".into()),
+            Some(st) => q
+                .name("#st", LISTED_STATE)
+                .value(":st", s(st.as_str()))
+                .and_filter("(attribute_not_exists(#st) OR #st = :st)".into()),
             None => q,
         };
         let mut runs: Vec<Run> = if let Some(job) = &filter.job_id {
@@ -156,7 +172,7 @@ impl DynamoStore {
                 .value(":hi", s(run_sk(hi)));
             q.forward = false;
             q.consistent = true;
-            q = state_filter(q);
+            q = item_state_filter(q);
             let items = self.query(&q, want).await?;
             items
                 .iter()
@@ -186,7 +202,7 @@ impl DynamoStore {
                     q = q.value(":hi", s(h.clone()));
                 }
                 q.forward = false;
-                specs.push(state_filter(q));
+                specs.push(copy_state_filter(q));
             }
             if lo.as_ref().zip(hi.as_ref()).is_some_and(|(l, h)| l > h) {
                 return Ok(Page {

@@ -19,7 +19,7 @@
 //! | item | `pk` | `sk` | other attributes |
 //! |---|---|---|---|
 //! | job | `T#<tenant>#J#<job>` | `JOB` | `spec` (JSON), `state`, `next_fire_at`, `version`, `labels` (map), times, `lone` while no job's `after` names it (`lone`) |
-//! | run | `T#<tenant>#J#<job>` | `RUN#<scheduled_for>` | `state`, `not_before`, `priority`, `attempts` (JSON), `lease_owner`/`lease_token`/`lease_expires`, `cancel_requested`, `reason`, `last_token`, `rv`, `ttl` once terminal, `logs` (attempt → a small finished log's JSON lines, [`crate::logs::FoldedLogs`]), `lone` if fired while its job was (its end reads no edges) |
+//! | run | `T#<tenant>#J#<job>` | `RUN#<scheduled_for>` | `run_state` (`state` too once ended; items written before `run_state` have `state` only), `not_before`, `priority`, `attempts` (JSON), `lease_owner`/`lease_token`/`lease_expires`, `cancel_requested`, `reason`, `last_token`, `rv`, `ttl` once terminal, `logs` (attempt → a small finished log's JSON lines, [`crate::logs::FoldedLogs`]), `lone` if fired while its job was (its end reads no edges) |
 //! | idempotency key | `T#<tenant>#IDEM#<key>` | `IDEM` | `fingerprint`, `job_ids` (list), `ttl` |
 //! | due watermark | `SWEEP` | `WATERMARK` | `minute`: due buckets before it are empty |
 //! | sweeper lease | `SWEEP` | `LEASE#<n>` | `owner`, `expires_at`, `ttl` ([`sweep_lease`]) |
@@ -85,7 +85,9 @@
 //!
 //! Listings filter on the projected attributes in the index, then read the page's full items
 //! with a consistent `BatchGetItem`; heartbeats and other writes that change neither key nor
-//! projected attribute cost the index nothing. A run listing of one job reads the job's
+//! projected attribute cost the index nothing. A job's `state` is projected; a run keeps its
+//! state in `run_state` and carries `state` only once ended (`codec::LISTED_STATE`), so its
+//! claim costs the index nothing either. A run listing of one job reads the job's
 //! partition of the table instead (consistent). Runs of a tenant are sharded by run id and the
 //! shards merged, so one tenant's run inserts do not all hit one index partition.
 //!
