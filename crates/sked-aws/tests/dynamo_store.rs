@@ -307,6 +307,27 @@ async fn expired_jobs(store: &DynamoStore, now: Timestamp, limit: usize) -> Vec<
     jobs
 }
 
+/// `run`'s item as the table holds it (a consistent read).
+async fn run_item_as_stored(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    run: &Run,
+) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+    client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key(
+            job_pk(run.tenant.as_str(), run.job_id.as_str()),
+            run_sk(run.scheduled_for.timestamp_millis()),
+        )))
+        .consistent_read(true)
+        .send()
+        .await
+        .unwrap()
+        .item
+        .unwrap()
+}
+
 /// The `live` index files a running run by the 5-minute step its lease expires in: a
 /// heartbeat within the step leaves the entry where it is (so it writes no index), one that
 /// crosses into the next step moves it; the reaper reads every entry whose step has begun and
@@ -317,19 +338,7 @@ async fn running_runs_are_filed_by_their_lease_step_and_reaped_by_their_real_exp
     let step = fixtures::t0(); // 2026-03-01T00:00:00Z: a step's start
     let secs = chrono::Duration::seconds;
     let live_key = async |run: &Run| {
-        let item = client
-            .get_item()
-            .table_name(&table)
-            .set_key(Some(key(
-                job_pk("t1", run.job_id.as_str()),
-                run_sk(run.scheduled_for.timestamp_millis()),
-            )))
-            .consistent_read(true)
-            .send()
-            .await
-            .unwrap()
-            .item
-            .unwrap();
+        let item = run_item_as_stored(&client, &table, run).await;
         item.get("gsi3sk").map(|v| v.as_s().unwrap().clone())
     };
     let (soon, soon_token) = running(&store, "soon", step, step + secs(10)).await;
@@ -895,17 +904,7 @@ async fn runs_written_before_run_state_existed_are_listed_by_state() {
     let new = run_at("new", t + chrono::Duration::seconds(1));
     store.insert_run(&old).await.unwrap();
     store.insert_run(&new).await.unwrap();
-    let old_key = key(job_pk("t1", "old"), run_sk(t.timestamp_millis()));
-    let mut item = client
-        .get_item()
-        .table_name(&table)
-        .set_key(Some(old_key))
-        .consistent_read(true)
-        .send()
-        .await
-        .unwrap()
-        .item
-        .unwrap();
+    let mut item = run_item_as_stored(&client, &table, &old).await;
     item.remove("run_state");
     item.insert(
         "state".into(),
