@@ -943,3 +943,55 @@ async fn runs_written_before_run_state_existed_are_listed_by_state() {
         RunState::Pending
     );
 }
+
+/// A tenant's runs listed by an active state, a page at a time: PENDING and RUNNING runs
+/// share the `list` index's copies without a state, so a page reads on until it has its
+/// limit; every run of the state comes, once, newest first, through the cursors.
+#[tokio::test]
+async fn active_runs_listed_by_state_come_page_by_page_whatever_lies_between() {
+    use sked_core::ports::store::RunFilter;
+    let (store, _, _) = store().await;
+    let t = fixtures::t0();
+    let runs: Vec<Run> = (0..12)
+        .map(|i| run_at(&format!("r{i:02}"), t + chrono::Duration::seconds(i)))
+        .collect();
+    for run in &runs {
+        store.insert_run(run).await.unwrap();
+    }
+    for run in runs.iter().skip(1).step_by(2) {
+        let claimed = store
+            .claim_one(
+                &run.tenant,
+                &run.run_id,
+                &WorkerId::from("w"),
+                now(),
+                now() + chrono::Duration::seconds(60),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(claimed, ClaimOutcome::Claimed { .. }), "{claimed:?}");
+    }
+    for (state, first) in [(RunState::Pending, 0), (RunState::Running, 1)] {
+        let filter = RunFilter {
+            state: Some(state),
+            ..Default::default()
+        };
+        let mut listed = Vec::new();
+        let mut cursor = None;
+        loop {
+            let request = sked_core::ports::store::PageRequest { limit: 2, cursor };
+            let page = store.list_runs(&TenantId::from("t1"), &filter, &request).await.unwrap();
+            assert!(
+                page.items.len() == 2 || page.next_cursor.is_none(),
+                "{state:?}: a short page ends the listing"
+            );
+            listed.extend(page.items.into_iter().map(|r| r.job_id.to_string()));
+            match page.next_cursor {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        let expected: Vec<String> = (first..12).step_by(2).rev().map(|i| format!("r{i:02}")).collect();
+        assert_eq!(listed, expected, "{state:?}");
+    }
+}

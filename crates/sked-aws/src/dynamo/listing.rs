@@ -13,7 +13,7 @@ use super::store::DynamoStore;
 use sked_core::ids::TenantId;
 use sked_core::job::{Job, JobState};
 use sked_core::ports::store::{JobFilter, Page, PageRequest, RunFilter, StoreError};
-use sked_core::run::Run;
+use sked_core::run::{Run, RunState};
 use std::collections::HashMap;
 
 /// The range of `list` sort keys a run listing reads: `[lo, hi]`, and a key to drop (the
@@ -30,6 +30,53 @@ fn run_range(filter: &RunFilter, after: Option<&(i64, String)>) -> (Option<Strin
         drop = Some(c);
     }
     (lo, hi, drop)
+}
+
+/// The query of one shard of a tenant's runs in the `list` index, newest first, within
+/// `[lo, hi]`. Only ended runs carry their state there (`codec::LISTED_STATE`): a filter on an
+/// active state keeps the copies without one (their items are filtered again).
+fn runs_list_query(
+    tenant: &TenantId,
+    shard: u32,
+    (lo, hi): (&Option<String>, &Option<String>),
+    state: Option<RunState>,
+) -> QuerySpec {
+    let cond = match (lo, hi) {
+        (Some(_), Some(_)) => "#pk = :pk AND #sk BETWEEN :lo AND :hi",
+        (Some(_), None) => "#pk = :pk AND #sk >= :lo",
+        (None, Some(_)) => "#pk = :pk AND #sk <= :hi",
+        (None, None) => "#pk = :pk",
+    };
+    let mut q = QuerySpec::new(Some(LIST_INDEX), cond)
+        .name("#pk", GSI2_PK)
+        .value(":pk", s(runs_list_pk(tenant.as_str(), shard)));
+    if lo.is_some() || hi.is_some() {
+        q = q.name("#sk", GSI2_SK);
+    }
+    if let Some(l) = lo {
+        q = q.value(":lo", s(l.clone()));
+    }
+    if let Some(h) = hi {
+        q = q.value(":hi", s(h.clone()));
+    }
+    q.forward = false;
+    match state {
+        Some(st) if st.is_terminal() => q
+            .name("#st", LISTED_STATE)
+            .value(":st", s(st.as_str()))
+            .and_filter("#st = :st".into()),
+        Some(st) => q
+            .name("#st", LISTED_STATE)
+            .value(":st", s(st.as_str()))
+            .and_filter("(attribute_not_exists(#st) OR #st = :st)".into()),
+        None => q,
+    }
+}
+
+/// The listing position (nominal time, run id) of a run's `list` sort key ([`runs_list_sk`]).
+fn list_position(sort_key: &str) -> Option<(i64, String)> {
+    let (at, id) = sort_key.split_once('#')?;
+    Some((at.parse().ok()?, id.to_string()))
 }
 
 fn parse_run_cursor(c: &str) -> Result<(i64, String), StoreError> {
@@ -128,29 +175,6 @@ impl DynamoStore {
     ) -> Result<Page<Run>, StoreError> {
         let after = page.cursor.as_deref().map(parse_run_cursor).transpose()?;
         let want = page.limit.saturating_add(1);
-        // On the table: a run's state is `run_state`, or `state` on items written before it
-        // existed (a run's `state` is its `run_state` where both are present).
-        let item_state_filter = |q: QuerySpec| match filter.state {
-            Some(st) => q
-                .name("#rs", RUN_STATE)
-                .name("#st", LISTED_STATE)
-                .value(":st", s(st.as_str()))
-                .and_filter("(#rs = :st OR #st = :st)".into()),
-            None => q,
-        };
-        // On the `list` index: only ended runs carry their state there (`codec::LISTED_STATE`);
-        // the copies without one are the active runs (the full items are filtered again).
-        let copy_state_filter = |q: QuerySpec| match filter.state {
-            Some(st) if st.is_terminal() => q
-                .name("#st", LISTED_STATE)
-                .value(":st", s(st.as_str()))
-                .and_filter("#st = :st".into()),
-            Some(st) => q
-                .name("#st", LISTED_STATE)
-                .value(":st", s(st.as_str()))
-                .and_filter("(attribute_not_exists(#st) OR #st = :st)".into()),
-            None => q,
-        };
         let mut runs: Vec<Run> = if let Some(job) = &filter.job_id {
             // One job: its partition of the table, strongly consistent, newest first.
             let lo = filter.since.map_or(0, ms);
@@ -172,7 +196,15 @@ impl DynamoStore {
                 .value(":hi", s(run_sk(hi)));
             q.forward = false;
             q.consistent = true;
-            q = item_state_filter(q);
+            // A run's state is `run_state`, or `state` on items written before it existed
+            // (where both are present they are the same).
+            if let Some(st) = filter.state {
+                q = q
+                    .name("#rs", RUN_STATE)
+                    .name("#st", LISTED_STATE)
+                    .value(":st", s(st.as_str()))
+                    .and_filter("(#rs = :st OR #st = :st)".into());
+            }
             let items = self.query(&q, want).await?;
             items
                 .iter()
@@ -180,57 +212,7 @@ impl DynamoStore {
                 .collect::<Result<_, _>>()?
         } else {
             // Every job: the tenant's sharded listing partitions, merged.
-            let (lo, hi, drop) = run_range(filter, after.as_ref());
-            let mut specs = Vec::new();
-            for shard in 0..self.shards {
-                let cond = match (&lo, &hi) {
-                    (Some(_), Some(_)) => "#pk = :pk AND #sk BETWEEN :lo AND :hi",
-                    (Some(_), None) => "#pk = :pk AND #sk >= :lo",
-                    (None, Some(_)) => "#pk = :pk AND #sk <= :hi",
-                    (None, None) => "#pk = :pk",
-                };
-                let mut q = QuerySpec::new(Some(LIST_INDEX), cond)
-                    .name("#pk", GSI2_PK)
-                    .value(":pk", s(runs_list_pk(tenant.as_str(), shard)));
-                if lo.is_some() || hi.is_some() {
-                    q = q.name("#sk", GSI2_SK);
-                }
-                if let Some(l) = &lo {
-                    q = q.value(":lo", s(l.clone()));
-                }
-                if let Some(h) = &hi {
-                    q = q.value(":hi", s(h.clone()));
-                }
-                q.forward = false;
-                specs.push(copy_state_filter(q));
-            }
-            if lo.as_ref().zip(hi.as_ref()).is_some_and(|(l, h)| l > h) {
-                return Ok(Page {
-                    items: vec![],
-                    next_cursor: None,
-                });
-            }
-            let mut copies = self.query_many(specs, want.saturating_add(1)).await?;
-            copies.retain(|c| {
-                drop.as_ref()
-                    .is_none_or(|d| Reader::new(c).s(GSI2_SK).ok().as_ref() != Some(d))
-            });
-            copies.sort_by(|a, b| {
-                let sk = |i: &Item| Reader::new(i).s(GSI2_SK).unwrap_or_default();
-                sk(b).cmp(&sk(a))
-            });
-            copies.truncate(want);
-            let keys = copies.iter().map(|c| {
-                let r = Reader::new(c);
-                key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
-            });
-            let items = self.fetch_in_order(keys.collect()).await?;
-            let mut runs: Vec<Run> = items
-                .iter()
-                .map(|i| run_from_item(i).map(|s| s.run))
-                .collect::<Result<_, _>>()?;
-            runs.retain(|r| filter.state.is_none_or(|st| r.state == st));
-            runs
+            self.tenant_runs(tenant, filter, after, want).await?
         };
         runs.sort_by(newest_first);
         let more = runs.len() > page.limit;
@@ -240,6 +222,52 @@ impl DynamoStore {
             items: runs,
             next_cursor,
         })
+    }
+
+    /// A tenant's runs matching `filter`, newest first, below `after` (a listing position):
+    /// up to `want` (and possibly more, all newer than any left), from its sharded `list`
+    /// partitions merged. The page's full items are read and filtered again: a copy may pass
+    /// the index's filter and its item not (an active run's copy carries no state, and a copy
+    /// may be older than its item), so rounds of `want` copies are read, each below the last,
+    /// until `want` match or the partitions hold no more.
+    async fn tenant_runs(
+        &self,
+        tenant: &TenantId,
+        filter: &RunFilter,
+        after: Option<(i64, String)>,
+        want: usize,
+    ) -> Result<Vec<Run>, StoreError> {
+        let mut position = after;
+        let mut runs = Vec::new();
+        loop {
+            let (lo, hi, drop) = run_range(filter, position.as_ref());
+            if lo.as_ref().zip(hi.as_ref()).is_some_and(|(l, h)| l > h) {
+                return Ok(runs);
+            }
+            let specs = (0..self.shards)
+                .map(|shard| runs_list_query(tenant, shard, (&lo, &hi), filter.state))
+                .collect();
+            let sort_key = |i: &Item| Reader::new(i).s(GSI2_SK).unwrap_or_default();
+            let mut copies = self.query_many(specs, want.saturating_add(1)).await?;
+            copies.retain(|c| drop.as_ref().is_none_or(|d| sort_key(c) != *d));
+            copies.sort_by_key(|c| std::cmp::Reverse(sort_key(c)));
+            copies.truncate(want);
+            let more_copies = copies.len() == want;
+            position = copies.last().and_then(|c| list_position(&sort_key(c)));
+            let keys = copies.iter().map(|c| {
+                let r = Reader::new(c);
+                key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+            });
+            for item in self.fetch_in_order(keys.collect()).await? {
+                let run = run_from_item(&item)?.run;
+                if filter.state.is_none_or(|st| run.state == st) {
+                    runs.push(run);
+                }
+            }
+            if runs.len() >= want || !more_copies || position.is_none() {
+                return Ok(runs);
+            }
+        }
     }
 
     /// Full items for index copies (listings read keys-only copies), in the given order.
