@@ -71,6 +71,43 @@ pub struct AwsConfig {
     /// Faults injected on every client's HTTP requests (throttling, lost answers): chaos
     /// tests only. Default: `None`.
     pub faults: Option<Faults>,
+    /// Which run items carry `state`, the attribute the `list` index projects. Default:
+    /// [`RunListedState::Ended`].
+    pub run_listed_state: RunListedState,
+}
+
+/// Which run items carry `state` (`dynamo::codec::LISTED_STATE`). A run's state is always in
+/// `run_state`; code before 2026-12-04 reads only `state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RunListedState {
+    /// Ended runs only: a claim leaves the run's `list` entry as it was (one index write less
+    /// per run).
+    #[default]
+    Ended,
+    /// Every run, as code before 2026-12-04 wrote and reads them: for the first deploy of a
+    /// stack made before then, while processes of both versions run.
+    Always,
+}
+
+impl std::str::FromStr for RunListedState {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "ended" => Ok(RunListedState::Ended),
+            "always" => Ok(RunListedState::Always),
+            other => Err(format!("`{other}`: expected `ended` or `always`")),
+        }
+    }
+}
+
+impl std::fmt::Display for RunListedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RunListedState::Ended => "ended",
+            RunListedState::Always => "always",
+        })
+    }
 }
 
 /// Where attempt logs live: one CloudWatch Logs stream per attempt while it runs, one S3
@@ -193,6 +230,7 @@ impl AwsConfig {
             ecs: None,
             request_counter: None,
             faults: None,
+            run_listed_state: RunListedState::Ended,
         }
     }
 

@@ -13,6 +13,7 @@
 //! | `SKED_SHARDS` | shards of the sharded index keys (fixed for a table's life) | 4 |
 //! | `SKED_RUN_RETENTION` | how long ended runs are kept (TTL), e.g. `30d` | `30d` |
 //! | `SKED_IDEMPOTENCY_RETENTION` | how long idempotency keys are kept | `24h` |
+//! | `SKED_RUN_LISTED_STATE` | which run items carry `state`, the attribute the `list` index projects: `ended`, or `always` while processes older than 2026-12-04 may still read the table ([`crate::RunListedState`]) | `ended` |
 //! | `SKED_MAX_RECEIVE_COUNT` | receives before SQS dead-letters a message (the redrive policy's) | 5 |
 //! | `SKED_LOOKAHEAD` | how far ahead the sweeper fires, and the API fires directly (≤ `15m`) | `10m` |
 //! | `SKED_LOG_BUCKET`, `SKED_LOG_GROUP` | S3 bucket and CloudWatch Logs group of attempt logs ([`LogsConfig`]); both or neither | none: no logs |
@@ -59,6 +60,8 @@ pub const SHARDS: &str = "SKED_SHARDS";
 pub const RUN_RETENTION: &str = "SKED_RUN_RETENTION";
 /// `SKED_IDEMPOTENCY_RETENTION`.
 pub const IDEMPOTENCY_RETENTION: &str = "SKED_IDEMPOTENCY_RETENTION";
+/// `SKED_RUN_LISTED_STATE`.
+pub const RUN_LISTED_STATE: &str = "SKED_RUN_LISTED_STATE";
 /// `SKED_MAX_RECEIVE_COUNT`.
 pub const MAX_RECEIVE_COUNT: &str = "SKED_MAX_RECEIVE_COUNT";
 /// `SKED_LOOKAHEAD`.
@@ -163,6 +166,9 @@ impl Settings {
         }
         if let Some(v) = get(IDEMPOTENCY_RETENTION) {
             aws.idempotency_retention = parse_dur(IDEMPOTENCY_RETENTION, &v)?.0;
+        }
+        if let Some(v) = get(RUN_LISTED_STATE) {
+            aws.run_listed_state = v.parse().map_err(|e: String| invalid(RUN_LISTED_STATE, &v, e))?;
         }
         let lookahead = match get(LOOKAHEAD) {
             Some(v) => {
@@ -282,6 +288,7 @@ impl Settings {
             (SHARDS, aws.shards.to_string()),
             (RUN_RETENTION, Dur(aws.run_retention).to_string()),
             (IDEMPOTENCY_RETENTION, Dur(aws.idempotency_retention).to_string()),
+            (RUN_LISTED_STATE, aws.run_listed_state.to_string()),
             (MAX_RECEIVE_COUNT, aws.max_receive_count.to_string()),
             (LOOKAHEAD, self.lookahead.to_string()),
         ];
@@ -374,6 +381,7 @@ mod tests {
         assert_eq!(s.aws.endpoint_url, None);
         assert_eq!(s.aws.credentials, None);
         assert_eq!(s.aws.shards, 4);
+        assert_eq!(s.aws.run_listed_state, crate::RunListedState::Ended);
         assert_eq!(s.lookahead, DEFAULT_LOOKAHEAD);
         assert_eq!((s.aws.logs, s.aws.ecs), (None, None));
     }
@@ -387,6 +395,7 @@ mod tests {
             (QUEUE_DLQ, "http://q/dlq"),
             (SHARDS, "8"),
             (RUN_RETENTION, "7d"),
+            (RUN_LISTED_STATE, "always"),
             (MAX_RECEIVE_COUNT, "3"),
             (LOOKAHEAD, "5m"),
             (LOG_BUCKET, "logs"),
@@ -403,6 +412,7 @@ mod tests {
         assert_eq!(s.aws.shards, 8);
         assert_eq!(s.aws.run_retention, Duration::from_secs(7 * 86_400));
         assert_eq!(s.aws.max_receive_count, 3);
+        assert_eq!(s.aws.run_listed_state, crate::RunListedState::Always);
         assert_eq!(s.lookahead, Dur::secs(300));
         let logs = s.aws.logs.unwrap();
         assert_eq!((logs.bucket.as_str(), logs.log_group.as_str()), ("logs", "/sked/runs"));
@@ -424,6 +434,7 @@ mod tests {
             (SHARDS, "8"),
             (RUN_RETENTION, "7d"),
             (IDEMPOTENCY_RETENTION, "90m"),
+            (RUN_LISTED_STATE, "always"),
             (LOOKAHEAD, "5m"),
             (LOG_BUCKET, "logs"),
             (LOG_GROUP, "/sked/runs"),
@@ -474,6 +485,9 @@ mod tests {
         vars.pop();
         vars.push((SHARDS, "0"));
         assert!(settings(&vars).unwrap_err().to_string().contains(SHARDS));
+        vars.pop();
+        vars.push((RUN_LISTED_STATE, "sometimes"));
+        assert!(settings(&vars).unwrap_err().to_string().contains(RUN_LISTED_STATE));
         vars.pop();
         vars.push((LOG_BUCKET, "logs"));
         assert!(settings(&vars).unwrap_err().to_string().contains(LOG_GROUP));

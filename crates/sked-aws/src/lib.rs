@@ -42,7 +42,7 @@ pub mod testing;
 pub mod wiring;
 
 pub use bootstrap::create_resources;
-pub use config::{AwsClients, AwsConfig, EcsConfig, LogsConfig, QueueUrls, StaticCredentials, connect};
+pub use config::{AwsClients, AwsConfig, EcsConfig, LogsConfig, QueueUrls, RunListedState, StaticCredentials, connect};
 pub use dynamo::DynamoStore;
 pub use dynamo::sweep_lease::SweepLease;
 pub use ecs::EcsExecutor;

@@ -577,6 +577,7 @@ fn the_template_sets_the_variables_the_code_reads() {
         env::QUEUE_DLQ,
         env::SHARDS,
         env::RUN_RETENTION,
+        env::RUN_LISTED_STATE,
         env::IDEMPOTENCY_RETENTION,
         env::MAX_RECEIVE_COUNT,
         env::LOOKAHEAD,
@@ -621,6 +622,13 @@ fn the_template_sets_the_variables_the_code_reads() {
                 "{who} and the functions disagree on {var}"
             );
         }
+        // Every process writes run items alike: the stack's one RunListedState.
+        assert_eq!(
+            Template::referenced(vars, env::RUN_LISTED_STATE),
+            "RunListedState",
+            "{who}: {}",
+            env::RUN_LISTED_STATE
+        );
         // The redrive count the code is told is the one the queues have.
         let told = text(&vars[env::MAX_RECEIVE_COUNT], env::MAX_RECEIVE_COUNT);
         let queues = t.queues();

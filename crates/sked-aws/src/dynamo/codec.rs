@@ -8,6 +8,7 @@
 
 use super::keys::*;
 use super::lone::LONE;
+use crate::config::RunListedState;
 use aws_sdk_dynamodb::types::AttributeValue;
 use sked_core::alert::Alert;
 use sked_core::concurrency::Concurrency;
@@ -245,7 +246,7 @@ pub fn job_from_item(item: &Item) -> Result<Job, StoreError> {
 pub const RUN_STATE: &str = "run_state";
 
 /// The attribute the `list` index projects for filters on state (a job's state; a run's only
-/// once it has ended). A run's claim, which moves it from PENDING to RUNNING, then leaves its
+/// once it has ended, unless the store runs with [`RunListedState::Always`]). A run's claim, which moves it from PENDING to RUNNING, then leaves its
 /// `list` entry as it was — no index write — and its end writes the entry once, as before.
 /// Listings of PENDING or RUNNING runs find them as the entries without it
 /// ([`super::listing`]).
@@ -311,8 +312,25 @@ pub fn truncated(run: &Run) -> Run {
     r
 }
 
-/// A run's item. Terminal runs get a TTL of `retention_secs` after they finished.
-pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<Item, StoreError> {
+/// How a store lays out run items: its table's shards, how long ended runs are kept, and which
+/// runs carry [`LISTED_STATE`].
+#[derive(Debug, Clone, Copy)]
+pub struct RunLayout {
+    /// Shards of the sharded index keys.
+    pub shards: u32,
+    /// Seconds an ended run is kept (its TTL after it finished).
+    pub retention_secs: i64,
+    /// Which runs carry [`LISTED_STATE`].
+    pub listed_state: RunListedState,
+}
+
+/// A run's item. Terminal runs get a TTL of `layout.retention_secs` after they finished.
+pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreError> {
+    let RunLayout {
+        shards,
+        retention_secs,
+        listed_state,
+    } = *layout;
     let run = &stored.run;
     let (t, id) = (run.tenant.as_str(), run.run_id.as_str());
     let attempts = serde_json::to_string(&run.attempts).map_err(|e| json_error("attempts", e))?;
@@ -386,8 +404,10 @@ pub fn run_item(stored: &StoredRun, shards: u32, retention_secs: i64) -> Result<
         let by_attempt = stored.logs.iter().map(|(a, lines)| (a.to_string(), s(lines.clone())));
         item.insert(FOLDED_LOGS.into(), AttributeValue::M(by_attempt.collect()));
     }
-    if run.state.is_terminal() {
+    if run.state.is_terminal() || listed_state == RunListedState::Always {
         item.insert(LISTED_STATE.into(), s(run.state.as_str()));
+    }
+    if run.state.is_terminal() {
         let end = run.finished_at.unwrap_or(run.created_at);
         item.insert(TTL.into(), n(end.timestamp() + retention_secs));
     }
@@ -472,6 +492,12 @@ mod tests {
     use super::*;
     use sked_core::timestamp::parse;
 
+    const LAYOUT: RunLayout = RunLayout {
+        shards: 4,
+        retention_secs: 60,
+        listed_state: RunListedState::Ended,
+    };
+
     fn at(s: &str) -> Timestamp {
         parse(s).unwrap()
     }
@@ -511,7 +537,7 @@ mod tests {
             at("2026-03-01T00:00:00Z"),
         );
         let stored = |run: &Run| StoredRun::new(run.clone());
-        let item = run_item(&stored(&run), 4, 60).unwrap();
+        let item = run_item(&stored(&run), &LAYOUT).unwrap();
         assert!(item[GSI1_PK].as_s().unwrap().starts_with("PENDING#"));
         assert!(!item.contains_key(GSI3_PK));
         assert!(!item.contains_key(TTL));
@@ -522,7 +548,7 @@ mod tests {
             token: 1,
             expires_at: at("2026-03-01T00:07:30Z"),
         });
-        let item = run_item(&stored(&run), 4, 60).unwrap();
+        let item = run_item(&stored(&run), &LAYOUT).unwrap();
         assert!(!item.contains_key(GSI1_PK), "a running run leaves the sched index");
         assert!(item[GSI3_PK].as_s().unwrap().starts_with("RUNNING#"));
         assert_eq!(item[GSI3_SK].as_s().unwrap(), &pad_ms(ms(at("2026-03-01T00:05:00Z"))));
@@ -530,7 +556,7 @@ mod tests {
         run.lease = None;
         run.state = RunState::Succeeded;
         run.finished_at = Some(at("2026-03-01T00:01:00Z"));
-        let item = run_item(&stored(&run), 4, 60).unwrap();
+        let item = run_item(&stored(&run), &LAYOUT).unwrap();
         assert!(!item.contains_key(GSI1_PK));
         assert!(!item.contains_key(GSI3_PK));
         assert_eq!(
@@ -556,7 +582,7 @@ mod tests {
             copy.sort_by(|a, b| a.0.cmp(&b.0));
             copy
         };
-        let pending = run_item(&StoredRun::new(run.clone()), 4, 60).unwrap();
+        let pending = run_item(&StoredRun::new(run.clone()), &LAYOUT).unwrap();
         assert_eq!(pending[RUN_STATE].as_s().unwrap(), "PENDING");
         assert!(!pending.contains_key(LISTED_STATE));
         run.state = RunState::Running;
@@ -565,7 +591,7 @@ mod tests {
             token: 1,
             expires_at: at("2026-03-01T00:00:30Z"),
         });
-        let running = run_item(&StoredRun::new(run.clone()), 4, 60).unwrap();
+        let running = run_item(&StoredRun::new(run.clone()), &LAYOUT).unwrap();
         assert_eq!(
             list_copy(&running),
             list_copy(&pending),
@@ -574,13 +600,27 @@ mod tests {
         run.lease = None;
         run.state = RunState::Failed;
         run.finished_at = Some(at("2026-03-01T00:01:00Z"));
-        let ended = run_item(&StoredRun::new(run.clone()), 4, 60).unwrap();
+        let ended = run_item(&StoredRun::new(run.clone()), &LAYOUT).unwrap();
         assert_eq!(ended[LISTED_STATE].as_s().unwrap(), "FAILED");
         assert_eq!(ended[RUN_STATE].as_s().unwrap(), "FAILED");
 
         let mut written_before = ended.clone();
         written_before.remove(RUN_STATE);
         assert_eq!(run_from_item(&written_before).unwrap().run.state, RunState::Failed);
+        let always = RunLayout {
+            listed_state: RunListedState::Always,
+            ..LAYOUT
+        };
+        let mut running_for_old_readers = run.clone();
+        running_for_old_readers.state = RunState::Running;
+        running_for_old_readers.finished_at = None;
+        let item = run_item(&StoredRun::new(running_for_old_readers), &always).unwrap();
+        assert_eq!(
+            item[LISTED_STATE].as_s().unwrap(),
+            "RUNNING",
+            "`always`: every run carries it"
+        );
+
         let mut pending_before = pending.clone();
         pending_before.remove(RUN_STATE);
         pending_before.insert(LISTED_STATE.into(), s("PENDING"));

@@ -13,7 +13,7 @@
 //!
 //! This module must not hold scheduling policy: that lives in sked-core.
 
-use super::codec::{Reader, StoredRun, job_from_item, job_item, key, ms, n, run_from_item, s, truncated};
+use super::codec::{Reader, RunLayout, StoredRun, job_from_item, job_item, key, ms, n, run_from_item, s, truncated};
 use super::keys::*;
 use super::lone::{LONE, LoneJobs, named_in_batch};
 use super::plumbing::MAX_TRANSACTION;
@@ -51,7 +51,9 @@ pub struct DynamoStore {
     pub(super) client: Client,
     pub(super) table: String,
     pub(super) shards: u32,
-    pub(super) run_retention_secs: i64,
+    /// How run items are laid out (the shards above, how long ended runs are kept, and which
+    /// carry `state`).
+    pub(super) run_layout: RunLayout,
     idempotency_retention_secs: i64,
     clock: Arc<dyn Clock>,
     pub(super) quota_cache: Arc<QuotaCache>,
@@ -91,7 +93,11 @@ impl DynamoStore {
             client,
             table: config.table.clone(),
             shards: config.shards.max(1),
-            run_retention_secs: config.run_retention.as_secs() as i64,
+            run_layout: RunLayout {
+                shards: config.shards.max(1),
+                retention_secs: config.run_retention.as_secs() as i64,
+                listed_state: config.run_listed_state,
+            },
             idempotency_retention_secs: config.idempotency_retention.as_secs() as i64,
             clock,
             quota_cache: Arc::default(),
