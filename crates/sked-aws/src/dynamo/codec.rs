@@ -246,10 +246,10 @@ pub fn job_from_item(item: &Item) -> Result<Job, StoreError> {
 pub const RUN_STATE: &str = "run_state";
 
 /// The attribute the `list` index projects for filters on state (a job's state; a run's only
-/// once it has ended, unless the store runs with [`RunListedState::Always`]). A run's claim, which moves it from PENDING to RUNNING, then leaves its
-/// `list` entry as it was — no index write — and its end writes the entry once, as before.
-/// Listings of PENDING or RUNNING runs find them as the entries without it
-/// ([`super::listing`]).
+/// once it has ended, unless the store runs with [`RunListedState::Always`]). A run's claim,
+/// which moves it from PENDING to RUNNING, then leaves its `list` entry as it was — no index
+/// write — and its end writes the entry once, as before. Listings of PENDING or RUNNING runs
+/// find them as the entries without it ([`super::listing`]).
 pub const LISTED_STATE: &str = "state";
 
 /// A run as stored: the run, the highest fencing token ever handed out for it, and the
