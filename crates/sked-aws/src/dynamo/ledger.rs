@@ -33,7 +33,7 @@ impl DynamoStore {
             ("to".into(), n(ms(r.to))),
             ("count".into(), n(r.count)),
             ("reason".into(), s(r.reason.as_str())),
-            (TTL.into(), n(last.timestamp() + self.run_layout.retention_secs)),
+            (TTL.into(), n(last.timestamp() + self.run_retention_secs)),
         ]);
         if let Some(alert) = &r.alert {
             item.extend(alert_attributes(alert)?);

@@ -21,7 +21,7 @@ pub(super) const MAX_RMW_ATTEMPTS: usize = 16;
 
 impl DynamoStore {
     pub(super) fn stored_run_item(&self, stored: &StoredRun) -> Result<Item, StoreError> {
-        run_item(stored, &self.run_layout)
+        run_item(stored, &self.run_layout())
     }
 
     pub(super) async fn load_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<StoredRun>, StoreError> {

@@ -20,7 +20,7 @@ use super::plumbing::MAX_TRANSACTION;
 use super::quotas::QuotaCache;
 use super::undo_create::WrittenPart;
 use super::written_runs::WrittenRuns;
-use crate::config::AwsConfig;
+use crate::config::{AwsConfig, RunListedState};
 use crate::error::{Failure, classify};
 use crate::logs::{FoldedLogs, InlineLog};
 use async_trait::async_trait;
@@ -51,9 +51,9 @@ pub struct DynamoStore {
     pub(super) client: Client,
     pub(super) table: String,
     pub(super) shards: u32,
-    /// How run items are laid out (the shards above, how long ended runs are kept, and which
-    /// carry `state`).
-    pub(super) run_layout: RunLayout,
+    pub(super) run_retention_secs: i64,
+    /// Which run items carry `state` (`codec::LISTED_STATE`).
+    run_listed_state: RunListedState,
     idempotency_retention_secs: i64,
     clock: Arc<dyn Clock>,
     pub(super) quota_cache: Arc<QuotaCache>,
@@ -93,11 +93,8 @@ impl DynamoStore {
             client,
             table: config.table.clone(),
             shards: config.shards.max(1),
-            run_layout: RunLayout {
-                shards: config.shards.max(1),
-                retention_secs: config.run_retention.as_secs() as i64,
-                listed_state: config.run_listed_state,
-            },
+            run_retention_secs: config.run_retention.as_secs() as i64,
+            run_listed_state: config.run_listed_state,
             idempotency_retention_secs: config.idempotency_retention.as_secs() as i64,
             clock,
             quota_cache: Arc::default(),
@@ -112,6 +109,15 @@ impl DynamoStore {
     pub fn with_folded_logs(mut self, folded: Arc<FoldedLogs>) -> Self {
         self.folded_logs = Some(folded);
         self
+    }
+
+    /// How this store lays out run items.
+    pub(super) fn run_layout(&self) -> RunLayout {
+        RunLayout {
+            shards: self.shards,
+            retention_secs: self.run_retention_secs,
+            listed_state: self.run_listed_state,
+        }
     }
 
     pub(super) fn now(&self) -> Timestamp {
