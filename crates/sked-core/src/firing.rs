@@ -50,7 +50,8 @@ pub enum SkipReason {
     UpstreamFailed,
     /// An `after` job's upstreams did not all end within its `within`.
     UpstreamTimeout,
-    /// An `after` job's occurrence came while the job was paused.
+    /// The occurrence came while the job was paused: an `after` job's, or a run fired
+    /// before the pause and skipped at its claim ([`crate::ledger::PAUSED_AT_CLAIM`]).
     Paused,
 }
 

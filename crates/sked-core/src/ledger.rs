@@ -28,9 +28,13 @@ use std::str::FromStr;
 pub const MAX_PAGE: usize = 1_000;
 /// Most occurrences expanded from one skip record (a firing walks at most 10,000).
 const MAX_EXPAND: usize = 10_000;
-/// How the reason of an occurrence ended at claim by its overlap policy starts (a CANCELLED run
-/// with no attempt; the worker's claim writes it).
+/// How the reason of an occurrence ended at claim starts (a CANCELLED run with no attempt;
+/// the worker's claim writes it): by its overlap policy, or [`PAUSED_AT_CLAIM`].
 pub const SKIPPED_AT_CLAIM: &str = "skipped: ";
+
+/// The reason of an occurrence ended at claim because its job was paused (its run was fired
+/// before the pause: ahead of its time, or due and still queued).
+pub const PAUSED_AT_CLAIM: &str = "skipped: the job is paused";
 
 /// Occurrences a firing (or a pause) skipped: from `from` to `to` (both nominal times of the
 /// schedule, inclusive), `count` of them, for `reason`. A pause record has `count` 0 and covers
@@ -138,10 +142,11 @@ pub fn of_run(run: &Run) -> Option<Occurrence> {
     let (outcome, reason) = if run.state == RunState::Skipped {
         (OccurrenceOutcome::Skipped, run.reason.clone())
     } else if at_claim {
-        (
-            OccurrenceOutcome::Skipped,
-            Some(SkipReason::Overlap.as_str().to_string()),
-        )
+        let why = match run.reason.as_deref() {
+            Some(PAUSED_AT_CLAIM) => SkipReason::Paused,
+            _ => SkipReason::Overlap,
+        };
+        (OccurrenceOutcome::Skipped, Some(why.as_str().to_string()))
     } else {
         (OccurrenceOutcome::Fired, None)
     };

@@ -7,7 +7,7 @@
 
 use crate::attempt::{AttemptResult, ClaimOutcome, RunTransition};
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
-use crate::job::{Job, Overlap};
+use crate::job::{Job, JobState, Overlap};
 use crate::ports::{ClaimBatch, JobClaim, StoreError};
 use crate::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
 use crate::service::backfill::runs_in_turn;
@@ -278,10 +278,19 @@ pub trait ClaimTx {
     ) -> Result<Result<ClaimOutcome, StoreError>, Self::Error>;
 }
 
+/// Whether a claim reading `job` holds its run back for the worker ([`JobClaim::Held`])
+/// without reading the run: the job's overlap policy is one the worker checks at claim
+/// (`hold`), or the job is PAUSED — a run of its schedule fired before the pause (ahead of
+/// its time, as on AWS, or due and still queued) is skipped by the worker, not started.
+/// (Backfill runs that take turns are held too, once their run is read: [`claim_batch`].)
+pub fn held_at_claim(job: &Job, hold: &[Overlap]) -> bool {
+    job.state == JobState::Paused || hold.contains(&job.spec.overlap_policy())
+}
+
 /// A whole [`ClaimBatch`] in one transaction: for each run, its job read (with
-/// `read_jobs`), the run held back if its job's overlap policy is in `hold` or it is a
-/// backfill run that waits its turn ([`crate::service::backfill::runs_in_turn`]), left alone while
-/// another run of its job holds a live lease (with `alone`), else claimed. The rules of
+/// `read_jobs`), the run held back if [`held_at_claim`] or it is a backfill run that waits
+/// its turn ([`crate::service::backfill::runs_in_turn`]), left alone while another run of
+/// its job holds a live lease (with `alone`), else claimed. The rules of
 /// [`crate::ports::JobStore::claim`], written once for every store that has transactions.
 pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, T::Error> {
     let mut out = Vec::with_capacity(batch.runs.len());
@@ -294,7 +303,7 @@ pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Res
         };
         if let Some(job) = job.as_ref() {
             let policy = job.spec.overlap_policy();
-            let held = batch.hold.contains(&policy)
+            let held = held_at_claim(job, &batch.hold)
                 || (policy != Overlap::Allow && tx.run(tenant, run_id)?.is_some_and(|r| runs_in_turn(&r, policy)));
             if held {
                 out.push(Ok(JobClaim::Held(job.clone())));

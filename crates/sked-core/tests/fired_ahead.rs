@@ -6,7 +6,7 @@ use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, TenantId, WorkerId};
 use sked_core::ports::JobStore;
-use sked_core::run::{AttemptOutcome, Run, RunState};
+use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::service::jobs::NewJob;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
@@ -140,5 +140,69 @@ async fn replace_stops_the_earlier_run_when_a_run_fired_ahead_becomes_due_and_th
     assert_eq!(runs[1].state, RunState::Running, "the newer run goes on");
     let stored = h.store.get_run(&h.tenant, &second).await.unwrap().unwrap();
     assert!(!stored.cancel_requested);
+    assert_eq!(h.executor.calls(), 2);
+}
+
+/// A job paused after its runs were fired ahead (the sweeper looks ten minutes ahead, as on
+/// AWS) starts none of them: each, once due, is skipped at its claim (CANCELLED, no attempt,
+/// the ledger's reason `paused`); a manual run of the paused job starts; after the resume,
+/// the runs fired ahead that come due start again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_job_starts_none_of_the_runs_fired_ahead_before_the_pause() {
+    let h = Harness::new();
+    let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let id = JobId::from("minutely");
+    let spec = json!({"schedule": {"every": "60s"}, "task": {"command": {"argv": ["ok"]}}});
+    let new = NewJob {
+        id: Some(id.clone()),
+        spec: serde_json::from_value(spec).unwrap(),
+    };
+    sked.create_job(&h.tenant, new, None).await.unwrap();
+    let config = SweeperConfig {
+        lookahead: LOOKAHEAD,
+        ..SweeperConfig::default()
+    };
+    let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), config);
+    assert_eq!(sweeper.sweep_once().await.unwrap().fired, 10);
+    sked.pause_job(&h.tenant, &id).await.unwrap();
+    h.start_worker();
+
+    // The first two come due while the job is paused: skipped, not started.
+    h.clock.set(h.in_secs(61));
+    h.until("the first run skipped", |runs| runs[0].state == RunState::Cancelled)
+        .await;
+    h.clock.advance(Dur::secs(60));
+    let runs = h
+        .until("the second run skipped", |runs| runs[1].state == RunState::Cancelled)
+        .await;
+    for skipped in &runs[..2] {
+        assert!(skipped.attempts.is_empty(), "{} was started", skipped.run_id);
+        assert_eq!(skipped.reason.as_deref(), Some(sked_core::ledger::PAUSED_AT_CLAIM));
+        let occurrence = sked_core::ledger::of_run(skipped).unwrap();
+        assert_eq!(occurrence.reason.as_deref(), Some("paused"));
+    }
+    assert_eq!(h.executor.calls(), 0, "nothing of the paused schedule started");
+
+    // A run asked for by hand starts, paused or not.
+    let manual = sked.trigger_job(&h.tenant, &id).await.unwrap();
+    let runs = h
+        .until("the manual run SUCCEEDED", |runs| {
+            runs.iter()
+                .any(|r| r.run_id == manual.run_id && r.state == RunState::Succeeded)
+        })
+        .await;
+    assert_eq!(h.executor.calls(), 1);
+    let scheduled: Vec<&Run> = runs.iter().filter(|r| r.trigger == Trigger::Schedule).collect();
+    assert!(scheduled[2..].iter().all(|r| r.state == RunState::Pending));
+
+    // Resumed: the next run fired ahead starts when it comes due.
+    sked.resume_job(&h.tenant, &id).await.unwrap();
+    let third = scheduled[2].clone();
+    h.clock.set(third.scheduled_for);
+    h.until("the third run SUCCEEDED", |runs| {
+        runs.iter()
+            .any(|r| r.run_id == third.run_id && r.state == RunState::Succeeded)
+    })
+    .await;
     assert_eq!(h.executor.calls(), 2);
 }

@@ -14,7 +14,7 @@ use crate::error::{Failure, build_error};
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, Overlap};
-use sked_core::lifecycle::{ClaimStep, another_run_leased_until};
+use sked_core::lifecycle::{ClaimStep, another_run_leased_until, held_at_claim};
 use sked_core::ports::store::{CLAIM_CHECK_HORIZON, ClaimBatch, ClaimOutcome, JobClaim, JobStore, StoreError};
 use sked_core::run::Run;
 use sked_core::service::backfill::runs_in_turn;
@@ -70,7 +70,7 @@ impl DynamoStore {
                 let policy = job.spec.overlap_policy();
                 // A backfill run waits its turn; where the wiring holds every policy but
                 // `allow` (runs fired ahead), this costs no read.
-                let held = batch.hold.contains(&policy)
+                let held = held_at_claim(job, &batch.hold)
                     || (policy != Overlap::Allow
                         && self
                             .load_run(tenant, run_id)

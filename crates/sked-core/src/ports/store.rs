@@ -168,9 +168,10 @@ pub struct ClaimBatch {
     pub lease_until: Timestamp,
     /// Whether to read each run's job in the claim (answered beside it).
     pub read_jobs: bool,
-    /// With `read_jobs`: a run whose job's overlap policy is one of these is not claimed but
-    /// answered [`JobClaim::Held`] with its job (the caller checks overlap first, then claims
-    /// it in a batch of its own).
+    /// With `read_jobs`: a run whose job's overlap policy is one of these, or whose job is
+    /// PAUSED, is not claimed but answered [`JobClaim::Held`] with its job (the caller checks
+    /// first — overlap; a paused job's scheduled run is skipped — then claims it in a batch
+    /// of its own): [`held_at_claim`](crate::lifecycle::held_at_claim).
     pub hold: Vec<Overlap>,
     /// For runs of `queue_one` jobs after their overlap check: a run is not claimed while
     /// another run of its job is RUNNING under a lease live at `now`; it is answered

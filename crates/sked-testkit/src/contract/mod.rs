@@ -133,6 +133,7 @@ macro_rules! store_contract {
             stale_pending_oldest_first_across_tenants,
             defer_pending_moves_not_before_of_pending_runs_only,
             claim_reading_jobs_holds_backfill_runs_that_take_turns,
+            claim_reading_jobs_holds_runs_of_paused_jobs,
             fire_writes_its_skip_records_and_a_window_reads_them_back,
         );
     };

@@ -994,6 +994,40 @@ pub async fn claim_reading_jobs_holds_backfill_runs_that_take_turns(store: Store
     }
 }
 
+/// `claim` with `read_jobs` holds back a run of a PAUSED job whatever its overlap policy,
+/// even with nothing in `hold` (the worker skips a scheduled one: fired before the pause, it
+/// must not start); the run is left unchanged, and the run of the active job beside it is
+/// claimed. Without `read_jobs` (the worker's second batch) the paused job's run is claimed.
+pub async fn claim_reading_jobs_holds_runs_of_paused_jobs(store: Store) {
+    let mut paused = job("t1", "p");
+    paused.state = JobState::Paused;
+    paused.spec.overlap = Some(Overlap::Allow);
+    let active = job("t1", "a");
+    create(&store, &[paused.clone(), active.clone()]).await;
+    let (held, claimed) = (run("t1", "p", 0), run("t1", "a", 0));
+    for r in [&held, &claimed] {
+        insert(&store, r).await;
+    }
+    let batch = ClaimBatch {
+        read_jobs: true,
+        ..claims(run_keys(&[&held, &claimed]), "w1", at(1), at(31))
+    };
+    let answers = store.claim(&batch).await.unwrap();
+    assert_eq!(answers[0].as_ref().ok(), Some(&JobClaim::Held(paused)));
+    assert_eq!(get(&store, &held).await, held, "a held run is not claimed");
+    let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, Some(job_a))) = &answers[1] else {
+        panic!("expected Claimed with its job, got {:?}", answers[1]);
+    };
+    assert_eq!((run.state, job_a), (RunState::Running, &active));
+
+    let second = claims(run_keys(&[&held]), "w1", at(2), at(32));
+    let answers = store.claim(&second).await.unwrap();
+    let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, None)) = &answers[0] else {
+        panic!("expected Claimed without reading its job, got {:?}", answers[0]);
+    };
+    assert_eq!(run.state, RunState::Running);
+}
+
 /// `claim` with `read_jobs` answers each run with its job: claimed as it would be without
 /// reading it when the job's overlap policy is not held, held back (unchanged) with its job
 /// when it is.

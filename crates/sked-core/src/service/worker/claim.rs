@@ -1,8 +1,9 @@
 //! A received batch's claim ([`Worker::take_work`]): the receive claims the runs and reads
 //! their jobs ([`crate::ports::WorkPort::receive`]), except runs whose job's overlap policy is
 //! checked at claim time (`queue_one` always; `forbid` and `replace` where runs are fired
-//! ahead), and backfill runs that take turns ([`crate::service::backfill`]), which are held
-//! back, checked, and claimed in a second batch — `queue_one` and backfill runs on condition
+//! ahead), backfill runs that take turns ([`crate::service::backfill`]), and runs of paused
+//! jobs (a scheduled one is skipped), which are held back, checked, and claimed in a second
+//! batch — `queue_one` and backfill runs on condition
 //! that no other run of their job is running. Every answer is dealt with here
 //! (acked, deferred, requeued, failed for want of a job); what may start is returned as
 //! [`ClaimedAttempt`]s.
@@ -12,8 +13,8 @@ use crate::duration::Dur;
 use crate::error::CoreError;
 use crate::firing::{SkipReason, replaced_by_newer};
 use crate::ids::RunId;
-use crate::job::{Job, Overlap};
-use crate::ledger::SKIPPED_AT_CLAIM;
+use crate::job::{Job, JobState, Overlap};
+use crate::ledger::{PAUSED_AT_CLAIM, SKIPPED_AT_CLAIM};
 use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
 use crate::ports::CLAIM_CHECK_HORIZON;
 use crate::ports::queue::EARLY_DELIVERY;
@@ -306,6 +307,15 @@ impl Worker {
     async fn admit(&self, delivery: &Delivery, job: Option<Job>) -> Result<Admission, CoreError> {
         let store = &self.ports.store;
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        // A paused job starts nothing of its schedule, even a run fired before the pause (ahead
+        // of its time, or due and still queued); a manual, backfill or `after` run goes on.
+        if job.as_ref().is_some_and(|j| j.state == JobState::Paused)
+            && self
+                .skip_at_claim(delivery, self.ports.clock.now(), PAUSED_AT_CLAIM, SkipReason::Paused)
+                .await?
+        {
+            return Ok(Admission::Done);
+        }
         // `queue_one`: the waiting run starts only once the earlier one has ended. Runs fired
         // ahead of their time (look-ahead) met no overlap check when they were fired, so theirs
         // happens here: `forbid` skips the run if the earlier one is still going, as the
@@ -335,7 +345,7 @@ impl Worker {
                         let reason = format!(
                             "{SKIPPED_AT_CLAIM}a run was already waiting for the running one (overlap: queue_one)"
                         );
-                        self.skip_at_claim(delivery, now, &reason).await?;
+                        self.skip_at_claim(delivery, now, &reason, SkipReason::Overlap).await?;
                     } else {
                         self.requeue(delivery, until).await?;
                     }
@@ -347,7 +357,7 @@ impl Worker {
                 self.replace_earlier(&active, run_id, now).await?;
             } else if another_run_leased_until(&active, run_id, now).is_some() {
                 let reason = format!("{SKIPPED_AT_CLAIM}the previous run was still running (overlap: forbid)");
-                if self.skip_at_claim(delivery, now, &reason).await? {
+                if self.skip_at_claim(delivery, now, &reason, SkipReason::Overlap).await? {
                     return Ok(Admission::Done);
                 }
             }
@@ -388,9 +398,15 @@ impl Worker {
     }
 
     /// Ends the delivery's run CANCELLED with `reason` if it is still a PENDING scheduled
-    /// run (an occurrence skipped by the overlap policy at claim time), and acks the
-    /// delivery; `false` (nothing done) otherwise.
-    async fn skip_at_claim(&self, delivery: &Delivery, now: Timestamp, reason: &str) -> Result<bool, CoreError> {
+    /// run (an occurrence skipped at claim time, `why`), and acks the delivery; `false`
+    /// (nothing done) otherwise.
+    async fn skip_at_claim(
+        &self,
+        delivery: &Delivery,
+        now: Timestamp,
+        reason: &str,
+        why: SkipReason,
+    ) -> Result<bool, CoreError> {
         let store = &self.ports.store;
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         let Some(run) = store.get_run(tenant, run_id).await? else {
@@ -405,10 +421,7 @@ impl Worker {
         crate::service::enqueue_released(&self.ports, &ended).await;
         let ended = ended.run;
         tracing::info!(worker = %self.config.id, %tenant, job_id = %run.job_id, %run_id, attempt = run.attempt_count() + 1, reason, "occurrence skipped at claim");
-        self.ports.observe(Event::Skipped {
-            tenant,
-            reason: SkipReason::Overlap,
-        });
+        self.ports.observe(Event::Skipped { tenant, reason: why });
         if let Some(outcome) = Outcome::of(ended.state) {
             self.ports.observe(Event::Finished { tenant, outcome });
         }
