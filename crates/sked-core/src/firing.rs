@@ -53,20 +53,25 @@ pub enum SkipReason {
     /// The occurrence came while the job was paused: an `after` job's, or a run fired
     /// before the pause and skipped at its claim ([`crate::ledger::PAUSED_AT_CLAIM`]).
     Paused,
+    /// The job's timing changed after the occurrence's run was fired ahead of its time, and
+    /// the nominal time is no longer one of it: the run ended unstarted
+    /// ([`crate::ledger::RESCHEDULED`]).
+    Rescheduled,
 }
 
 impl SkipReason {
     /// Every reason, in label order.
-    pub const ALL: [SkipReason; 5] = [
+    pub const ALL: [SkipReason; 6] = [
         SkipReason::Overlap,
         SkipReason::Misfire,
         SkipReason::Paused,
         SkipReason::UpstreamFailed,
         SkipReason::UpstreamTimeout,
+        SkipReason::Rescheduled,
     ];
 
     /// The wire and label name: `misfire`, `overlap`, `upstream_failed`, `upstream_timeout`,
-    /// `paused`.
+    /// `paused`, `rescheduled`.
     pub fn as_str(&self) -> &'static str {
         match self {
             SkipReason::Misfire => "misfire",
@@ -74,6 +79,7 @@ impl SkipReason {
             SkipReason::UpstreamFailed => crate::dependency::UPSTREAM_FAILED,
             SkipReason::UpstreamTimeout => crate::dependency::UPSTREAM_TIMEOUT,
             SkipReason::Paused => crate::dependency::PAUSED,
+            SkipReason::Rescheduled => "rescheduled",
         }
     }
 

@@ -105,6 +105,12 @@ impl JobSpec {
         })
     }
 
+    /// Whether the nominal time `t` is an occurrence of this spec's timing (schedule, window,
+    /// DST rule): see [`crate::schedule::next::is_occurrence`].
+    pub fn is_occurrence(&self, t: Timestamp) -> bool {
+        crate::schedule::next::is_occurrence(&self.schedule, &self.dst, &self.window(), t)
+    }
+
     /// The job's `start_at`/`end_at` window.
     pub fn window(&self) -> FireWindow {
         FireWindow {

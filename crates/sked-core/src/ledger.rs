@@ -3,8 +3,9 @@
 //! keep, never recomputed from today's schedule alone:
 //!
 //! - a run at the nominal time (trigger `schedule`, `backfill` or `after`) is the occurrence
-//!   fired; a SKIPPED run (an `after` job's) or one ended at claim by its overlap policy is
-//!   the occurrence skipped, with the run's reason;
+//!   fired; a SKIPPED run (an `after` job's), one ended at claim (by its overlap policy, or as
+//!   its job was paused: [`PAUSED_AT_CLAIM`]) or one fired ahead and ended by a change of its
+//!   job's timing ([`RESCHEDULED`]) is the occurrence skipped, with its reason;
 //! - a [`SkipRecord`] is what a firing skipped by policy (misfire, overlap), written in the
 //!   firing's own transaction: consecutive occurrences skipped for one reason are one record
 //!   (`from`, `to`, how many), expanded on reading by walking the job's schedule between them;
@@ -35,6 +36,11 @@ pub const SKIPPED_AT_CLAIM: &str = "skipped: ";
 /// The reason of an occurrence ended at claim because its job was paused (its run was fired
 /// before the pause: ahead of its time, or due and still queued).
 pub const PAUSED_AT_CLAIM: &str = "skipped: the job is paused";
+
+/// The reason of an occurrence whose run, fired ahead of its time, was ended when its job's
+/// timing (schedule, window or DST rule) changed and no longer has its nominal time (a
+/// CANCELLED run with no attempt, as one skipped at claim).
+pub const RESCHEDULED: &str = "skipped: the job's schedule changed";
 
 /// Occurrences a firing (or a pause) skipped: from `from` to `to` (both nominal times of the
 /// schedule, inclusive), `count` of them, for `reason`. A pause record has `count` 0 and covers
@@ -122,7 +128,7 @@ pub struct Occurrence {
     /// Fired or skipped.
     pub outcome: OccurrenceOutcome,
     /// Why it was skipped: `overlap`, `misfire`, `paused`, `upstream_failed`,
-    /// `upstream_timeout`; null when fired.
+    /// `upstream_timeout`, `rescheduled`; null when fired.
     pub reason: Option<String>,
     /// Its run (also for an `after` job's skipped occurrence, recorded as a SKIPPED run).
     #[cfg_attr(feature = "utoipa", schema(value_type = Option<String>))]
@@ -144,6 +150,7 @@ pub fn of_run(run: &Run) -> Option<Occurrence> {
     } else if at_claim {
         let why = match run.reason.as_deref() {
             Some(PAUSED_AT_CLAIM) => SkipReason::Paused,
+            Some(RESCHEDULED) => SkipReason::Rescheduled,
             _ => SkipReason::Overlap,
         };
         (OccurrenceOutcome::Skipped, Some(why.as_str().to_string()))
@@ -249,6 +256,10 @@ pub fn explain(job: &Job, occurrence: &Occurrence, run: Option<&Run>) -> String 
                     job.spec.misfire
                 ),
                 "paused" => "the job was paused".to_string(),
+                "rescheduled" => {
+                    "the job's schedule changed after its run was fired, and this time is no longer one of it"
+                        .to_string()
+                }
                 "upstream_failed" => "an upstream job's run at that time did not end as it asks".to_string(),
                 "upstream_timeout" => "its upstream jobs had not all ended within its `within`".to_string(),
                 other => other.to_string(),

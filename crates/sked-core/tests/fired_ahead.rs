@@ -206,3 +206,60 @@ async fn a_paused_job_starts_none_of_the_runs_fired_ahead_before_the_pause() {
     .await;
     assert_eq!(h.executor.calls(), 2);
 }
+
+/// A job whose schedule changes after its runs were fired ahead starts none of those whose
+/// time the new schedule does not have: they end at the change, CANCELLED unstarted (the
+/// ledger's reason `rescheduled`); those at a time both schedules share are kept and start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_change_ends_the_runs_fired_ahead_at_times_it_no_longer_has() {
+    let h = Harness::new();
+    let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let id = JobId::from("minutely");
+    let anchor = sked_core::timestamp::format(&h.clock.now());
+    let every = |interval: &str| {
+        serde_json::from_value(json!({
+            "schedule": {"every": interval, "anchor": anchor},
+            "task": {"command": {"argv": ["ok"]}},
+        }))
+        .unwrap()
+    };
+    let new = NewJob {
+        id: Some(id.clone()),
+        spec: every("60s"),
+    };
+    sked.create_job(&h.tenant, new, None).await.unwrap();
+    let config = SweeperConfig {
+        lookahead: LOOKAHEAD,
+        ..SweeperConfig::default()
+    };
+    let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), config);
+    assert_eq!(sweeper.sweep_once().await.unwrap().fired, 10);
+
+    sked.replace_job(&h.tenant, &id, every("120s"), None).await.unwrap();
+    let runs = h.runs().await;
+    assert_eq!(runs.len(), 10);
+    for (minute, run) in (1..).zip(&runs) {
+        if minute % 2 == 0 {
+            assert_eq!(
+                run.state,
+                RunState::Pending,
+                "{} is a time of the new schedule",
+                run.run_id
+            );
+            continue;
+        }
+        assert_eq!(run.state, RunState::Cancelled, "{} is not", run.run_id);
+        assert!(run.attempts.is_empty());
+        let occurrence = sked_core::ledger::of_run(run).unwrap();
+        assert_eq!(occurrence.reason.as_deref(), Some("rescheduled"));
+    }
+
+    // The first minute's run, ended, does not start; the second's does.
+    h.start_worker();
+    h.clock.set(runs[1].scheduled_for);
+    h.until("the second minute's run SUCCEEDED", |runs| {
+        runs[1].state == RunState::Succeeded
+    })
+    .await;
+    assert_eq!(h.executor.calls(), 1);
+}

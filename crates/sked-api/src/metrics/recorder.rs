@@ -28,7 +28,7 @@ pub const DURATION_BUCKETS: [f64; 16] = [
 ];
 
 /// The skip reasons counted, in label order.
-pub const SKIP_REASONS: [SkipReason; 5] = SkipReason::ALL;
+pub const SKIP_REASONS: [SkipReason; 6] = SkipReason::ALL;
 
 /// One tenant's run series.
 #[derive(Debug)]

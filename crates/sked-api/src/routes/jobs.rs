@@ -468,7 +468,7 @@ pub struct OccurrencesView {
     summary = "The occurrence ledger: each nominal time fired or skipped, and why",
     params(("id" = String, Path, description = "Job id"), Occurrences),
     responses(
-        (status = 200, description = "A page of occurrences, newest first: each nominal time once, fired (its run, how late it started) or skipped with its reason (`overlap`, `misfire`, `paused`, `upstream_failed`, `upstream_timeout`)", body = OccurrencesView),
+        (status = 200, description = "A page of occurrences, newest first: each nominal time once, fired (its run, how late it started) or skipped with its reason (`overlap`, `misfire`, `paused`, `upstream_failed`, `upstream_timeout`, `rescheduled`)", body = OccurrencesView),
         (status = 400, description = "A bad query parameter or cursor (`invalid_argument`, naming it)", body = ErrorBody),
         (status = 404, description = "No such job for this tenant (`not_found`)", body = ErrorBody)
     )

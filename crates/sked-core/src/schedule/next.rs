@@ -83,6 +83,18 @@ pub fn next_fire_after(
     Plan::new(schedule, dst, window).after(prev)
 }
 
+/// Whether the nominal time `t` is one of the schedule's occurrences (within the window):
+/// its `at`, or the occurrence that follows the instant just before `t`. A schedule that
+/// never fires by the clock (`after`: its nominal times are its upstreams') has nothing to
+/// check `t` against: every `t` is taken for one.
+pub fn is_occurrence(schedule: &Schedule, dst: &DstPolicy, window: &FireWindow, t: Timestamp) -> bool {
+    match Plan::new(schedule, dst, window) {
+        Plan::At(at, window) => window.keep(Some(at)) == Some(t),
+        Plan::Never => true,
+        plan => plan.after(t - chrono::Duration::milliseconds(1)) == Some(t),
+    }
+}
+
 /// The next `count` occurrences after `now` (what `GET /jobs/{id}/preview` shows), DST applied.
 pub fn preview(
     schedule: &Schedule,
@@ -269,6 +281,32 @@ mod tests {
 
     fn strictly_increasing(v: &[Timestamp]) -> bool {
         v.windows(2).all(|w| w[0] < w[1])
+    }
+
+    #[test]
+    fn occurrences_are_the_times_the_schedule_fires_within_its_window() {
+        let dst = DstPolicy::default();
+        let open = FireWindow::default();
+        let grid = every("120s", Some("2026-12-01T10:00:00Z"));
+        assert!(is_occurrence(&grid, &dst, &open, utc("2026-12-01T10:04:00Z")));
+        assert!(!is_occurrence(&grid, &dst, &open, utc("2026-12-01T10:03:00Z")));
+        assert!(!is_occurrence(&grid, &dst, &open, utc("2026-12-01T10:04:00.001Z")));
+        let nightly = cron("30 2 * * *", "Europe/Berlin");
+        // The spring gap's 02:30 fires at 03:00 local (01:00 UTC) by default: that is the time.
+        assert!(is_occurrence(&nightly, &dst, &open, utc("2026-03-29T01:00:00Z")));
+        assert!(is_occurrence(&nightly, &dst, &open, utc("2026-03-30T00:30:00Z")));
+        assert!(!is_occurrence(&nightly, &dst, &open, utc("2026-03-30T01:30:00Z")));
+        let once = Schedule::At(utc("2026-12-01T10:00:00Z"));
+        assert!(is_occurrence(&once, &dst, &open, utc("2026-12-01T10:00:00Z")));
+        assert!(!is_occurrence(&once, &dst, &open, utc("2026-12-01T10:00:01Z")));
+        let until_10_03 = FireWindow {
+            start_at: None,
+            end_at: Some(utc("2026-12-01T10:03:00Z")),
+        };
+        assert!(is_occurrence(&grid, &dst, &until_10_03, utc("2026-12-01T10:02:00Z")));
+        assert!(!is_occurrence(&grid, &dst, &until_10_03, utc("2026-12-01T10:04:00Z")));
+        let after = Schedule::After(serde_json::from_value(serde_json::json!({"jobs": ["up"]})).unwrap());
+        assert!(is_occurrence(&after, &dst, &open, utc("2026-12-01T10:03:17Z")));
     }
 
     // --- DST: Europe/Berlin, spring 2026-03-29 02:00 → 03:00 ---

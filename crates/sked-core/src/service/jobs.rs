@@ -3,10 +3,11 @@
 
 use super::Sked;
 use crate::error::{BatchFieldError, CoreError, FieldError};
+use crate::firing::SkipReason;
 use crate::ids::{JobId, TenantId};
 use crate::job::{Job, JobSpec, JobState};
-use crate::ledger::SkipRecord;
-use crate::ports::{JobFilter, JobStoreExt, Page, PageRequest, StoreError};
+use crate::ledger::{RESCHEDULED, SkipRecord};
+use crate::ports::{Event, JobFilter, JobStoreExt, Page, PageRequest, StoreError};
 use crate::run::{Run, RunState, Trigger};
 use crate::schedule::next::{first_fire, next_fire_after};
 use crate::task::Task;
@@ -14,6 +15,7 @@ use crate::timestamp::Timestamp;
 use crate::validate::{validate_job_id, validate_spec};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Most jobs one batch may create.
 pub const MAX_BATCH: usize = 1_000;
@@ -248,11 +250,14 @@ impl Sked {
             return Err(CoreError::Invalid(problems));
         }
         let spec = spec.normalised(now);
+        // Whether the change that was written moved the job's timing (the last try's verdict).
+        let retimed = AtomicBool::new(false);
         let job = self
             .modify(tenant, id, if_version, |job, now| {
                 let timing_changed = spec.schedule != job.spec.schedule
                     || spec.window() != job.spec.window()
                     || spec.dst != job.spec.dst;
+                retimed.store(timing_changed, Ordering::Relaxed);
                 let mut updated = job.clone();
                 if timing_changed {
                     updated.next_fire_at = job.first_fire_after_change(&spec, now);
@@ -267,7 +272,40 @@ impl Sked {
                 Ok(Some(updated))
             })
             .await?;
+        if retimed.load(Ordering::Relaxed) {
+            self.end_runs_off_schedule(&job).await?;
+        }
         Ok(self.fire_if_due(vec![job]).await.remove(0))
+    }
+
+    /// After a change of `job`'s timing (schedule, window, DST rule): each of its runs fired
+    /// ahead of its time before the change (a sweeper or create look-ahead, as on AWS) whose
+    /// nominal time is not one of the new timing ends CANCELLED unstarted, with the reason
+    /// [`RESCHEDULED`] (the ledger's `rescheduled`), so the old timing starts nothing more.
+    /// Runs already due are left to run: they came due under the timing of their time. A run
+    /// at a time both timings share is kept (the new timing counts it fired).
+    async fn end_runs_off_schedule(&self, job: &Job) -> Result<(), CoreError> {
+        let now = self.now();
+        for run in self.ports.store.active_runs_of(&job.tenant, &job.id).await? {
+            let fired_ahead = run.trigger == Trigger::Schedule
+                && run.state == RunState::Pending
+                && run.attempts.is_empty()
+                && run.scheduled_for > now;
+            if !fired_ahead || job.spec.is_occurrence(run.scheduled_for) {
+                continue;
+            }
+            let ended = self
+                .ports
+                .store
+                .cancel_run(&job.tenant, &run.run_id, now, RESCHEDULED)
+                .await?;
+            self.ports.observe(Event::Skipped {
+                tenant: &job.tenant,
+                reason: SkipReason::Rescheduled,
+            });
+            super::enqueue_released(&self.ports, &ended).await;
+        }
+        Ok(())
     }
 
     /// Deletes a job: no new runs, and its PENDING runs are cancelled; RUNNING attempts

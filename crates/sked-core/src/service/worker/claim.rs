@@ -307,8 +307,9 @@ impl Worker {
     async fn admit(&self, delivery: &Delivery, job: Option<Job>) -> Result<Admission, CoreError> {
         let store = &self.ports.store;
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
-        // A paused job starts nothing of its schedule, even a run fired before the pause (ahead
-        // of its time, or due and still queued); a manual, backfill or `after` run goes on.
+        // A paused job starts nothing of its schedule, not even a run fired before the pause
+        // (ahead of its time, or due and still queued); a manual or backfill run, or a retry,
+        // goes on.
         if job.as_ref().is_some_and(|j| j.state == JobState::Paused)
             && self
                 .skip_at_claim(delivery, self.ports.clock.now(), PAUSED_AT_CLAIM, SkipReason::Paused)
@@ -398,8 +399,8 @@ impl Worker {
     }
 
     /// Ends the delivery's run CANCELLED with `reason` if it is still a PENDING scheduled
-    /// run (an occurrence skipped at claim time, `why`), and acks the delivery; `false`
-    /// (nothing done) otherwise.
+    /// run (an occurrence skipped at claim time, `why`) — for a pause, one never started (a
+    /// retry goes on) — and acks the delivery; `false` (nothing done) otherwise.
     async fn skip_at_claim(
         &self,
         delivery: &Delivery,
@@ -412,7 +413,9 @@ impl Worker {
         let Some(run) = store.get_run(tenant, run_id).await? else {
             return Ok(false);
         };
-        if run.trigger != Trigger::Schedule || run.state != RunState::Pending {
+        let started = !run.attempts.is_empty();
+        if run.trigger != Trigger::Schedule || run.state != RunState::Pending || (why == SkipReason::Paused && started)
+        {
             return Ok(false);
         }
         let ended = store
