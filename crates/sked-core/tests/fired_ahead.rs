@@ -263,3 +263,41 @@ async fn a_schedule_change_ends_the_runs_fired_ahead_at_times_it_no_longer_has()
     .await;
     assert_eq!(h.executor.calls(), 1);
 }
+
+/// A pause stops what has not started: a run whose first attempt failed before the pause
+/// still gets its retry (it is no occurrence left to skip, but one under way).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_job_s_run_under_way_gets_its_retry() {
+    let h = Harness::new();
+    let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let id = JobId::from("flaky");
+    let spec = json!({
+        "schedule": {"every": "60s"},
+        "task": {"command": {"argv": ["fail", "1"]}},
+        "max_retries": 1,
+        "backoff": {"initial": "10s", "jitter": 0},
+    });
+    let new = NewJob {
+        id: Some(id.clone()),
+        spec: serde_json::from_value(spec).unwrap(),
+    };
+    sked.create_job(&h.tenant, new, None).await.unwrap();
+    let config = SweeperConfig {
+        lookahead: LOOKAHEAD,
+        ..SweeperConfig::default()
+    };
+    let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), config);
+    assert_eq!(sweeper.sweep_once().await.unwrap().fired, 10);
+    h.start_worker();
+    h.clock.set(h.in_secs(60));
+    h.until("the first attempt failed, its retry waiting", |runs| {
+        runs[0].state == RunState::Pending && runs[0].attempts.len() == 1
+    })
+    .await;
+
+    sked.pause_job(&h.tenant, &id).await.unwrap();
+    h.clock.advance(Dur::secs(11));
+    let runs = h.until("the retry ran", |runs| runs[0].state == RunState::Failed).await;
+    assert_eq!(runs[0].attempts.len(), 2, "the retry was made while paused");
+    assert_eq!(h.executor.calls(), 2);
+}
