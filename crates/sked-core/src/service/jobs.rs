@@ -272,8 +272,12 @@ impl Sked {
                 Ok(Some(updated))
             })
             .await?;
-        if retimed.load(Ordering::Relaxed) {
-            self.end_runs_off_schedule(&job).await?;
+        // The change is stored: a failure here is only logged (the runs fired ahead then run
+        // as they would have before the change).
+        if retimed.load(Ordering::Relaxed)
+            && let Err(e) = self.end_runs_off_schedule(&job).await
+        {
+            tracing::warn!(%tenant, job_id = %id, error = %e, "runs fired ahead under the old timing not ended");
         }
         Ok(self.fire_if_due(vec![job]).await.remove(0))
     }
