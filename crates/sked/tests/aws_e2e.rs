@@ -15,6 +15,8 @@
 //!   each shows its occurrence fired;
 //! - a failed run's alert: the worker posts it to a receiver on 127.0.0.1, signed with the
 //!   tenant's secret kept in DynamoDB, and the run read through the API shows the try.
+//! - runs fired ahead: those of a job paused after the sweep are skipped at their claim, and
+//!   those at times a schedule change dropped end at the change.
 //!
 //! Each test prints the start lag (attempt start − scheduled time) of its runs as
 //! `e2e-start-lag` lines.
@@ -444,5 +446,77 @@ async fn a_failed_run_s_alert_is_posted_by_the_worker_signed_with_the_secret_in_
     for (headers, body) in &posts {
         assert!(alert::verify(&secret, header(headers, alert::SIGNATURE_HEADER), body));
         assert_eq!(header(headers, alert::DELIVERY_HEADER), run_id);
+    }
+}
+
+/// Runs the sweeper fired ahead follow the changes made to their job before they come due:
+/// a job paused after the sweep starts none of its runs (each is skipped at its claim:
+/// CANCELLED, no attempt, the ledger's reason `paused`); a job whose schedule changes from
+/// every second to every other second has its runs at the odd seconds ended at the change
+/// (`rescheduled`), and only those at the even ones run. (The sweep looks 9 s ahead, so the
+/// jobs, whose windows reach further, are still ACTIVE after it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_fired_ahead_start_nothing_a_pause_or_a_schedule_change_dropped() {
+    let aws = Deployment::start(fresh_config(), Dur::ZERO, Dur::secs(9)).await;
+    let api = &aws.api;
+    // 5 s for the calls below, made before the first run is due.
+    let (start, end) = (iso(in_secs(5.0)), iso(in_secs(60.0)));
+    let every = |cron: &str| {
+        json!({
+            "schedule": {"cron": cron, "timezone": "UTC"}, "start_at": start, "end_at": end,
+            "task": sh("echo tick"),
+        })
+    };
+    for id in ["paused", "moved"] {
+        let mut job = every("* * * * * *");
+        job["id"] = json!(id);
+        api.create_job(job).await;
+    }
+    let outcome = aws.sweep().await;
+    let fired = api.runs_of("moved").await.len();
+    assert!(fired >= 2, "{outcome:?}");
+    assert_eq!(outcome.fired, 2 * fired, "{outcome:?}");
+
+    let (status, body) = api.post("/v1/jobs/paused/pause", &json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = api
+        .send(reqwest::Method::PUT, "/v1/jobs/moved", Some(&every("*/2 * * * * *")))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let even_second = |run: &Value| time(run, "scheduled_for").timestamp() % 2 == 0;
+    let mut kept = BTreeSet::new();
+    for run in api.runs_of("moved").await {
+        let expected = if even_second(&run) { "PENDING" } else { "CANCELLED" };
+        assert_eq!(run["state"], expected, "{run}");
+        if even_second(&run) {
+            kept.insert(iso(time(&run, "scheduled_for")));
+        }
+    }
+    assert!(!kept.is_empty() && kept.len() < fired, "{kept:?} of {fired}");
+
+    let _worker = aws.worker(&["--workers", "2"]);
+    let moved_runs = ended_runs(api, "moved", fired, Duration::from_secs(60)).await;
+    let paused_runs = ended_runs(api, "paused", fired, Duration::from_secs(60)).await;
+    let ran: BTreeSet<String> = moved_runs
+        .iter()
+        .filter(|r| r["state"] == "SUCCEEDED")
+        .map(|r| iso(time(r, "scheduled_for")))
+        .collect();
+    assert_eq!(ran, kept, "only the new schedule's times ran");
+    for run in &paused_runs {
+        assert_eq!(run["state"], "CANCELLED", "{run}");
+        assert_eq!(run["attempts"].as_array().map(Vec::len), Some(0), "{run}");
+    }
+    for (job, reason, skipped) in [
+        ("paused", "paused", fired),
+        ("moved", "rescheduled", fired - kept.len()),
+    ] {
+        let ledger = api.get_ok(&format!("/v1/jobs/{job}/occurrences")).await;
+        let reasons: Vec<Value> = items(&ledger)
+            .iter()
+            .filter(|o| o["outcome"] == "skipped")
+            .map(|o| o["reason"].clone())
+            .collect();
+        assert_eq!(reasons, vec![json!(reason); skipped], "{ledger}");
     }
 }
