@@ -58,6 +58,27 @@ impl Harness {
         tokio::spawn(worker.run(self.shutdown.clone()));
     }
 
+    /// The API over these ports.
+    fn sked(&self) -> Sked {
+        Sked::new(self.ports.clone(), SkedConfig::default(), SweepSignal::default())
+    }
+
+    /// Creates job `id` from `spec` through `sked`, then sweeps once, [`LOOKAHEAD`] ahead:
+    /// how many runs the sweep fired.
+    async fn create_and_fire_ahead(&self, sked: &Sked, id: &str, spec: serde_json::Value) -> usize {
+        let new = NewJob {
+            id: Some(JobId::from(id)),
+            spec: serde_json::from_value(spec).unwrap(),
+        };
+        sked.create_job(&self.tenant, new, None).await.unwrap();
+        let config = SweeperConfig {
+            lookahead: LOOKAHEAD,
+            ..SweeperConfig::default()
+        };
+        let sweeper = Sweeper::new(self.ports.clone(), SweepSignal::default(), config);
+        sweeper.sweep_once().await.unwrap().fired
+    }
+
     /// The job's runs, oldest nominal time first.
     async fn runs(&self) -> Vec<Run> {
         let mut runs = self.store.all_runs();
@@ -87,20 +108,9 @@ impl Drop for Harness {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replace_stops_the_earlier_run_when_a_run_fired_ahead_becomes_due_and_then_starts_it() {
     let h = Harness::new();
-    let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
     let spec = json!({"schedule": {"every": "60s"}, "task": {"command": {"argv": ["hang"]}}, "overlap": "replace"});
-    let new = NewJob {
-        id: Some(JobId::from("hourly")),
-        spec: serde_json::from_value(spec).unwrap(),
-    };
-    sked.create_job(&h.tenant, new, None).await.unwrap();
-    let config = SweeperConfig {
-        lookahead: LOOKAHEAD,
-        ..SweeperConfig::default()
-    };
-    let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), config);
     assert_eq!(
-        sweeper.sweep_once().await.unwrap().fired,
+        h.create_and_fire_ahead(&h.sked(), "hourly", spec).await,
         10,
         "ten minutes ahead, one run a minute"
     );
@@ -150,20 +160,10 @@ async fn replace_stops_the_earlier_run_when_a_run_fired_ahead_becomes_due_and_th
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_job_starts_none_of_the_runs_fired_ahead_before_the_pause() {
     let h = Harness::new();
-    let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let sked = h.sked();
     let id = JobId::from("minutely");
     let spec = json!({"schedule": {"every": "60s"}, "task": {"command": {"argv": ["ok"]}}});
-    let new = NewJob {
-        id: Some(id.clone()),
-        spec: serde_json::from_value(spec).unwrap(),
-    };
-    sked.create_job(&h.tenant, new, None).await.unwrap();
-    let config = SweeperConfig {
-        lookahead: LOOKAHEAD,
-        ..SweeperConfig::default()
-    };
-    let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), config);
-    assert_eq!(sweeper.sweep_once().await.unwrap().fired, 10);
+    assert_eq!(h.create_and_fire_ahead(&sked, "minutely", spec).await, 10);
     sked.pause_job(&h.tenant, &id).await.unwrap();
     h.start_worker();
 
@@ -213,29 +213,19 @@ async fn a_paused_job_starts_none_of_the_runs_fired_ahead_before_the_pause() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_change_ends_the_runs_fired_ahead_at_times_it_no_longer_has() {
     let h = Harness::new();
-    let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let sked = h.sked();
     let id = JobId::from("minutely");
     let anchor = sked_core::timestamp::format(&h.clock.now());
     let every = |interval: &str| {
-        serde_json::from_value(json!({
+        json!({
             "schedule": {"every": interval, "anchor": anchor},
             "task": {"command": {"argv": ["ok"]}},
-        }))
-        .unwrap()
+        })
     };
-    let new = NewJob {
-        id: Some(id.clone()),
-        spec: every("60s"),
-    };
-    sked.create_job(&h.tenant, new, None).await.unwrap();
-    let config = SweeperConfig {
-        lookahead: LOOKAHEAD,
-        ..SweeperConfig::default()
-    };
-    let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), config);
-    assert_eq!(sweeper.sweep_once().await.unwrap().fired, 10);
+    assert_eq!(h.create_and_fire_ahead(&sked, "minutely", every("60s")).await, 10);
 
-    sked.replace_job(&h.tenant, &id, every("120s"), None).await.unwrap();
+    let every_two_minutes = serde_json::from_value(every("120s")).unwrap();
+    sked.replace_job(&h.tenant, &id, every_two_minutes, None).await.unwrap();
     let runs = h.runs().await;
     assert_eq!(runs.len(), 10);
     for (minute, run) in (1..).zip(&runs) {
@@ -269,7 +259,7 @@ async fn a_schedule_change_ends_the_runs_fired_ahead_at_times_it_no_longer_has()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_job_s_run_under_way_gets_its_retry() {
     let h = Harness::new();
-    let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let sked = h.sked();
     let id = JobId::from("flaky");
     let spec = json!({
         "schedule": {"every": "60s"},
@@ -277,17 +267,7 @@ async fn a_paused_job_s_run_under_way_gets_its_retry() {
         "max_retries": 1,
         "backoff": {"initial": "10s", "jitter": 0},
     });
-    let new = NewJob {
-        id: Some(id.clone()),
-        spec: serde_json::from_value(spec).unwrap(),
-    };
-    sked.create_job(&h.tenant, new, None).await.unwrap();
-    let config = SweeperConfig {
-        lookahead: LOOKAHEAD,
-        ..SweeperConfig::default()
-    };
-    let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), config);
-    assert_eq!(sweeper.sweep_once().await.unwrap().fired, 10);
+    assert_eq!(h.create_and_fire_ahead(&sked, "flaky", spec).await, 10);
     h.start_worker();
     h.clock.set(h.in_secs(60));
     h.until("the first attempt failed, its retry waiting", |runs| {
