@@ -5,6 +5,7 @@
 use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, TenantId, WorkerId};
+use sked_core::job::JobState;
 use sked_core::ports::JobStore;
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::service::jobs::NewJob;
@@ -280,4 +281,36 @@ async fn a_paused_job_s_run_under_way_gets_its_retry() {
     let runs = h.until("the retry ran", |runs| runs[0].state == RunState::Failed).await;
     assert_eq!(runs[0].attempts.len(), 2, "the retry was made while paused");
     assert_eq!(h.executor.calls(), 2);
+}
+
+/// A one-shot fired ahead of its time is COMPLETED while its run waits: it can still be
+/// paused, and its run then does not start when due (skipped, `paused`); resumed, the job is
+/// COMPLETED again. Once its run has ended, a pause is refused as for any COMPLETED job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_fired_ahead_can_be_paused_until_its_run_starts() {
+    let h = Harness::new();
+    let sked = h.sked();
+    let id = JobId::from("once");
+    let at = sked_core::timestamp::format(&h.in_secs(300));
+    let spec = json!({"schedule": {"at": at}, "task": {"command": {"argv": ["ok"]}}});
+    assert_eq!(h.create_and_fire_ahead(&sked, "once", spec).await, 1);
+    assert_eq!(sked.get_job(&h.tenant, &id).await.unwrap().state, JobState::Completed);
+
+    let paused = sked.pause_job(&h.tenant, &id).await.unwrap();
+    assert_eq!(paused.state, JobState::Paused);
+    h.start_worker();
+    h.clock.set(h.in_secs(300));
+    let runs = h
+        .until("the run skipped", |runs| runs[0].state == RunState::Cancelled)
+        .await;
+    assert_eq!(runs[0].reason.as_deref(), Some(sked_core::ledger::PAUSED_AT_CLAIM));
+    assert_eq!(h.executor.calls(), 0);
+
+    let resumed = sked.resume_job(&h.tenant, &id).await.unwrap();
+    assert_eq!(resumed.state, JobState::Completed, "nothing is left to fire");
+    let refused = sked.pause_job(&h.tenant, &id).await;
+    assert!(
+        matches!(refused, Err(sked_core::error::CoreError::Conflict(_))),
+        "{refused:?}"
+    );
 }

@@ -451,7 +451,8 @@ async fn a_failed_run_s_alert_is_posted_by_the_worker_signed_with_the_secret_in_
 
 /// Runs the sweeper fired ahead follow the changes made to their job before they come due:
 /// a job paused after the sweep starts none of its runs (each is skipped at its claim:
-/// CANCELLED, no attempt, the ledger's reason `paused`); a job whose schedule changes from
+/// CANCELLED, no attempt, the ledger's reason `paused`), nor does a one-shot the sweep fired
+/// (COMPLETED, and paused all the same); a job whose schedule changes from
 /// every second to every other second has its runs at the odd seconds ended at the change
 /// (`rescheduled`), and only those at the even ones run. (The sweep looks 9 s ahead, so the
 /// jobs, whose windows reach further, are still ACTIVE after it.)
@@ -472,13 +473,20 @@ async fn runs_fired_ahead_start_nothing_a_pause_or_a_schedule_change_dropped() {
         job["id"] = json!(id);
         api.create_job(job).await;
     }
+    api.create_job(json!({"id": "once", "schedule": {"at": start}, "task": sh("echo once")}))
+        .await;
     let outcome = aws.sweep().await;
     let fired = api.runs_of("moved").await.len();
     assert!(fired >= 2, "{outcome:?}");
-    assert_eq!(outcome.fired, 2 * fired, "{outcome:?}");
+    assert_eq!(outcome.fired, 2 * fired + 1, "{outcome:?}");
 
-    let (status, body) = api.post("/v1/jobs/paused/pause", &json!({})).await;
-    assert_eq!(status, 200, "{body}");
+    // The one-shot, fired, is COMPLETED while its run waits: it can still be paused.
+    assert_eq!(api.get_ok("/v1/jobs/once").await["state"], "COMPLETED");
+    for job in ["paused", "once"] {
+        let (status, body) = api.post(&format!("/v1/jobs/{job}/pause"), &json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["state"], "PAUSED", "{body}");
+    }
     let (status, body) = api
         .send(reqwest::Method::PUT, "/v1/jobs/moved", Some(&every("*/2 * * * * *")))
         .await;
@@ -496,7 +504,8 @@ async fn runs_fired_ahead_start_nothing_a_pause_or_a_schedule_change_dropped() {
 
     let _worker = aws.worker(&["--workers", "2"]);
     let moved_runs = ended_runs(api, "moved", fired, Duration::from_secs(60)).await;
-    let paused_runs = ended_runs(api, "paused", fired, Duration::from_secs(60)).await;
+    let mut paused_runs = ended_runs(api, "paused", fired, Duration::from_secs(60)).await;
+    paused_runs.extend(ended_runs(api, "once", 1, Duration::from_secs(60)).await);
     let ran: BTreeSet<String> = moved_runs
         .iter()
         .filter(|r| r["state"] == "SUCCEEDED")
@@ -509,6 +518,7 @@ async fn runs_fired_ahead_start_nothing_a_pause_or_a_schedule_change_dropped() {
     }
     for (job, reason, skipped) in [
         ("paused", "paused", fired),
+        ("once", "paused", 1),
         ("moved", "rescheduled", fired - kept.len()),
     ] {
         let ledger = api.get_ok(&format!("/v1/jobs/{job}/occurrences")).await;

@@ -346,9 +346,18 @@ impl Sked {
     }
 
     /// Stops a job firing until resumed. Pausing a paused job changes nothing. The pause is
-    /// recorded for the ledger (occurrences skipped meanwhile show as `paused`).
+    /// recorded for the ledger (occurrences skipped meanwhile show as `paused`). A job whose
+    /// last occurrences were all fired ahead of their time (a look-ahead, as on AWS) is
+    /// COMPLETED while their runs wait to start: it can be paused too, and those runs then
+    /// start no more than they would have were they not fired yet.
     pub async fn pause_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
-        let (job, changed) = self.set_state(tenant, id, JobState::Active, JobState::Paused).await?;
+        let current = self.live_job(tenant, id).await?;
+        let from: &[JobState] = if current.state == JobState::Completed && self.has_runs_to_start(&current).await? {
+            &[JobState::Active, JobState::Completed]
+        } else {
+            &[JobState::Active]
+        };
+        let (job, changed) = self.set_state(tenant, id, from, JobState::Paused).await?;
         if changed {
             let pause = SkipRecord::pause(job.updated_at);
             self.ports.store.record_skips(tenant, id, &[pause]).await?;
@@ -356,10 +365,22 @@ impl Sked {
         Ok(job)
     }
 
+    /// Whether `job` has a run of its schedule still to start (PENDING, never tried): one a
+    /// pause would stop.
+    async fn has_runs_to_start(&self, job: &Job) -> Result<bool, CoreError> {
+        let runs = self.ports.store.active_runs_of(&job.tenant, &job.id).await?;
+        Ok(runs
+            .iter()
+            .any(|r| r.trigger == Trigger::Schedule && r.state == RunState::Pending && r.attempts.is_empty()))
+    }
+
     /// Resumes a paused job; occurrences missed meanwhile follow its misfire policy (and show
-    /// in the ledger as skipped because `paused`).
+    /// in the ledger as skipped because `paused`). A job with no occurrence left to fire (one
+    /// paused once its last ones were fired ahead) resumes COMPLETED.
     pub async fn resume_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
-        let (job, changed) = self.set_state(tenant, id, JobState::Paused, JobState::Active).await?;
+        let (job, changed) = self
+            .set_state(tenant, id, &[JobState::Paused], JobState::Active)
+            .await?;
         if changed {
             self.close_pause(tenant, id, job.updated_at).await?;
         }
@@ -527,27 +548,36 @@ impl Sked {
         }
     }
 
-    /// Moves a job from `from` to `to` (no-op if already `to`).
-    /// Answers the job and whether this call changed its state.
+    /// Moves a job from one of `from` to `to` (no-op if already `to`); a job moved to ACTIVE
+    /// with nothing left to fire by the clock (one paused once its last occurrences were
+    /// fired ahead) is COMPLETED instead. Answers the job and whether this call changed its
+    /// state.
     async fn set_state(
         &self,
         tenant: &TenantId,
         id: &JobId,
-        from: JobState,
+        from: &[JobState],
         to: JobState,
     ) -> Result<(Job, bool), CoreError> {
-        let changed = std::sync::atomic::AtomicBool::new(false);
+        let changed = AtomicBool::new(false);
         let job = self
             .modify(tenant, id, None, |job, _| {
-                changed.store(job.state != to, std::sync::atomic::Ordering::Relaxed);
+                changed.store(job.state != to, Ordering::Relaxed);
                 if job.state == to {
                     return Ok(None);
                 }
-                if job.state != from {
-                    return Err(CoreError::Conflict(format!("job {id} is {}, not {from}", job.state)));
+                if !from.contains(&job.state) {
+                    return Err(CoreError::Conflict(format!(
+                        "job {id} is {}, not {}",
+                        job.state, from[0]
+                    )));
                 }
+                let spent = job.next_fire_at.is_none() && job.spec.schedule.after().is_none();
                 let mut changed = job.clone();
-                changed.state = to;
+                changed.state = match to {
+                    JobState::Active if spent => JobState::Completed,
+                    to => to,
+                };
                 Ok(Some(changed))
             })
             .await?;
