@@ -17,12 +17,6 @@ use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// Whether `run` is an occurrence of its job's schedule not tried yet (PENDING, no attempt):
-/// what a pause or a change of timing stops.
-fn is_untried_occurrence(run: &Run) -> bool {
-    run.trigger == Trigger::Schedule && run.state == RunState::Pending && run.attempts.is_empty()
-}
-
 /// Most jobs one batch may create.
 pub const MAX_BATCH: usize = 1_000;
 
@@ -297,7 +291,7 @@ impl Sked {
     async fn end_runs_off_schedule(&self, job: &Job) -> Result<(), CoreError> {
         let now = self.now();
         for run in self.ports.store.active_runs_of(&job.tenant, &job.id).await? {
-            let fired_ahead = is_untried_occurrence(&run) && run.scheduled_for > now;
+            let fired_ahead = run.is_untried_occurrence() && run.scheduled_for > now;
             if !fired_ahead || job.spec.is_occurrence(run.scheduled_for) {
                 continue;
             }
@@ -372,7 +366,7 @@ impl Sked {
     /// pause would stop.
     async fn has_runs_to_start(&self, job: &Job) -> Result<bool, CoreError> {
         let runs = self.ports.store.active_runs_of(&job.tenant, &job.id).await?;
-        Ok(runs.iter().any(is_untried_occurrence))
+        Ok(runs.iter().any(Run::is_untried_occurrence))
     }
 
     /// Resumes a paused job; occurrences missed meanwhile follow its misfire policy (and show

@@ -413,9 +413,11 @@ impl Worker {
         let Some(run) = store.get_run(tenant, run_id).await? else {
             return Ok(false);
         };
-        let started = !run.attempts.is_empty();
-        if run.trigger != Trigger::Schedule || run.state != RunState::Pending || (why == SkipReason::Paused && started)
-        {
+        let skippable = match why {
+            SkipReason::Paused => run.is_untried_occurrence(),
+            _ => run.trigger == Trigger::Schedule && run.state == RunState::Pending,
+        };
+        if !skippable {
             return Ok(false);
         }
         let ended = store
