@@ -9,6 +9,9 @@
 //! - `SKED_SIM_SEEDS=100000` runs more; `SKED_SIM_FIRST=<n>` starts elsewhere.
 //! - `SKED_SIM_SEED=<n>` replays one seed and prints its report (`SKED_SIM_TENANTS=1
 //!   SKED_SIM_ONE_TRANSACTION=0` replays one of the once-broken seeds as they run here).
+//! - `SKED_SIM_FIRE_AHEAD_MS=<n>` fires runs n ms ahead of their time (by default the odd
+//!   seeds fire 20 s, 60 s or 180 s ahead, as the AWS deployment does; see
+//!   `SimConfig::fire_ahead`), `0` when due.
 //! - `SKED_SIM_ONE_TRANSACTION=0` keeps every worker on the store and the queue in turn (by
 //!   default every other one takes the one-transaction work port).
 //! - `SKED_SIM_TRACE_LINES=<n>` shows the last n events of a failing seed (default 60).
@@ -18,6 +21,7 @@
 //!
 //! A failing seed prints its report: what broke, the last events, and the replay command.
 
+use sked_core::duration::Dur;
 use sked_testkit::faults::FaultCounts;
 use sked_testkit::sim::{SimConfig, SimReport, simulate};
 use std::time::Instant;
@@ -61,6 +65,9 @@ fn config(seed: u64) -> SimConfig {
     }
     if let Some(n) = env_u64("SKED_SIM_ONE_TRANSACTION") {
         c.one_transaction_workers = n != 0;
+    }
+    if let Some(ms) = env_u64("SKED_SIM_FIRE_AHEAD_MS") {
+        c.fire_ahead = Dur::millis(ms);
     }
     c
 }
@@ -185,6 +192,7 @@ fn the_seeds_that_once_broke_keep_every_invariant() {
     assert_seeds_hold("once broken", ONCE_BROKEN.to_vec(), |seed| SimConfig {
         tenants: 1,
         one_transaction_workers: false,
+        fire_ahead: Dur::ZERO,
         ..config(seed)
     });
 }

@@ -433,7 +433,7 @@ impl Sked {
                 left += 1;
                 continue;
             }
-            match super::fire::fire_job(&self.ports, job, now, within, None).await {
+            match super::fire::fire_job(&self.ports, job, now, within, self.skips.as_ref()).await {
                 Ok(fired) => {
                     if let Some((next_fire_at, state)) = fired.job_after {
                         job.next_fire_at = next_fire_at;

@@ -139,6 +139,8 @@ pub struct Sked {
     pub(crate) sweep: SweepSignal,
     pub(crate) quotas: Option<quotas::Quotas>,
     pub(crate) webhook_secrets: Option<alerts::WebhookSecretService>,
+    /// Told of every occurrence a direct firing skips ([`SkedConfig::fire_within`]).
+    pub(crate) skips: Option<fire::SkipSink>,
 }
 
 impl Sked {
@@ -151,7 +153,15 @@ impl Sked {
             sweep,
             quotas: None,
             webhook_secrets: None,
+            skips: None,
         }
+    }
+
+    /// The same service, also reporting every occurrence its direct firings skip to `sink`
+    /// (as [`sweeper::Sweeper::with_skip_sink`] does for the sweeper's).
+    pub fn with_skip_sink(mut self, sink: fire::SkipSink) -> Self {
+        self.skips = Some(sink);
+        self
     }
 
     /// The same service, checking every submission against the tenants' quotas in `quotas`

@@ -21,7 +21,7 @@ use sked_core::ports::{
 };
 use sked_core::run::Run;
 use sked_core::timestamp::Timestamp;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A lease as the audit saw it granted.
@@ -39,8 +39,15 @@ struct Held {
 pub enum JobEvent {
     /// The job was created.
     Created(Job),
-    /// A sweep wrote this firing.
-    Fired(Firing),
+    /// A sweep (or the API's direct firing) wrote this firing.
+    Fired {
+        /// The firing as planned.
+        firing: Firing,
+        /// The nominal times of the runs it inserted: its runs that did not exist yet (a
+        /// store inserts only those; a firing after a change of timing may plan a time the
+        /// old timing fired ahead, whose run it keeps).
+        inserted: BTreeSet<Timestamp>,
+    },
     /// A user change replaced `before` by `after`.
     Updated {
         /// As stored before.
@@ -65,11 +72,20 @@ pub struct AuditLog {
 
 impl AuditLog {
     /// A firing that took effect.
-    pub fn saw_firing(&mut self, firing: &Firing) {
+    pub fn saw_firing(&mut self, firing: &Firing, answer: &[Run]) {
+        let planned: BTreeSet<&RunId> = firing.runs.iter().map(|r| &r.run_id).collect();
+        let inserted = answer
+            .iter()
+            .filter(|r| planned.contains(&r.run_id))
+            .map(|r| r.scheduled_for)
+            .collect();
         self.job_events
             .entry((firing.tenant.clone(), firing.job_id.clone()))
             .or_default()
-            .push(JobEvent::Fired(firing.clone()));
+            .push(JobEvent::Fired {
+                firing: firing.clone(),
+                inserted,
+            });
     }
 
     /// The answer of one claim of `batch`.
@@ -251,8 +267,8 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         let answers = self.inner.fire(firings).await?;
         let mut log = self.log();
         for (firing, answer) in firings.iter().zip(&answers) {
-            if answer.is_ok() {
-                log.saw_firing(firing);
+            if let Ok(inserted) = answer {
+                log.saw_firing(firing, inserted);
             }
         }
         Ok(answers)
@@ -404,8 +420,8 @@ impl<W: WorkPort + ?Sized> WorkPort for AuditWork<W> {
         let answers = self.inner.fire(firings).await?;
         let mut log = self.log();
         for (firing, answer) in firings.iter().zip(&answers) {
-            if answer.is_ok() {
-                log.saw_firing(firing);
+            if let Ok(inserted) = answer {
+                log.saw_firing(firing, inserted);
             }
         }
         Ok(answers)

@@ -58,12 +58,30 @@ pub struct SimConfig {
     /// the others through the store and the queue in turn (on by default; no draw from the
     /// seeded stream).
     pub one_transaction_workers: bool,
+    /// How far ahead of their time runs are fired, as the AWS deployment fires them (its
+    /// sweeper looks ten minutes ahead, its API fires what falls due before the next tick):
+    /// the sweepers' look-ahead; the API fires a third of it ahead
+    /// ([`SkedConfig::fire_within`](sked_core::service::SkedConfig)), and workers check
+    /// overlap and pauses at claim ([`WorkerConfig::fired_ahead`](sked_core::service::worker::WorkerConfig)).
+    /// Zero: runs are fired when due, as the local deployment fires them. By the seed, no
+    /// draw from its stream ([`fire_ahead_of`]).
+    pub fire_ahead: Dur,
+}
+
+/// The look-ahead of `seed`: none for even seeds; 20 s, 60 s or 180 s for odd ones.
+pub fn fire_ahead_of(seed: u64) -> Dur {
+    match seed % 6 {
+        1 => Dur::secs(20),
+        3 => Dur::secs(60),
+        5 => Dur::secs(180),
+        _ => Dur::ZERO,
+    }
 }
 
 impl SimConfig {
     /// The standard simulation of `seed`: 6 minutes under load with the standard faults,
     /// then up to 3 hours to settle, ending early once 10 minutes pass without progress;
-    /// jobs spread over `1 + seed % 3` tenants.
+    /// jobs spread over `1 + seed % 3` tenants; runs fired ahead by [`fire_ahead_of`].
     pub fn new(seed: u64) -> Self {
         SimConfig {
             seed,
@@ -75,6 +93,7 @@ impl SimConfig {
             trace_lines: trace::KEPT,
             tenants: 1 + seed % 3,
             one_transaction_workers: true,
+            fire_ahead: fire_ahead_of(seed),
         }
     }
 }

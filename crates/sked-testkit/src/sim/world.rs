@@ -25,7 +25,7 @@ use sked_core::duration::Dur;
 use sked_core::ids::{JobId, TenantId, WorkerId};
 use sked_core::ports::{Clock, Delivery, Dispatch, DispatchQueue, JobStoreExt, QueueError, Receipt};
 use sked_core::run::Run;
-use sked_core::service::fire::SkippedOccurrence;
+use sked_core::service::fire::{SkipSink, SkippedOccurrence};
 use sked_core::service::jobs::NewJob;
 use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
@@ -88,6 +88,12 @@ impl DispatchQueue for DeadOnEnqueue {
     async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError> {
         self.inner.ack(receipt).await
     }
+}
+
+/// A sink adding each skipped occurrence to `skips` (the sweepers' and the API's firings).
+fn skip_sink(skips: &Arc<Mutex<Vec<SkippedOccurrence>>>) -> SkipSink {
+    let skips = skips.clone();
+    Arc::new(move |s| skips.lock().unwrap_or_else(|e| e.into_inner()).push(s.clone()))
 }
 
 /// The whole simulated deployment.
@@ -160,7 +166,13 @@ impl World {
         let reaper_clock = process_clock();
         let sweeper_clocks = [process_clock(), process_clock()];
         let ports = |clock: Arc<Faulty<ManualClock>>| Ports::new(store.clone(), queue.clone(), logs.clone(), clock);
-        let api = Sked::new(ports(api_clock.clone()), SkedConfig::default(), SweepSignal::default());
+        let api_config = SkedConfig {
+            fire_within: Dur::millis(config.fire_ahead.as_millis().max(0) as u64 / 3),
+            ..SkedConfig::default()
+        };
+        let skips: Arc<Mutex<Vec<SkippedOccurrence>>> = Arc::default();
+        let api =
+            Sked::new(ports(api_clock.clone()), api_config, SweepSignal::default()).with_skip_sink(skip_sink(&skips));
         let reaper = Reaper::new(
             ports(reaper_clock.clone()),
             ReaperConfig {
@@ -194,7 +206,7 @@ impl World {
             logs,
             driver: Driver::new(),
             execs: ExecLog::default(),
-            skips: Arc::default(),
+            skips,
             workers: Vec::new(),
             api,
             api_clock,
@@ -300,10 +312,11 @@ impl World {
             });
             ports = Ports::new(self.store.clone(), queue, self.logs.clone(), clock);
         }
-        let skips = self.skips.clone();
-        Sweeper::new(ports, SweepSignal::default(), SweeperConfig::default()).with_skip_sink(Arc::new(move |s| {
-            skips.lock().unwrap_or_else(|e| e.into_inner()).push(s.clone());
-        }))
+        let config = SweeperConfig {
+            lookahead: self.config.fire_ahead,
+            ..SweeperConfig::default()
+        };
+        Sweeper::new(ports, SweepSignal::default(), config).with_skip_sink(skip_sink(&self.skips))
     }
 
     fn sweep(&mut self) {
@@ -434,6 +447,7 @@ impl World {
         // The clock skew the simulation injects is the bound the workers assume.
         config.max_clock_skew = Dur::millis(self.config.faults.max_skew_ms);
         config.concurrency = self.rng.range(1, 4) as usize;
+        config.fired_ahead = !self.config.fire_ahead.is_zero();
         let store = Arc::new(Faulty::new(self.audit.clone(), self.chaos.clone()));
         let mut ports = Ports::new(store.clone(), self.queue.clone(), self.logs.clone(), clock.clone());
         let work = (self.config.one_transaction_workers && i % 2 == 1).then(|| {
