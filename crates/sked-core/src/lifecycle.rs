@@ -282,14 +282,38 @@ pub trait ClaimTx {
 /// without reading the run: the job's overlap policy is one the worker checks at claim
 /// (`hold`), or the job is PAUSED — a run of its schedule fired before the pause (ahead of
 /// its time, as on AWS, or due and still queued) is skipped by the worker, not started.
-/// (Backfill runs that take turns are held too, once their run is read: [`claim_batch`].)
+/// (Some runs are held once read: [`held_once_read`].)
 pub fn held_at_claim(job: &Job, hold: &[Overlap]) -> bool {
     job.state == JobState::Paused || hold.contains(&job.spec.overlap_policy())
 }
 
+/// Whether a claim reading `job` must read the run `run_id` to decide [`held_once_read`].
+pub fn claim_reads_run(job: &Job, run_id: &RunId) -> bool {
+    job.spec.overlap_policy() != Overlap::Allow || retimed_away(job, run_id)
+}
+
+/// Whether a claim reading `job` and its run `run` holds the run back for the worker: a
+/// backfill run that waits its turn ([`crate::service::backfill::runs_in_turn`]), or a run of
+/// the schedule never tried whose time the job's timing no longer has ([`retimed_away`]).
+pub fn held_once_read(job: &Job, run: &Run) -> bool {
+    let policy = job.spec.overlap_policy();
+    (policy != Overlap::Allow && runs_in_turn(run, policy))
+        || (run.is_untried_occurrence() && retimed_away(job, &run.run_id))
+}
+
+/// Whether `run_id` names a time after `job`'s last change that is not an occurrence of the
+/// job's timing: for a run of the schedule, one fired ahead of its time before a change of the
+/// schedule, window or DST rule dropped that time. The change itself ends such runs, as a step
+/// after its write that may fail; a claim holds any it missed and the worker skips it
+/// (`rescheduled`), so the old timing starts nothing once the change is written.
+pub fn retimed_away(job: &Job, run_id: &RunId) -> bool {
+    run_id
+        .parts()
+        .is_some_and(|(_, t)| t > job.updated_at && !job.spec.is_occurrence(t))
+}
+
 /// A whole [`ClaimBatch`] in one transaction: for each run, its job read (with
-/// `read_jobs`), the run held back if [`held_at_claim`] or it is a backfill run that waits
-/// its turn ([`crate::service::backfill::runs_in_turn`]), left alone while another run of
+/// `read_jobs`), the run held back if [`held_at_claim`] or [`held_once_read`], left alone while another run of
 /// its job holds a live lease (with `alone`), else claimed. The rules of
 /// [`crate::ports::JobStore::claim`], written once for every store that has transactions.
 pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, T::Error> {
@@ -302,9 +326,8 @@ pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Res
             _ => None,
         };
         if let Some(job) = job.as_ref() {
-            let policy = job.spec.overlap_policy();
             let held = held_at_claim(job, &batch.hold)
-                || (policy != Overlap::Allow && tx.run(tenant, run_id)?.is_some_and(|r| runs_in_turn(&r, policy)));
+                || (claim_reads_run(job, run_id) && tx.run(tenant, run_id)?.is_some_and(|r| held_once_read(job, &r)));
             if held {
                 out.push(Ok(JobClaim::Held(job.clone())));
                 continue;

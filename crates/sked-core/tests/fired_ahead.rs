@@ -6,7 +6,7 @@ use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, TenantId, WorkerId};
 use sked_core::job::JobState;
-use sked_core::ports::JobStore;
+use sked_core::ports::{JobStore, JobStoreExt};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::service::jobs::NewJob;
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
@@ -253,6 +253,71 @@ async fn a_schedule_change_ends_the_runs_fired_ahead_at_times_it_no_longer_has()
     })
     .await;
     assert_eq!(h.executor.calls(), 1);
+}
+
+/// The change itself ends the runs fired ahead at times it dropped, as a step after its write;
+/// if that step is lost (here: the change is written to the store alone, as if the process
+/// died just after), the worker skips each such run when it comes due (CANCELLED unstarted,
+/// `rescheduled`). The runs at times the new schedule has start, and so does a run asked for
+/// by hand, whose time is no occurrence either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_fired_ahead_at_a_time_a_schedule_change_dropped_is_skipped_at_claim() {
+    let h = Harness::new();
+    let sked = h.sked();
+    let id = JobId::from("minutely");
+    let anchor = sked_core::timestamp::format(&h.clock.now());
+    let every = |interval: &str| {
+        json!({
+            "schedule": {"every": interval, "anchor": anchor},
+            "task": {"command": {"argv": ["ok"]}},
+            // No overlap check holds its runs at claim: only the dropped time does.
+            "overlap": "allow",
+        })
+    };
+    assert_eq!(h.create_and_fire_ahead(&sked, "minutely", every("60s")).await, 10);
+
+    // The change's write alone: every two minutes.
+    let job = h.store.get_job(&h.tenant, &id).await.unwrap().unwrap();
+    let mut changed = job.clone();
+    changed.spec = serde_json::from_value(every("120s")).unwrap();
+    changed.next_fire_at = job.first_fire_after_change(&changed.spec, h.clock.now());
+    changed.version += 1;
+    changed.updated_at = h.clock.now();
+    h.store
+        .update_job(&changed, job.version, job.next_fire_at)
+        .await
+        .unwrap();
+    assert!(
+        h.runs().await.iter().all(|r| r.state == RunState::Pending),
+        "nothing ended them"
+    );
+
+    h.start_worker();
+    let runs = h.runs().await;
+    h.clock.set(runs[0].scheduled_for);
+    let runs = h
+        .until("the first minute's run ended", |runs| runs[0].state.is_terminal())
+        .await;
+    assert_eq!(runs[0].state, RunState::Cancelled);
+    assert!(runs[0].attempts.is_empty(), "the dropped time was started");
+    assert_eq!(runs[0].reason.as_deref(), Some(sked_core::ledger::RESCHEDULED));
+    assert_eq!(h.executor.calls(), 0);
+
+    h.clock.advance(Dur::secs(1));
+    let manual = sked.trigger_job(&h.tenant, &id).await.unwrap();
+    h.until("the manual run SUCCEEDED", |runs| {
+        runs.iter()
+            .any(|r| r.run_id == manual.run_id && r.state == RunState::Succeeded)
+    })
+    .await;
+    let second = runs[1].clone();
+    h.clock.set(second.scheduled_for);
+    h.until("the second minute's run SUCCEEDED", |runs| {
+        runs.iter()
+            .any(|r| r.run_id == second.run_id && r.state == RunState::Succeeded)
+    })
+    .await;
+    assert_eq!(h.executor.calls(), 2);
 }
 
 /// A pause stops what has not started: a run whose first attempt failed before the pause

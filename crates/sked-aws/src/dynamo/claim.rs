@@ -13,11 +13,10 @@ use super::store::DynamoStore;
 use crate::error::{Failure, build_error};
 use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::job::{Job, Overlap};
-use sked_core::lifecycle::{ClaimStep, another_run_leased_until, held_at_claim};
+use sked_core::job::Job;
+use sked_core::lifecycle::{ClaimStep, another_run_leased_until, claim_reads_run, held_at_claim, held_once_read};
 use sked_core::ports::store::{CLAIM_CHECK_HORIZON, ClaimBatch, ClaimOutcome, JobClaim, JobStore, StoreError};
 use sked_core::run::Run;
-use sked_core::service::backfill::runs_in_turn;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 
 /// The fencing token of a run's next attempt: above every token it was ever given.
@@ -67,15 +66,15 @@ impl DynamoStore {
         let mut out = Vec::with_capacity(batch.runs.len());
         for (index, ((tenant, run_id), job)) in batch.runs.iter().zip(jobs).enumerate() {
             if let Some(job) = job.as_ref() {
-                let policy = job.spec.overlap_policy();
-                // A backfill run waits its turn; where the wiring holds every policy but
-                // `allow` (runs fired ahead), this costs no read.
+                // A backfill run waits its turn, a run at a time the job's timing dropped is
+                // skipped; where the wiring holds every policy but `allow` (runs fired ahead),
+                // the first costs no read, and the second is read only at such a time.
                 let held = held_at_claim(job, &batch.hold)
-                    || (policy != Overlap::Allow
+                    || (claim_reads_run(job, run_id)
                         && self
                             .load_run(tenant, run_id)
                             .await?
-                            .is_some_and(|stored| runs_in_turn(&stored.run, policy)));
+                            .is_some_and(|stored| held_once_read(job, &stored.run)));
                 if held {
                     out.push(Ok(JobClaim::Held(job.clone())));
                     continue;

@@ -169,9 +169,12 @@ pub struct ClaimBatch {
     /// Whether to read each run's job in the claim (answered beside it).
     pub read_jobs: bool,
     /// With `read_jobs`: a run whose job's overlap policy is one of these, or whose job is
-    /// PAUSED, is not claimed but answered [`JobClaim::Held`] with its job (the caller checks
-    /// first — overlap; a paused job's scheduled run is skipped — then claims it in a batch
-    /// of its own): [`held_at_claim`](crate::lifecycle::held_at_claim).
+    /// PAUSED, or (once read) a run of the schedule never tried at a time its job's timing no
+    /// longer has, is not claimed but answered [`JobClaim::Held`] with its job (the caller
+    /// checks first — overlap; a paused job's scheduled run, or one a schedule change dropped,
+    /// is skipped — then claims it in a batch of its own):
+    /// [`held_at_claim`](crate::lifecycle::held_at_claim),
+    /// [`held_once_read`](crate::lifecycle::held_once_read).
     pub hold: Vec<Overlap>,
     /// For runs of `queue_one` jobs after their overlap check: a run is not claimed while
     /// another run of its job is RUNNING under a lease live at `now`; it is answered

@@ -36,12 +36,14 @@ pub fn worker(name: &str) -> WorkerId {
     WorkerId::from(name)
 }
 
-/// A job spec firing every minute, labelled `team=core`, running `ok`.
+/// A job spec firing every second, labelled `team=core`, running `ok`: a run the suites write
+/// at a whole second is one of its occurrences (a claim reading the job holds a run of the
+/// schedule at a time its timing does not have: `sked_core::lifecycle::retimed_away`).
 pub fn spec(name: &str) -> JobSpec {
     let spec: JobSpec = serde_json::from_value(serde_json::json!({
         "name": name,
         "labels": {"team": "core"},
-        "schedule": {"every": "1m", "anchor": "2026-03-01T00:00:00.000Z"},
+        "schedule": {"every": "1s", "anchor": "2026-03-01T00:00:00.000Z"},
         "task": {"command": {"argv": ["ok"]}},
     }))
     .expect("fixture spec parses");

@@ -1028,6 +1028,46 @@ pub async fn claim_reading_jobs_holds_runs_of_paused_jobs(store: Store) {
     assert_eq!(run.state, RunState::Running);
 }
 
+/// `claim` with `read_jobs` holds back a run of the schedule never tried whose time, after the
+/// job's last change, is not an occurrence of its timing (fired ahead before a schedule change
+/// dropped that time: the worker skips it), unchanged; a manual run at such a time, and a run
+/// at an occurrence, are claimed.
+pub async fn claim_reading_jobs_holds_runs_at_times_the_timing_dropped(store: Store) {
+    let every_second = job("t1", "s");
+    create(&store, std::slice::from_ref(&every_second)).await;
+    let at_ms = super::fixtures::at_ms;
+    let pending = |ms: i64, trigger: Trigger| {
+        Run::new_pending(
+            tenant("t1"),
+            JobId::from("s"),
+            at_ms(ms),
+            trigger,
+            5,
+            at_ms(ms),
+            3,
+            at_ms(ms),
+        )
+    };
+    let dropped = pending(500, Trigger::Schedule);
+    let (manual, occurrence) = (pending(700, Trigger::Manual), run("t1", "s", 1));
+    for r in [&dropped, &manual, &occurrence] {
+        insert(&store, r).await;
+    }
+    let batch = ClaimBatch {
+        read_jobs: true,
+        ..claims(run_keys(&[&dropped, &manual, &occurrence]), "w1", at(2), at(32))
+    };
+    let answers = store.claim(&batch).await.unwrap();
+    assert_eq!(answers[0].as_ref().ok(), Some(&JobClaim::Held(every_second)));
+    assert_eq!(get(&store, &dropped).await, dropped, "a held run is not claimed");
+    for (answer, r) in answers[1..].iter().zip([&manual, &occurrence]) {
+        let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { run, .. }, Some(_))) = answer else {
+            panic!("expected {} Claimed, got {answer:?}", r.run_id);
+        };
+        assert_eq!(run.state, RunState::Running);
+    }
+}
+
 /// `claim` with `read_jobs` answers each run with its job: claimed as it would be without
 /// reading it when the job's overlap policy is not held, held back (unchanged) with its job
 /// when it is.

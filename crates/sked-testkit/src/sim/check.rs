@@ -22,7 +22,9 @@
 //!   [`super::SimConfig::fire_ahead`]): a run of a schedule never starts before its time, and
 //!   its first attempt never starts while its job stays PAUSED (observed paused at a step's
 //!   end and still paused at the end of the step its attempt appeared in: one user call at
-//!   most happens in a step, so the job was paused throughout, and the claim read it so).
+//!   most happens in a step, so the job was paused throughout, and the claim read it so),
+//!   nor once a change of the job's timing (made before the step) dropped its time
+//!   (`sked_core::lifecycle::retimed_away`).
 //! - **Lag** (guarantee 6): an ACTIVE job is never more than [`LAG_BOUND`] behind.
 //! - **The end** (guarantee 5): once jobs stop and faults cease, every run ends.
 //! - **Concurrency keys**: the runs of a tenant holding a key under a lease every process
@@ -42,6 +44,7 @@ use sked_core::alert::{AlertOn, AlertState};
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
+use sked_core::lifecycle::retimed_away;
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::schedule::next_fire_after;
 use sked_core::service::fire::SkippedOccurrence;
@@ -67,6 +70,8 @@ pub struct Checker {
     turns_owed: BTreeMap<TenantId, BTreeMap<TenantId, u32>>,
     /// Jobs observed PAUSED at the end of the last step.
     paused: BTreeSet<(TenantId, JobId)>,
+    /// Each job's version at the end of the last step.
+    versions: BTreeMap<(TenantId, JobId), u64>,
     /// Runs whose first attempt has been seen.
     tried: BTreeSet<(TenantId, RunId)>,
 }
@@ -148,13 +153,28 @@ impl Checker {
                 );
                 self.report(now, format!("{id} started at {started}, before its time {due}"));
             }
-            let job = (run.tenant.clone(), run.job_id.clone());
-            if self.paused.contains(&job) && paused_now.contains(&job) {
+            let key = (run.tenant.clone(), run.job_id.clone());
+            if self.paused.contains(&key) && paused_now.contains(&key) {
                 let started = timestamp::format(&first.started_at);
                 self.report(now, format!("{id} started at {started} while its job was paused"));
             }
+            // The job as its claim read it (no change since the last step's end).
+            let job = jobs.iter().find(|j| j.tenant == run.tenant && j.id == run.job_id);
+            if let Some(job) = job.filter(|j| self.versions.get(&key) == Some(&j.version))
+                && retimed_away(job, &run.run_id)
+            {
+                let changed = timestamp::format(&job.updated_at);
+                self.report(
+                    now,
+                    format!("{id} started though its job's timing, changed at {changed}, no longer has its time"),
+                );
+            }
         }
         self.paused = paused_now;
+        self.versions = jobs
+            .iter()
+            .map(|j| ((j.tenant.clone(), j.id.clone()), j.version))
+            .collect();
     }
 
     /// The queue's takes since the last call, in order: a tenant with a ready message is

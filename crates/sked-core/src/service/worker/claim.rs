@@ -14,8 +14,8 @@ use crate::error::CoreError;
 use crate::firing::{SkipReason, replaced_by_newer};
 use crate::ids::RunId;
 use crate::job::{Job, JobState, Overlap};
-use crate::ledger::{PAUSED_AT_CLAIM, SKIPPED_AT_CLAIM};
-use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting};
+use crate::ledger::{PAUSED_AT_CLAIM, RESCHEDULED, SKIPPED_AT_CLAIM};
+use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting, retimed_away};
 use crate::ports::CLAIM_CHECK_HORIZON;
 use crate::ports::queue::EARLY_DELIVERY;
 use crate::ports::{
@@ -317,6 +317,15 @@ impl Worker {
         {
             return Ok(Admission::Done);
         }
+        // A run fired ahead before a change of the job's timing dropped its time starts
+        // nothing: the change ends such runs, and this catches any it missed.
+        if job.as_ref().is_some_and(|j| retimed_away(j, run_id))
+            && self
+                .skip_at_claim(delivery, self.ports.clock.now(), RESCHEDULED, SkipReason::Rescheduled)
+                .await?
+        {
+            return Ok(Admission::Done);
+        }
         // `queue_one`: the waiting run starts only once the earlier one has ended. Runs fired
         // ahead of their time (look-ahead) met no overlap check when they were fired, so theirs
         // happens here: `forbid` skips the run if the earlier one is still going, as the
@@ -414,7 +423,7 @@ impl Worker {
             return Ok(false);
         };
         let skippable = match why {
-            SkipReason::Paused => run.is_untried_occurrence(),
+            SkipReason::Paused | SkipReason::Rescheduled => run.is_untried_occurrence(),
             _ => run.trigger == Trigger::Schedule && run.state == RunState::Pending,
         };
         if !skippable {
