@@ -80,6 +80,15 @@ impl Harness {
         sweeper.sweep_once().await.unwrap().fired
     }
 
+    /// A spec running `ok` every `interval` from the clock's time now, with `overlap`.
+    fn every(&self, interval: &str, overlap: &str) -> serde_json::Value {
+        json!({
+            "schedule": {"every": interval, "anchor": sked_core::timestamp::format(&self.clock.now())},
+            "task": {"command": {"argv": ["ok"]}},
+            "overlap": overlap,
+        })
+    }
+
     /// The job's runs, oldest nominal time first.
     async fn runs(&self) -> Vec<Run> {
         let mut runs = self.store.all_runs();
@@ -216,13 +225,7 @@ async fn a_schedule_change_ends_the_runs_fired_ahead_at_times_it_no_longer_has()
     let h = Harness::new();
     let sked = h.sked();
     let id = JobId::from("minutely");
-    let anchor = sked_core::timestamp::format(&h.clock.now());
-    let every = |interval: &str| {
-        json!({
-            "schedule": {"every": interval, "anchor": anchor},
-            "task": {"command": {"argv": ["ok"]}},
-        })
-    };
+    let every = |interval: &str| h.every(interval, "forbid");
     assert_eq!(h.create_and_fire_ahead(&sked, "minutely", every("60s")).await, 10);
 
     let every_two_minutes = serde_json::from_value(every("120s")).unwrap();
@@ -265,15 +268,8 @@ async fn a_run_fired_ahead_at_a_time_a_schedule_change_dropped_is_skipped_at_cla
     let h = Harness::new();
     let sked = h.sked();
     let id = JobId::from("minutely");
-    let anchor = sked_core::timestamp::format(&h.clock.now());
-    let every = |interval: &str| {
-        json!({
-            "schedule": {"every": interval, "anchor": anchor},
-            "task": {"command": {"argv": ["ok"]}},
-            // No overlap check holds its runs at claim: only the dropped time does.
-            "overlap": "allow",
-        })
-    };
+    // No overlap check holds its runs at claim: only the dropped time does.
+    let every = |interval: &str| h.every(interval, "allow");
     assert_eq!(h.create_and_fire_ahead(&sked, "minutely", every("60s")).await, 10);
 
     // The change's write alone: every two minutes.
