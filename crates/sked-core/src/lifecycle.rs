@@ -313,8 +313,8 @@ pub fn retimed_away(job: &Job, run_id: &RunId) -> bool {
 }
 
 /// A whole [`ClaimBatch`] in one transaction: for each run, its job read (with
-/// `read_jobs`), the run held back if [`held_at_claim`] or [`held_once_read`], left alone while another run of
-/// its job holds a live lease (with `alone`), else claimed. The rules of
+/// `read_jobs`), the run held back if [`held_at_claim`] or [`held_once_read`], left alone
+/// while another run of its job holds a live lease (with `alone`), else claimed. The rules of
 /// [`crate::ports::JobStore::claim`], written once for every store that has transactions.
 pub fn claim_batch<T: ClaimTx>(tx: &mut T, batch: &ClaimBatch) -> Result<Vec<Result<JobClaim, StoreError>>, T::Error> {
     let mut out = Vec::with_capacity(batch.runs.len());

@@ -133,7 +133,8 @@ impl Checker {
     }
 
     /// Runs of a schedule whose first attempt appeared in this step: not before their time,
-    /// not while their job stays paused. Then notes which jobs are paused now.
+    /// not while their job stays paused, not at a time their job's timing dropped before the
+    /// step. Then notes which jobs are paused now, and each job's version.
     fn check_first_attempts(&mut self, now: Timestamp, runs: &[Run], jobs: &[Job]) {
         let paused_now: BTreeSet<(TenantId, JobId)> = jobs
             .iter()
