@@ -10,7 +10,7 @@
 //! - `SKED_SIM_SEED=<n>` replays one seed and prints its report (`SKED_SIM_TENANTS=1
 //!   SKED_SIM_ONE_TRANSACTION=0` replays one of the once-broken seeds as they run here).
 //! - `SKED_SIM_FIRE_AHEAD_MS=<n>` fires runs n ms ahead of their time (by default the odd
-//!   seeds fire 20 s, 60 s or 180 s ahead, as the AWS deployment does; see
+//!   seeds fire 15 s, 30 s or 60 s ahead, as the AWS deployment does; see
 //!   `SimConfig::fire_ahead`), `0` when due.
 //! - `SKED_SIM_ONE_TRANSACTION=0` keeps every worker on the store and the queue in turn (by
 //!   default every other one takes the one-transaction work port).
