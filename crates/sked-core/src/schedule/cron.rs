@@ -12,6 +12,9 @@ use chrono::NaiveDateTime;
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A parsed cron expression, matched against wall-clock (local naive) times.
 #[derive(Debug, Clone)]
@@ -61,6 +64,33 @@ const MACROS: [(&str, &str); 7] = [
     ("@midnight", "0 0 * * *"),
     ("@hourly", "0 * * * *"),
 ];
+
+/// Most expressions [`parsed_cron`] keeps per thread; past it, it starts afresh.
+const PARSED_PER_THREAD: usize = 1024;
+
+thread_local! {
+    /// [`parsed_cron`]'s answers by expression text.
+    static PARSED: RefCell<HashMap<String, Option<Arc<CronExpr>>>> = RefCell::new(HashMap::new());
+}
+
+/// [`parse_cron`] for the next-fire computation (`None`: not a valid expression), remembered
+/// per thread: parsing costs ~20 µs, a step through a parsed expression well under one, and
+/// the same few expressions are planned again and again (each firing, each claim that checks
+/// a run's time against its job's schedule).
+pub fn parsed_cron(expr: &str) -> Option<Arc<CronExpr>> {
+    PARSED.with(|cache| {
+        if let Some(known) = cache.borrow().get(expr) {
+            return known.clone();
+        }
+        let parsed = parse_cron(expr).ok().map(Arc::new);
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= PARSED_PER_THREAD {
+            cache.clear();
+        }
+        cache.insert(expr.to_string(), parsed.clone());
+        parsed
+    })
+}
 
 /// Parses a cron expression: 5 fields (`minute hour day-of-month month day-of-week`), 6 fields
 /// with leading seconds, or one of `@yearly @annually @monthly @weekly @daily @midnight
@@ -133,6 +163,16 @@ impl CronExpr {
 mod tests {
     use super::*;
     use chrono::NaiveDate;
+
+    #[test]
+    fn parsed_cron_answers_as_parse_cron_and_parses_an_expression_once() {
+        let first = parsed_cron("*/15 * * * *").expect("valid");
+        let again = parsed_cron("*/15 * * * *").expect("valid");
+        assert!(Arc::ptr_eq(&first, &again), "parsed again");
+        assert_eq!(first.kind(), parse_cron("*/15 * * * *").unwrap().kind());
+        assert!(parsed_cron("61 * * * *").is_none());
+        assert!(parsed_cron("61 * * * *").is_none(), "an invalid one stays invalid");
+    }
 
     fn local(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> NaiveDateTime {
         NaiveDate::from_ymd_opt(y, mo, d)

@@ -22,13 +22,14 @@
 //! Why one long file: the code is 230 lines; the rest is its unit tests, kept beside the rules
 //! they pin (every schedule kind, windows, DST passes).
 
-use super::cron::{CronExpr, parse_cron, parse_timezone};
+use super::cron::{CronExpr, parse_timezone, parsed_cron};
 use super::dst::{DstRule, RepeatRule, fire_instants, gap_end, repeat_ahead};
 use super::{DstPolicy, Schedule};
 use crate::duration::Dur;
 use crate::timestamp::{self, Timestamp};
 use chrono::{Duration, DurationRound, NaiveDateTime, TimeZone};
 use chrono_tz::Tz;
+use std::sync::Arc;
 
 /// How far past the previous fire time a cron search looks before answering `None`. Long
 /// enough for the rarest real schedules (29 February on a given weekday recurs after up to
@@ -117,14 +118,15 @@ pub fn preview(
     out
 }
 
-/// A schedule made ready to step through: its cron expression and zone parsed once.
+/// A schedule made ready to step through: its cron expression and zone parsed (the
+/// expression remembered per thread: [`parsed_cron`]).
 enum Plan<'a> {
     /// Fires once, at this instant, if inside the window.
     At(Timestamp, &'a FireWindow),
     /// The `anchor + k·interval` grid; no anchor means "from the instant asked about".
     Every(Dur, Option<Timestamp>, &'a FireWindow),
     /// A valid cron schedule, with the job's DST policy settled for its expression.
-    Cron(Box<CronExpr>, Tz, DstRule, &'a FireWindow),
+    Cron(Arc<CronExpr>, Tz, DstRule, &'a FireWindow),
     /// An invalid cron schedule (validation refuses these), or an `after` schedule: never
     /// fires by the clock.
     Never,
@@ -135,10 +137,10 @@ impl<'a> Plan<'a> {
         match schedule {
             Schedule::At(at) => Plan::At(*at, window),
             Schedule::Every { interval, anchor } => Plan::Every(*interval, *anchor, window),
-            Schedule::Cron { expr, timezone } => match (parse_cron(expr), parse_timezone(timezone)) {
-                (Ok(cron), Ok(tz)) => {
+            Schedule::Cron { expr, timezone } => match (parsed_cron(expr), parse_timezone(timezone)) {
+                (Some(cron), Ok(tz)) => {
                     let rule = dst.rule_for(cron.kind());
-                    Plan::Cron(Box::new(cron), tz, rule, window)
+                    Plan::Cron(cron, tz, rule, window)
                 }
                 _ => Plan::Never,
             },
