@@ -12,7 +12,8 @@
 //!   the next fire time); [`lifecycle`]: the run state machine (claim, heartbeat, complete,
 //!   cancel) as pure functions every store applies in its own transaction, deciding the
 //!   values of [`attempt`] (a claim's answer, an attempt's end, the run's next step).
-//! - [`ledger`]: the occurrence ledger (what became of each nominal time of a job).
+//! - [`ledger`]: the occurrence ledger (what became of each nominal time of a job);
+//!   [`paused`]: what becomes of a paused job's runs that come due.
 //! - [`alert`]: failure alerts (a job's `notify`, the alert its runs carry, delivery tries,
 //!   signatures).
 //! - [`retry`]: backoff and the attempt-outcome state machine.
@@ -44,6 +45,7 @@ pub mod lifecycle;
 pub mod log_record;
 #[cfg(feature = "utoipa")]
 pub mod openapi;
+pub mod paused;
 pub mod ports;
 pub mod quota;
 pub mod retry;

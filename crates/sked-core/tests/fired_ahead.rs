@@ -164,57 +164,139 @@ async fn replace_stops_the_earlier_run_when_a_run_fired_ahead_becomes_due_and_th
 }
 
 /// A job paused after its runs were fired ahead (the sweeper looks ten minutes ahead, as on
-/// AWS) starts none of them: each, once due, is skipped at its claim (CANCELLED, no attempt,
-/// the ledger's reason `paused`); a manual run of the paused job starts; after the resume,
-/// the runs fired ahead that come due start again.
+/// AWS) starts none of them while paused: each, once due, waits (PENDING, no attempt), and a
+/// run its misfire policy can no longer start ends skipped (`paused`): with `fire_once` (the
+/// default), of 10:01, 10:02 and 10:03 due by 10:03:01, 10:02 stands for the missed ones and
+/// 10:03 is on time, so 10:01 ends. A manual run of the paused job starts. At the resume the
+/// two kept start at once — as a sweep at the resume would have fired them, had the pause come
+/// before they were fired — and the next starts when due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_paused_job_starts_none_of_the_runs_fired_ahead_before_the_pause() {
+async fn a_paused_job_s_runs_fired_ahead_wait_and_its_misfire_policy_decides_at_the_resume() {
     let h = Harness::new();
     let sked = h.sked();
     let id = JobId::from("minutely");
-    let spec = json!({"schedule": {"every": "60s"}, "task": {"command": {"argv": ["ok"]}}});
-    assert_eq!(h.create_and_fire_ahead(&sked, "minutely", spec).await, 10);
+    assert_eq!(
+        h.create_and_fire_ahead(&sked, "minutely", h.every("60s", "allow"))
+            .await,
+        10
+    );
     sked.pause_job(&h.tenant, &id).await.unwrap();
     h.start_worker();
+    let waits = |run: &Run, now: Timestamp| run.state == RunState::Pending && run.not_before > now;
 
-    // The first two come due while the job is paused: skipped, not started.
+    // The first comes due while the job is paused: it waits.
     h.clock.set(h.in_secs(61));
-    h.until("the first run skipped", |runs| runs[0].state == RunState::Cancelled)
-        .await;
-    h.clock.advance(Dur::secs(60));
+    let now = h.clock.now();
+    h.until("the first run waits", |runs| waits(&runs[0], now)).await;
+    // Two minutes on, the first is neither the latest missed nor on time.
+    h.clock.advance(Dur::secs(120));
+    let now = h.clock.now();
     let runs = h
-        .until("the second run skipped", |runs| runs[1].state == RunState::Cancelled)
+        .until("10:01 skipped, 10:02 and 10:03 waiting", |runs| {
+            runs[0].state == RunState::Cancelled && waits(&runs[1], now) && waits(&runs[2], now)
+        })
         .await;
-    for skipped in &runs[..2] {
-        assert!(skipped.attempts.is_empty(), "{} was started", skipped.run_id);
-        assert_eq!(skipped.reason.as_deref(), Some(sked_core::ledger::PAUSED_AT_CLAIM));
-        let occurrence = sked_core::ledger::of_run(skipped).unwrap();
-        assert_eq!(occurrence.reason.as_deref(), Some("paused"));
-    }
+    assert!(runs[0].attempts.is_empty());
+    assert_eq!(runs[0].reason.as_deref(), Some(sked_core::ledger::PAUSED_AT_CLAIM));
+    let occurrence = sked_core::ledger::of_run(&runs[0]).unwrap();
+    assert_eq!(occurrence.reason.as_deref(), Some("paused"));
+    assert!(runs[1..].iter().all(|r| r.attempts.is_empty()));
     assert_eq!(h.executor.calls(), 0, "nothing of the paused schedule started");
 
     // A run asked for by hand starts, paused or not.
     let manual = sked.trigger_job(&h.tenant, &id).await.unwrap();
-    let runs = h
-        .until("the manual run SUCCEEDED", |runs| {
-            runs.iter()
-                .any(|r| r.run_id == manual.run_id && r.state == RunState::Succeeded)
-        })
-        .await;
-    assert_eq!(h.executor.calls(), 1);
-    let scheduled: Vec<&Run> = runs.iter().filter(|r| r.trigger == Trigger::Schedule).collect();
-    assert!(scheduled[2..].iter().all(|r| r.state == RunState::Pending));
-
-    // Resumed: the next run fired ahead starts when it comes due.
-    sked.resume_job(&h.tenant, &id).await.unwrap();
-    let third = scheduled[2].clone();
-    h.clock.set(third.scheduled_for);
-    h.until("the third run SUCCEEDED", |runs| {
+    h.until("the manual run SUCCEEDED", |runs| {
         runs.iter()
-            .any(|r| r.run_id == third.run_id && r.state == RunState::Succeeded)
+            .any(|r| r.run_id == manual.run_id && r.state == RunState::Succeeded)
     })
     .await;
-    assert_eq!(h.executor.calls(), 2);
+    assert_eq!(h.executor.calls(), 1);
+
+    // Resumed: the two kept start now, without waiting for their deferral to end.
+    sked.resume_job(&h.tenant, &id).await.unwrap();
+    let kept: Vec<_> = runs[1..3].iter().map(|r| r.run_id.clone()).collect();
+    let runs = h
+        .until("10:02 and 10:03 SUCCEEDED", |runs| {
+            kept.iter()
+                .all(|id| runs.iter().any(|r| &r.run_id == id && r.state == RunState::Succeeded))
+        })
+        .await;
+    let scheduled: Vec<&Run> = runs.iter().filter(|r| r.trigger == Trigger::Schedule).collect();
+    assert!(scheduled[3..].iter().all(|r| r.state == RunState::Pending));
+    assert_eq!(h.executor.calls(), 3);
+
+    // The next starts when it comes due.
+    let fourth = scheduled[3].clone();
+    h.clock.set(fourth.scheduled_for);
+    h.until("the fourth run SUCCEEDED", |runs| {
+        runs.iter()
+            .any(|r| r.run_id == fourth.run_id && r.state == RunState::Succeeded)
+    })
+    .await;
+    assert_eq!(h.executor.calls(), 4);
+}
+
+/// The same under `misfire: skip` and `overlap: forbid`, every 20 s: a run due while paused
+/// waits only while it is on time (within the misfire grace), and of those kept the latest
+/// stands for the others (skipped, `overlap`), as one sweep at the resume would have fired it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_job_s_policies_decide_which_runs_due_meanwhile_start_at_the_resume() {
+    let h = Harness::new();
+    let sked = h.sked();
+    let mut spec = h.every("20s", "forbid");
+    spec["misfire"] = json!("skip");
+    assert_eq!(h.create_and_fire_ahead(&sked, "skips", spec).await, 30);
+    let id = JobId::from("skips");
+    let job = sked.get_job(&h.tenant, &id).await.unwrap();
+    let overlapped = sked_core::paused::overlapped_reason(&job);
+    let paused = Some(sked_core::ledger::PAUSED_AT_CLAIM);
+    sked.pause_job(&h.tenant, &id).await.unwrap();
+    h.start_worker();
+    // Every run due by `now` met by the worker: ended, or waiting.
+    let settled = |runs: &[Run], now: Timestamp| {
+        runs.iter()
+            .filter(|r| r.scheduled_for <= now)
+            .all(|r| r.state.is_terminal() || r.not_before > now)
+    };
+    let reasons = |runs: &[Run], now: Timestamp| -> Vec<Option<String>> {
+        runs.iter()
+            .filter(|r| r.scheduled_for <= now)
+            .map(|r| r.reason.clone())
+            .collect()
+    };
+
+    // 10:00:45: 10:00:20 and 10:00:40 are on time; 10:00:40 stands for both.
+    h.clock.set(h.in_secs(45));
+    let now = h.clock.now();
+    let runs = h.until("both met", |runs| settled(runs, now)).await;
+    assert_eq!(reasons(&runs, now), [Some(overlapped.clone()), None]);
+    sked.resume_job(&h.tenant, &id).await.unwrap();
+    h.until("10:00:40 SUCCEEDED", |runs| runs[1].state == RunState::Succeeded)
+        .await;
+    assert_eq!(h.executor.calls(), 1);
+
+    // Paused again until 10:05:05. At 10:03:05, 10:01:00 to 10:02:00 are missed (skipped,
+    // `paused`) and 10:03:00 stands for 10:02:20 and 10:02:40; at 10:05:05, 10:03:00 to
+    // 10:04:00 are missed too, and 10:05:00 stands for 10:04:20 and 10:04:40.
+    sked.pause_job(&h.tenant, &id).await.unwrap();
+    h.clock.set(h.in_secs(140));
+    let now = h.clock.now();
+    h.until("all met at 10:03:05", |runs| settled(runs, now)).await;
+    h.clock.advance(Dur::secs(120));
+    let now = h.clock.now();
+    let runs = h.until("all met at 10:05:05", |runs| settled(runs, now)).await;
+    let due = reasons(&runs, now);
+    assert_eq!(due.len(), 15);
+    let missed = [&due[2..6], &due[8..12]].concat();
+    assert!(missed.iter().all(|r| r.as_deref() == paused), "{due:?}");
+    for stood_for in [&due[6..8], &due[12..14]] {
+        assert!(stood_for.iter().all(|r| r.as_ref() == Some(&overlapped)), "{due:?}");
+    }
+    assert_eq!(due[14], None);
+    sked.resume_job(&h.tenant, &id).await.unwrap();
+    h.until("10:05:00 SUCCEEDED", |runs| runs[14].state == RunState::Succeeded)
+        .await;
+    assert_eq!(h.executor.calls(), 2, "nothing missed started");
 }
 
 /// A job whose schedule changes after its runs were fired ahead starts none of those whose
@@ -345,8 +427,9 @@ async fn a_paused_job_s_run_under_way_gets_its_retry() {
 }
 
 /// A one-shot fired ahead of its time is COMPLETED while its run waits: it can still be
-/// paused, and its run then does not start when due (skipped, `paused`); resumed, the job is
-/// COMPLETED again. Once its run has ended, a pause is refused as for any COMPLETED job.
+/// paused, and its run then does not start when due: it waits for the resume (a one-shot
+/// never misfires), and starts at it; the job is COMPLETED again. Once its run has ended, a
+/// pause is refused as for any COMPLETED job.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_one_shot_fired_ahead_can_be_paused_until_its_run_starts() {
     let h = Harness::new();
@@ -361,14 +444,19 @@ async fn a_one_shot_fired_ahead_can_be_paused_until_its_run_starts() {
     assert_eq!(paused.state, JobState::Paused);
     h.start_worker();
     h.clock.set(h.in_secs(300));
-    let runs = h
-        .until("the run skipped", |runs| runs[0].state == RunState::Cancelled)
-        .await;
-    assert_eq!(runs[0].reason.as_deref(), Some(sked_core::ledger::PAUSED_AT_CLAIM));
+    let now = h.clock.now();
+    h.until("the run waits", |runs| runs[0].not_before > now).await;
+    // An hour later, it still waits.
+    h.clock.advance(Dur::secs(3600));
+    let now = h.clock.now();
+    h.until("the run waits again", |runs| runs[0].not_before > now).await;
     assert_eq!(h.executor.calls(), 0);
 
     let resumed = sked.resume_job(&h.tenant, &id).await.unwrap();
     assert_eq!(resumed.state, JobState::Completed, "nothing is left to fire");
+    h.until("the run SUCCEEDED", |runs| runs[0].state == RunState::Succeeded)
+        .await;
+    assert_eq!(h.executor.calls(), 1);
     let refused = sked.pause_job(&h.tenant, &id).await;
     assert!(
         matches!(refused, Err(sked_core::error::CoreError::Conflict(_))),

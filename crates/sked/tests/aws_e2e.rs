@@ -450,12 +450,15 @@ async fn a_failed_run_s_alert_is_posted_by_the_worker_signed_with_the_secret_in_
 }
 
 /// Runs the sweeper fired ahead follow the changes made to their job before they come due:
-/// a job paused after the sweep starts none of its runs (each is skipped at its claim:
-/// CANCELLED, no attempt, the ledger's reason `paused`), nor does a one-shot the sweep fired
-/// (COMPLETED, and paused all the same); a job whose schedule changes from
-/// every second to every other second has its runs at the odd seconds ended at the change
-/// (`rescheduled`), and only those at the even ones run. (The sweep looks 9 s ahead, so the
-/// jobs, whose windows reach further, are still ACTIVE after it.)
+/// a job paused after the sweep starts none of its runs while paused. Each waits for the
+/// resume (PENDING, deferred), or ends skipped if the job's policies would drop it then: here,
+/// all due within the misfire grace under `overlap: forbid`, the latest stands for the others
+/// (CANCELLED, no attempt; the ledger's reason `paused`, as for any occurrence a policy drops
+/// while its job is paused). A one-shot the sweep fired
+/// (COMPLETED, and paused all the same) waits too. Resumed, the runs kept start. A job whose
+/// schedule changes from every second to every other second has its runs at the odd seconds
+/// ended at the change (`rescheduled`), and only those at the even ones run. (The sweep looks
+/// 9 s ahead, so the jobs, whose windows reach further, are still ACTIVE after it.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn runs_fired_ahead_start_nothing_a_pause_or_a_schedule_change_dropped() {
     let aws = Deployment::start(fresh_config(), Dur::ZERO, Dur::secs(9)).await;
@@ -504,21 +507,30 @@ async fn runs_fired_ahead_start_nothing_a_pause_or_a_schedule_change_dropped() {
 
     let _worker = aws.worker(&["--workers", "2"]);
     let moved_runs = ended_runs(api, "moved", fired, Duration::from_secs(60)).await;
-    let mut paused_runs = ended_runs(api, "paused", fired, Duration::from_secs(60)).await;
-    paused_runs.extend(ended_runs(api, "once", 1, Duration::from_secs(60)).await);
     let ran: BTreeSet<String> = moved_runs
         .iter()
         .filter(|r| r["state"] == "SUCCEEDED")
         .map(|r| iso(time(r, "scheduled_for")))
         .collect();
     assert_eq!(ran, kept, "only the new schedule's times ran");
-    for run in &paused_runs {
-        assert_eq!(run["state"], "CANCELLED", "{run}");
-        assert_eq!(run["attempts"].as_array().map(Vec::len), Some(0), "{run}");
+    // Every run of the paused jobs met by the worker: ended, or deferred to wait.
+    let waits = |run: &Value| run["state"] == "PENDING" && time(run, "not_before") > time(run, "scheduled_for");
+    for (job, count) in [("paused", fired), ("once", 1)] {
+        let runs = wait_until(&format!("{job}'s runs met"), Duration::from_secs(60), async || {
+            let runs = api.runs_of(job).await;
+            (runs.len() == count && runs.iter().all(|r| is_terminal(r) || waits(r))).then_some(runs)
+        })
+        .await;
+        let latest = runs.iter().max_by_key(|r| time(r, "scheduled_for")).unwrap();
+        assert!(waits(latest), "{latest}");
+        for run in runs.iter().filter(|r| *r != latest) {
+            assert_eq!(run["state"], "CANCELLED", "{run}");
+            assert_eq!(run["attempts"].as_array().map(Vec::len), Some(0), "{run}");
+        }
     }
     for (job, reason, skipped) in [
-        ("paused", "paused", fired),
-        ("once", "paused", 1),
+        ("paused", "paused", fired - 1),
+        ("once", "paused", 0),
         ("moved", "rescheduled", fired - kept.len()),
     ] {
         let ledger = api.get_ok(&format!("/v1/jobs/{job}/occurrences")).await;
@@ -528,5 +540,14 @@ async fn runs_fired_ahead_start_nothing_a_pause_or_a_schedule_change_dropped() {
             .map(|o| o["reason"].clone())
             .collect();
         assert_eq!(reasons, vec![json!(reason); skipped], "{ledger}");
+    }
+
+    // Resumed, the runs that waited start at once.
+    for job in ["paused", "once"] {
+        let (status, body) = api.post(&format!("/v1/jobs/{job}/resume"), &json!({})).await;
+        assert_eq!(status, 200, "{body}");
+        let runs = ended_runs(api, job, 1, Duration::from_secs(60)).await;
+        let succeeded: Vec<&Value> = runs.iter().filter(|r| r["state"] == "SUCCEEDED").collect();
+        assert_eq!(succeeded.len(), 1, "{runs:?}");
     }
 }

@@ -370,14 +370,22 @@ impl Sked {
     }
 
     /// Resumes a paused job; occurrences missed meanwhile follow its misfire policy (and show
-    /// in the ledger as skipped because `paused`). A job with no occurrence left to fire (one
-    /// paused once its last ones were fired ahead) resumes COMPLETED.
+    /// in the ledger as skipped because `paused`), those the pause kept from firing and the
+    /// runs fired before the pause that came due meanwhile alike ([`crate::paused`]): the
+    /// runs the policy keeps start now. A job with no occurrence left to fire (one paused
+    /// once its last ones were fired ahead) resumes COMPLETED.
     pub async fn resume_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
+        let paused = self.live_job(tenant, id).await?;
         let (job, changed) = self
             .set_state(tenant, id, &[JobState::Paused], JobState::Active)
             .await?;
         if changed {
             self.close_pause(tenant, id, job.updated_at).await?;
+            // The resume is stored: a failure here is only logged (the runs kept wait their
+            // deferral, `PARKED_RECHECK` at most, and start then).
+            if let Err(e) = self.start_runs_kept(&job, paused.updated_at).await {
+                tracing::warn!(%tenant, job_id = %id, error = %e, "runs that came due while paused not started");
+            }
         }
         Ok(self.fire_if_due(vec![job]).await.remove(0))
     }

@@ -11,6 +11,7 @@
 //! - [`dependencies`]: the store-backed checks of an `after` schedule (upstreams exist, no
 //!   cycle, no delete of a job others run after).
 //! - [`dead_letter`]: what the DLQ handler does with a run whose message was dead-lettered.
+//! - `paused`: a paused job's runs that came due, ended or started as its policies decide.
 //! - [`worker::Worker`]: receives runs, claims, executes, heartbeats, completes.
 //! - [`reaper::Reaper`]: closes attempts whose worker vanished; re-enqueues lost runs.
 //! - [`log_retention::LogPruner`]: removes attempts' logs older than the retention period.
@@ -25,6 +26,7 @@ pub mod jobs;
 pub mod keys;
 pub mod ledger;
 pub mod log_retention;
+mod paused;
 pub mod quotas;
 pub mod reaper;
 pub mod runs;

@@ -134,6 +134,11 @@ impl MemStore {
         self.lock().runs.values().cloned().collect()
     }
 
+    /// Every job stored (all tenants, deleted ones too), for invariant checks in simulations.
+    pub fn all_jobs(&self) -> Vec<Job> {
+        self.lock().jobs.values().cloned().collect()
+    }
+
     /// The store's state, locked (for a step of [`super::MemWork`] made with the queue's).
     pub(crate) fn lock_state(&self) -> MutexGuard<'_, State> {
         self.lock()

@@ -436,7 +436,9 @@ impl Checker {
         events: &BTreeMap<(sked_core::ids::TenantId, JobId), Vec<JobEvent>>,
         skips: &[SkippedOccurrence],
     ) {
-        for run in runs.iter().filter(|r| !r.state.is_terminal()) {
+        // A run of a paused job's schedule waits for the resume (every job is paused by now).
+        let waits = |r: &Run| jobs.iter().any(|j| sked_core::paused::waits_for_resume(r, j));
+        for run in runs.iter().filter(|r| !r.state.is_terminal() && !waits(r)) {
             self.report(
                 now,
                 format!(

@@ -594,6 +594,16 @@ impl World {
         runs
     }
 
+    /// Runs that have not ended and do not wait for the resume of their paused job
+    /// ([`sked_core::paused::waits_for_resume`]): what the settle phase must bring to an end.
+    fn runs_to_end(&self) -> Vec<Run> {
+        let jobs = self.mem.all_jobs();
+        self.live_runs()
+            .into_iter()
+            .filter(|r| !jobs.iter().any(|j| sked_core::paused::waits_for_resume(r, j)))
+            .collect()
+    }
+
     /// One user action, possibly at the same time as a sweep (`alongside`).
     fn api_call(&mut self, alongside: Option<Sweeper>) {
         if self.rng.chance(0.1) && self.jobs < MAX_JOBS {
@@ -727,7 +737,7 @@ impl World {
         while self.now() < deadline {
             self.step(false);
             let busy = (0..self.workers.len()).any(|i| self.driver.count_of(i) > 0);
-            if !busy && self.live_runs().is_empty() && self.queue.held_count() == 0 {
+            if !busy && self.runs_to_end().is_empty() && self.queue.held_count() == 0 {
                 break;
             }
             // Draining a backlog is not ending: only a stall is.

@@ -14,8 +14,9 @@ use crate::error::CoreError;
 use crate::firing::{SkipReason, replaced_by_newer};
 use crate::ids::RunId;
 use crate::job::{Job, JobState, Overlap};
-use crate::ledger::{PAUSED_AT_CLAIM, RESCHEDULED, SKIPPED_AT_CLAIM};
+use crate::ledger::{RESCHEDULED, SKIPPED_AT_CLAIM};
 use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting, retimed_away};
+use crate::paused::{self, PARKED_RECHECK};
 use crate::ports::CLAIM_CHECK_HORIZON;
 use crate::ports::queue::EARLY_DELIVERY;
 use crate::ports::{
@@ -24,6 +25,7 @@ use crate::ports::{
 };
 use crate::run::{AttemptOutcome, Run, RunState, Trigger};
 use crate::service::backfill::{backfill_turn, runs_in_turn};
+use crate::service::paused::{end_dropped, end_unstarted};
 use crate::timestamp::{self, Timestamp};
 use tokio_util::sync::CancellationToken;
 
@@ -308,12 +310,11 @@ impl Worker {
         let store = &self.ports.store;
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         // A paused job starts nothing of its schedule, not even a run fired before the pause
-        // (ahead of its time, or due and still queued); a manual or backfill run, or a retry,
+        // (ahead of its time, or due and still queued): such a run waits for the resume, or
+        // ends if the misfire policy would drop it then; a manual or backfill run, or a retry,
         // goes on.
-        if job.as_ref().is_some_and(|j| j.state == JobState::Paused)
-            && self
-                .skip_at_claim(delivery, self.ports.clock.now(), PAUSED_AT_CLAIM, SkipReason::Paused)
-                .await?
+        if let Some(job) = job.as_ref().filter(|j| j.state == JobState::Paused)
+            && self.wait_for_resume(delivery, job).await?
         {
             return Ok(Admission::Done);
         }
@@ -407,9 +408,40 @@ impl Worker {
         job.spec.timeout.to_chrono() + self.config.lease.to_chrono()
     }
 
+    /// A delivery of a PAUSED job's run: a run of its schedule never tried does not start
+    /// ([`crate::paused`]). Not yet due, its delivery waits for its time; due, the job's
+    /// runs that came due meanwhile are decided as a resume now would: those the misfire
+    /// policy drops end (CANCELLED, `paused`; `rescheduled` at a time a change of the job's
+    /// timing dropped), and this one, if kept, waits for the resume — deferred, with its
+    /// delivery, by [`PARKED_RECHECK`] (the resume starts it sooner). `false` (nothing done)
+    /// for any other run.
+    async fn wait_for_resume(&self, delivery: &Delivery, job: &Job) -> Result<bool, CoreError> {
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let runs = self.ports.store.active_runs_of(tenant, &job.id).await?;
+        let Some(this) = runs.iter().find(|r| &r.run_id == run_id && r.is_untried_occurrence()) else {
+            return Ok(false);
+        };
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        if this.scheduled_for > now {
+            self.requeue(delivery, this.not_before).await?;
+            return Ok(true);
+        }
+        let decision = paused::decide(job, job.updated_at, &runs, now);
+        end_dropped(&self.ports, job, &decision, now).await?;
+        if decision.keep.iter().any(|r| &r.run_id == run_id) {
+            let until = now + PARKED_RECHECK.to_chrono();
+            self.ports.store.defer_pending(tenant, run_id, until).await?;
+            self.requeue(delivery, until).await?;
+        } else {
+            self.ack(delivery).await?;
+        }
+        Ok(true)
+    }
+
     /// Ends the delivery's run CANCELLED with `reason` if it is still a PENDING scheduled
-    /// run (an occurrence skipped at claim time, `why`) — for a pause, one never started (a
-    /// retry goes on) — and acks the delivery; `false` (nothing done) otherwise.
+    /// run (an occurrence skipped at claim time, `why`) — for a change of the job's timing,
+    /// one never tried (a retry goes on) — and acks the delivery; `false` (nothing done)
+    /// otherwise.
     async fn skip_at_claim(
         &self,
         delivery: &Delivery,
@@ -417,28 +449,18 @@ impl Worker {
         reason: &str,
         why: SkipReason,
     ) -> Result<bool, CoreError> {
-        let store = &self.ports.store;
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
-        let Some(run) = store.get_run(tenant, run_id).await? else {
+        let Some(run) = self.ports.store.get_run(tenant, run_id).await? else {
             return Ok(false);
         };
         let skippable = match why {
-            SkipReason::Paused | SkipReason::Rescheduled => run.is_untried_occurrence(),
+            SkipReason::Rescheduled => run.is_untried_occurrence(),
             _ => run.trigger == Trigger::Schedule && run.state == RunState::Pending,
         };
         if !skippable {
             return Ok(false);
         }
-        let ended = store
-            .cancel_run(tenant, run_id, timestamp::trunc_ms(now), reason)
-            .await?;
-        crate::service::enqueue_released(&self.ports, &ended).await;
-        let ended = ended.run;
-        tracing::info!(worker = %self.config.id, %tenant, job_id = %run.job_id, %run_id, attempt = run.attempt_count() + 1, reason, "occurrence skipped at claim");
-        self.ports.observe(Event::Skipped { tenant, reason: why });
-        if let Some(outcome) = Outcome::of(ended.state) {
-            self.ports.observe(Event::Finished { tenant, outcome });
-        }
+        end_unstarted(&self.ports, &run, timestamp::trunc_ms(now), reason, why).await?;
         self.ack(delivery).await?;
         Ok(true)
     }
