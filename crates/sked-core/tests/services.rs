@@ -602,3 +602,31 @@ async fn a_backfill_beyond_its_bounds_is_refused_naming_the_field_and_creates_no
         Err(CoreError::NotFound(_))
     ));
 }
+
+/// A run's id is its job and nominal time: two triggers in one millisecond each get a run of
+/// their own, and a trigger at an occurrence's very millisecond does not take the id of the
+/// occurrence's run, which the sweep then fires as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn triggers_in_one_millisecond_or_at_an_occurrence_s_each_make_a_run_of_their_own() {
+    let h = Harness::new();
+    h.create(
+        "minutely",
+        json!({"schedule": {"cron": "* * * * *"}, "task": {"command": {"argv": ["ok"]}}}),
+    )
+    .await;
+    h.clock.set(ts("2026-12-01T10:01:00Z"));
+    let id = JobId::from("minutely");
+    let first = h.sked.trigger_job(&h.tenant, &id).await.unwrap();
+    let second = h.sked.trigger_job(&h.tenant, &id).await.unwrap();
+    assert_eq!(first.scheduled_for, ts("2026-12-01T10:01:00.001Z"));
+    assert_eq!(second.scheduled_for, ts("2026-12-01T10:01:00.002Z"));
+    assert!(h.sweeper().sweep_once().await.unwrap().fired >= 1);
+    let runs = h.runs_of("minutely").await;
+    let occurrence = runs
+        .iter()
+        .find(|r| r.scheduled_for == ts("2026-12-01T10:01:00Z"))
+        .expect("the occurrence fired");
+    assert_eq!(occurrence.trigger, sked_core::run::Trigger::Schedule);
+    let manual = runs.iter().filter(|r| r.trigger == sked_core::run::Trigger::Manual);
+    assert_eq!(manual.count(), 2);
+}

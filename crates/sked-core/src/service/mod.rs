@@ -255,14 +255,34 @@ pub(crate) async fn enqueue_released(ports: &Ports, ended: &crate::ports::Ended)
     report_released(ports, &ended.released);
 }
 
+/// Most nominal times [`start_extra_run`] tries, a millisecond apart.
+const EXTRA_RUN_TIMES: usize = 1_000;
+
 /// Writes and enqueues a run of `job` outside its schedule (manual trigger, timeout
-/// handler), nominally at now.
+/// handler), nominally at now — or at the first millisecond after it that names no run yet
+/// and is no occurrence of the job's schedule: a run's id is its job and nominal time, so two
+/// triggers in one millisecond would otherwise name one run, and a trigger at an occurrence's
+/// very millisecond would take the id of the occurrence's run (which the sweeper would then
+/// find written and count as fired).
 pub(crate) async fn start_extra_run(ports: &Ports, job: &Job, trigger: Trigger) -> Result<Run, CoreError> {
     let now = crate::timestamp::trunc_ms(ports.clock.now());
-    let run = Run::of_job(job, now, trigger, now, now);
-    if !ports.store.insert_run(&run).await? {
-        return Err(CoreError::Conflict(format!("run {} already exists", run.run_id)));
+    let mut inserted = None;
+    for nominal in (0..EXTRA_RUN_TIMES as i64).map(|ms| now + chrono::Duration::milliseconds(ms)) {
+        if job.spec.is_occurrence(nominal) {
+            continue;
+        }
+        let run = Run::of_job(job, nominal, trigger, now, now);
+        if ports.store.insert_run(&run).await? {
+            inserted = Some(run);
+            break;
+        }
     }
+    let Some(run) = inserted else {
+        return Err(CoreError::Conflict(format!(
+            "job {} has runs at every millisecond of the next second; try again",
+            job.id
+        )));
+    };
     ports.queue.enqueue(&[Dispatch::from(&run)]).await?;
     ports.observe(Event::Fired {
         tenant: &run.tenant,
