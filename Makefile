@@ -43,6 +43,13 @@ bench-quick:
 	$(CARGO) build --release -p sked -p sked-bench
 	$(CARGO) run --release -q -p sked-bench -- --quick $(BENCH_ARGS)
 
+## The ceiling of any PostgreSQL queue on this machine: pgbench against the barest SKIP LOCKED
+## queue on a private cluster, durability on (crates/sked-bench/pg-ceiling; not sked: a yardstick
+## for the PostgreSQL burst figure). About 40 s.
+.PHONY: bench-pg-ceiling
+bench-pg-ceiling:
+	crates/sked-bench/pg-ceiling/run.sh
+
 ## The AWS deployment's figures on moto (not part of `make test`; debug build, as the tests):
 ## how long a create takes through the API function's event, a per-second cron against a
 ## one-shot (functions/api/tests/handler.rs, bench_*). moto is not AWS: these figures compare

@@ -1,0 +1,7 @@
+-- The same cycle with the insert of :batch new jobs (due later) in front: a job's whole life.
+INSERT INTO q (args, run_at) SELECT '{"x": 1}'::jsonb, now() + interval '1 hour' FROM generate_series(1, :batch);
+BEGIN;
+WITH c AS (SELECT id FROM q WHERE state = 0 ORDER BY priority, run_at, id LIMIT :batch FOR UPDATE SKIP LOCKED)
+UPDATE q SET state = 1, attempt = attempt + 1, locked_by = :client_id FROM c WHERE q.id = c.id;
+COMMIT;
+UPDATE q SET state = 2, finished_at = now() WHERE state = 1 AND locked_by = :client_id;
