@@ -68,7 +68,7 @@ impl Sked {
     pub(super) async fn start_runs_kept(&self, job: &Job, timing_since: Timestamp) -> Result<(), CoreError> {
         let now = timestamp::trunc_ms(self.now());
         let store = &self.ports.store;
-        let runs = store.active_runs_of(&job.tenant, &job.id).await?;
+        let runs = store.active_runs_due(&job.tenant, &job.id, now).await?;
         let decision = paused::decide(job, timing_since, &runs, now);
         end_dropped(&self.ports, job, &decision, now).await?;
         let mut dispatches = Vec::with_capacity(decision.keep.len());

@@ -417,14 +417,21 @@ impl Worker {
     /// for any other run.
     async fn wait_for_resume(&self, delivery: &Delivery, job: &Job) -> Result<bool, CoreError> {
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
-        let runs = self.ports.store.active_runs_of(tenant, &job.id).await?;
-        let Some(this) = runs.iter().find(|r| &r.run_id == run_id && r.is_untried_occurrence()) else {
-            return Ok(false);
-        };
         let now = timestamp::trunc_ms(self.ports.clock.now());
-        if this.scheduled_for > now {
-            self.requeue(delivery, this.not_before).await?;
-            return Ok(true);
+        // The job's runs due by now (not those fired further ahead: a per-second job paused
+        // has hundreds).
+        let runs = self.ports.store.active_runs_due(tenant, &job.id, now).await?;
+        let Some(this) = runs.iter().find(|r| &r.run_id == run_id) else {
+            return match self.ports.store.get_run(tenant, run_id).await? {
+                Some(run) if run.is_untried_occurrence() && run.scheduled_for > now => {
+                    self.requeue(delivery, run.not_before).await?;
+                    Ok(true)
+                }
+                _ => Ok(false),
+            };
+        };
+        if !this.is_untried_occurrence() {
+            return Ok(false);
         }
         let decision = paused::decide(job, job.updated_at, &runs, now);
         end_dropped(&self.ports, job, &decision, now).await?;
