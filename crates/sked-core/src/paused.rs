@@ -5,9 +5,12 @@
 //! them start, as it decides for the occurrences the pause kept from firing: `fire_once`
 //! keeps the latest missed occurrence of all of them, `fire_all` up to
 //! [`MAX_FIRE_ALL`](crate::job::MAX_FIRE_ALL), `skip` none; an occurrence due within the
-//! misfire grace starts, and so does a one-shot's run. A run the policy drops at any later
-//! resume is ended as soon as it is seen (CANCELLED, the ledger's `paused`), so a paused job
-//! keeps no more runs waiting than its policy can start.
+//! misfire grace starts, and so does a one-shot's run; under an overlap policy other than
+//! `allow`, the latest of those kept stands for the others. A run the policies drop at any
+//! later resume is ended as soon as a worker meets it or a later one of its job (CANCELLED,
+//! the ledger's `paused`), so a paused job keeps no more runs waiting than its policies can
+//! start; the resume ends what is left to drop while the job is still paused, then starts what
+//! is kept.
 
 use crate::duration::Dur;
 use crate::firing::MISFIRE_GRACE;
@@ -88,6 +91,19 @@ pub fn decide<'a>(job: &Job, timing_since: Timestamp, runs: &'a [Run], now: Time
         decision.keep.extend(latest);
     }
     decision
+}
+
+impl DueWhilePaused<'_> {
+    /// Keeps among the runs to end only `this` and those that wait, deferred past `now`: a
+    /// worker that read the job PAUSED ends no run another worker may be starting after a
+    /// resume it has not seen (a run still due at its time is decided when its own delivery
+    /// comes, or at the resume).
+    pub fn end_only_waiting_and(&mut self, this: &crate::ids::RunId, now: Timestamp) {
+        let ends = |r: &&Run| &r.run_id == this || r.not_before > now;
+        self.drop.retain(ends);
+        self.overlapped.retain(ends);
+        self.rescheduled.retain(ends);
+    }
 }
 
 /// The reason a run ends with when [`DueWhilePaused::overlapped`] (the ledger's `overlap`).
@@ -223,6 +239,20 @@ mod tests {
         let d = decide(&job, job.updated_at, &runs, at("2026-12-01T10:03:30Z"));
         assert_eq!((minutes(&d.overlapped), minutes(&d.keep)), (vec![1, 2], vec![3]));
         assert!(overlapped_reason(&job).starts_with(SKIPPED_AT_CLAIM));
+    }
+
+    #[test]
+    fn a_worker_ends_only_its_own_run_and_those_waiting() {
+        let job = minutely("skip");
+        let mut runs = runs_at(&job, 1..=3);
+        let now = at("2026-12-01T10:03:30Z");
+        runs[1].not_before = now + chrono::Duration::minutes(5);
+        let mut d = decide(&job, job.updated_at, &runs, now);
+        assert_eq!(minutes(&d.drop), [1, 2]);
+        d.end_only_waiting_and(&runs[2].run_id, now);
+        assert_eq!(minutes(&d.drop), [2], "10:01 is due at its time: maybe being claimed");
+        d.end_only_waiting_and(&runs[0].run_id, now);
+        assert_eq!(minutes(&d.drop), [2]);
     }
 
     #[test]

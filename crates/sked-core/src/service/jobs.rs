@@ -376,6 +376,13 @@ impl Sked {
     /// once its last ones were fired ahead) resumes COMPLETED.
     pub async fn resume_job(&self, tenant: &TenantId, id: &JobId) -> Result<Job, CoreError> {
         let paused = self.live_job(tenant, id).await?;
+        // While the job is still paused no run of its schedule can start, so what its policies
+        // drop ends first (it would be dropped at any later resume too, should this one fail).
+        if paused.state == JobState::Paused
+            && let Err(e) = self.end_runs_dropped(&paused).await
+        {
+            tracing::warn!(%tenant, job_id = %id, error = %e, "runs that came due while paused not ended");
+        }
         let (job, changed) = self
             .set_state(tenant, id, &[JobState::Paused], JobState::Active)
             .await?;

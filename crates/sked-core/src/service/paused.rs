@@ -62,15 +62,25 @@ pub(crate) async fn end_dropped(
 }
 
 impl Sked {
-    /// At `job`'s resume: of its runs fired before the pause that came due meanwhile, those
-    /// its policies drop end ([`end_dropped`]; `timing_since` is when the job was last
-    /// changed before the resume), and those kept are due now and enqueued.
+    /// Before `job`'s resume, while it is still PAUSED (so none of its runs can start): ends
+    /// the runs that came due meanwhile that its policies drop ([`end_dropped`]).
+    pub(super) async fn end_runs_dropped(&self, job: &Job) -> Result<(), CoreError> {
+        let now = timestamp::trunc_ms(self.now());
+        let runs = self.ports.store.active_runs_due(&job.tenant, &job.id, now).await?;
+        let decision = paused::decide(job, job.updated_at, &runs, now);
+        end_dropped(&self.ports, job, &decision, now).await
+    }
+
+    /// At `job`'s resume, once it is written: the runs that came due while it was paused and
+    /// that its policies keep are due now and enqueued (`timing_since`: when the job was last
+    /// changed before the resume). It ends none: the job is ACTIVE again, and a run a worker
+    /// may be starting is not to be stopped (those dropped ended before the resume, in
+    /// [`Sked::end_runs_dropped`]).
     pub(super) async fn start_runs_kept(&self, job: &Job, timing_since: Timestamp) -> Result<(), CoreError> {
         let now = timestamp::trunc_ms(self.now());
         let store = &self.ports.store;
         let runs = store.active_runs_due(&job.tenant, &job.id, now).await?;
         let decision = paused::decide(job, timing_since, &runs, now);
-        end_dropped(&self.ports, job, &decision, now).await?;
         let mut dispatches = Vec::with_capacity(decision.keep.len());
         for run in decision.keep {
             if run.not_before > now {

@@ -410,11 +410,11 @@ impl Worker {
 
     /// A delivery of a PAUSED job's run: a run of its schedule never tried does not start
     /// ([`crate::paused`]). Not yet due, its delivery waits for its time; due, the job's
-    /// runs that came due meanwhile are decided as a resume now would: those the misfire
-    /// policy drops end (CANCELLED, `paused`; `rescheduled` at a time a change of the job's
-    /// timing dropped), and this one, if kept, waits for the resume — deferred, with its
-    /// delivery, by [`PARKED_RECHECK`] (the resume starts it sooner). `false` (nothing done)
-    /// for any other run.
+    /// runs that came due meanwhile are decided as a resume now would: this one and those
+    /// waiting end if its policies drop them (CANCELLED, `paused` or `overlap`; `rescheduled`
+    /// at a time a change of the job's timing dropped), and this one, if kept, waits for the
+    /// resume — deferred, with its delivery, by [`PARKED_RECHECK`] (the resume starts it
+    /// sooner). `false` (nothing done) for any other run.
     async fn wait_for_resume(&self, delivery: &Delivery, job: &Job) -> Result<bool, CoreError> {
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         let now = timestamp::trunc_ms(self.ports.clock.now());
@@ -433,9 +433,11 @@ impl Worker {
         if !this.is_untried_occurrence() {
             return Ok(false);
         }
-        let decision = paused::decide(job, job.updated_at, &runs, now);
+        let mut decision = paused::decide(job, job.updated_at, &runs, now);
+        let kept = decision.keep.iter().any(|r| &r.run_id == run_id);
+        decision.end_only_waiting_and(run_id, now);
         end_dropped(&self.ports, job, &decision, now).await?;
-        if decision.keep.iter().any(|r| &r.run_id == run_id) {
+        if kept {
             let until = now + PARKED_RECHECK.to_chrono();
             self.ports.store.defer_pending(tenant, run_id, until).await?;
             self.requeue(delivery, until).await?;
