@@ -90,8 +90,9 @@ pub async fn create_table(client: &aws_sdk_dynamodb::Client, config: &AwsConfig)
         .key_schema(key_elem(GSI2_SK, KeyType::Range)?)
         .projection(list_projection.build())
         .build()?;
-    // Running runs by the step their lease expires in: keys only, so a heartbeat that keeps
-    // its step writes nothing here (the reaper reads the runs themselves).
+    // Active runs by their not_before (running ones, past 5 minutes, by their lease's step):
+    // keys only, so a claim on time and a heartbeat that keeps the key write nothing here (the
+    // reaper and the repair pass read the runs themselves).
     let live = GlobalSecondaryIndex::builder()
         .index_name(LIVE_INDEX)
         .key_schema(key_elem(GSI3_PK, KeyType::Hash)?)

@@ -5,6 +5,7 @@
 
 mod common;
 
+use aws_sdk_dynamodb::types::AttributeValue;
 use sked_aws::DynamoStore;
 use sked_aws::dynamo::codec::key;
 use sked_aws::dynamo::keys::{JOB_SK, job_pk, run_sk};
@@ -328,10 +329,11 @@ async fn run_item_as_stored(
         .unwrap()
 }
 
-/// The `live` index files a running run by the 5-minute step its lease expires in: a
-/// heartbeat within the step leaves the entry where it is (so it writes no index), one that
-/// crosses into the next step moves it; the reaper reads every entry whose step has begun and
-/// answers exactly the runs whose lease expired — not those alive in the same step.
+/// The `live` index files a running run by its `not_before` while its lease expires within a
+/// 5-minute step of it, else by the step its lease expires in: a heartbeat that keeps the key
+/// leaves the entry where it is (so it writes no index), one that crosses into the next step
+/// moves it; the reaper reads every entry filed by now and answers exactly the runs whose
+/// lease expired — not those alive under the same key.
 #[tokio::test]
 async fn running_runs_are_filed_by_their_lease_step_and_reaped_by_their_real_expiry() {
     let (store, client, table) = store().await;
@@ -994,4 +996,64 @@ async fn active_runs_listed_by_state_come_page_by_page_whatever_lies_between() {
         let expected: Vec<String> = (first..12).step_by(2).rev().map(|i| format!("r{i:02}")).collect();
         assert_eq!(listed, expected, "{state:?}");
     }
+}
+
+/// A run's `live` entry is written by its firing and left where it is by a claim on time (so
+/// the claim writes no index); the repair pass finds a PENDING run ready by a time from that
+/// index, and still finds one last written when pending runs were filed in `sched`
+/// (`PENDING#<shard>`, before 2026-12-04).
+#[tokio::test]
+async fn a_run_s_live_entry_stays_from_its_firing_through_its_claim() {
+    let (store, client, table) = store().await;
+    let at = fixtures::t0() + chrono::Duration::seconds(200);
+    let secs = chrono::Duration::seconds;
+    let live_key = async |run: &Run| {
+        let item = run_item_as_stored(&client, &table, run).await;
+        item.get("gsi3sk").map(|v| v.as_s().unwrap().clone())
+    };
+    let claimed = run_at("claimed", at);
+    store.insert_run(&claimed).await.unwrap();
+    let fired = live_key(&claimed).await;
+    assert!(fired.is_some());
+    store
+        .claim_one(
+            &claimed.tenant,
+            &claimed.run_id,
+            &WorkerId::from("w"),
+            at,
+            at + secs(15),
+        )
+        .await
+        .unwrap();
+    assert_eq!(live_key(&claimed).await, fired, "the claim leaves the entry");
+
+    let waiting = run_at("waiting", at);
+    store.insert_run(&waiting).await.unwrap();
+    // As written before: filed in `sched`, not in `live`.
+    let old = run_at("old", at - secs(60));
+    store.insert_run(&old).await.unwrap();
+    let mut item = run_item_as_stored(&client, &table, &old).await;
+    item.remove("gsi3pk");
+    item.remove("gsi3sk");
+    item.insert("gsi1pk".into(), AttributeValue::S("PENDING#0".into()));
+    let sk = format!(
+        "{:015}#{:015}#{}#{}",
+        (at - secs(60)).timestamp_millis(),
+        (at - secs(60)).timestamp_millis(),
+        old.tenant,
+        old.run_id
+    );
+    item.insert("gsi1sk".into(), AttributeValue::S(sk));
+    client
+        .put_item()
+        .table_name(&table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .unwrap();
+
+    let stale = store.stale_pending(at, 10).await.unwrap();
+    let ids: Vec<&str> = stale.iter().map(|r| r.job_id.as_str()).collect();
+    assert_eq!(ids, ["old", "waiting"], "oldest first; the claimed run is not pending");
+    assert!(store.stale_pending(at - secs(61), 10).await.unwrap().is_empty());
 }

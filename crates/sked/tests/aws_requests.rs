@@ -62,19 +62,23 @@ mod price {
 const API_GB: f64 = 0.25;
 const API_SECONDS: f64 = 0.1;
 /// Index (GSI) writes DynamoDB bills on top of the table writes counted here, per run:
-/// create 2 (`sched`, `list`), fire 5, claim 2 (`sched` and `live`; its `list` entry is left
-/// as it was: a run's state is projected there only once it has ended,
-/// `sked_aws::dynamo::codec::LISTED_STATE`), complete 3 (the `active` local index: one at the
-/// run's insert, one at its end) — from the item layout in `sked_aws::dynamo` (README
-/// "Costs"); the interceptor sees only the requests.
-const INDEX_WRU_PER_RUN: f64 = 12.0;
+/// create 2 (`sched`, `list`), fire 5 (the job's `sched` and `list` entries; the run's
+/// `live`, `list` and `active` ones), claim 0 (a claim on time leaves the run's `live` entry
+/// where its firing filed it, `sked_aws::dynamo::keys::live_sk`, and its `list` entry as it
+/// was: a run's state is projected there only once it has ended,
+/// `sked_aws::dynamo::codec::LISTED_STATE`), complete 3 (`live`, `active`, `list`) — from the
+/// item layout in `sked_aws::dynamo` (README "Costs"); the interceptor sees only the requests.
+/// (12 until 2026-12-04, when a pending run was filed in `sched` and its claim moved it to
+/// `live`.)
+const INDEX_WRU_PER_RUN: f64 = 10.0;
 
 /// Of [`INDEX_WRU_PER_RUN`], the create's (a recurring job's run has none).
 const INDEX_WRU_OF_CREATE: f64 = 2.0;
 
 /// Index writes of a heartbeat at a lease of `lease_secs` (one every third of it): none while
-/// the run's `live` entry (keys only) stays in the 5-minute step its lease expires in; one
-/// delete and one put when an extension crosses into the next step — once a step.
+/// the run's `live` entry (keys only) stays where it is (its `not_before` for the first five
+/// minutes, then the 5-minute step its lease expires in); one delete and one put when an
+/// extension crosses into the next step — once a step.
 fn index_wru_per_heartbeat(lease_secs: f64) -> f64 {
     2.0 * (lease_secs / 3.0) / (RUNNING_KEY_STEP_MS as f64 / 1000.0)
 }

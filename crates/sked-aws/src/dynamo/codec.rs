@@ -378,13 +378,13 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
     }
     match (run.state, &run.lease) {
         (RunState::Pending, _) => {
-            item.insert(GSI1_PK.into(), s(pending_pk(shard)));
-            let sk = pending_sk(ms(run.not_before), ms(run.scheduled_for), t, id);
-            item.insert(GSI1_SK.into(), s(sk));
+            item.insert(GSI3_PK.into(), s(running_pk(shard)));
+            item.insert(GSI3_SK.into(), s(live_sk(ms(run.not_before), None)));
         }
         (RunState::Running, Some(l)) => {
             item.insert(GSI3_PK.into(), s(running_pk(shard)));
-            item.insert(GSI3_SK.into(), s(running_sk(ms(l.expires_at))));
+            let sk = live_sk(ms(run.not_before), Some(ms(l.expires_at)));
+            item.insert(GSI3_SK.into(), s(sk));
         }
         (state, _) if state.is_terminal() => {
             if let Some(due) = run.alert.as_ref().and_then(|a| a.due) {
@@ -538,11 +538,20 @@ mod tests {
         );
         let stored = |run: &Run| StoredRun::new(run.clone());
         let item = run_item(&stored(&run), &LAYOUT).unwrap();
-        assert!(item[GSI1_PK].as_s().unwrap().starts_with("PENDING#"));
-        assert!(!item.contains_key(GSI3_PK));
+        assert!(!item.contains_key(GSI1_PK), "pending runs are filed in `live`");
+        assert!(item[GSI3_PK].as_s().unwrap().starts_with("RUNNING#"));
+        let pending_key = item[GSI3_SK].clone();
+        assert_eq!(pending_key.as_s().unwrap(), &pad_ms(ms(at("2026-03-01T00:00:00Z"))));
         assert!(!item.contains_key(TTL));
         assert_eq!(run_from_item(&item).unwrap(), stored(&run));
         run.state = RunState::Running;
+        run.lease = Some(Lease {
+            owner: "w".into(),
+            token: 1,
+            expires_at: at("2026-03-01T00:00:15Z"),
+        });
+        let item = run_item(&stored(&run), &LAYOUT).unwrap();
+        assert_eq!(item[GSI3_SK], pending_key, "claimed on time: the entry stays");
         run.lease = Some(Lease {
             owner: "w".into(),
             token: 1,

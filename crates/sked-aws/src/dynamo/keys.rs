@@ -175,7 +175,8 @@ pub fn alerts_sk(due_ms: i64, tenant: &str, run_id: &str) -> String {
 /// Sort key of a tenant's webhook secret, in the tenant's partition.
 pub const WEBHOOK_SECRET_SK: &str = "WEBHOOK_SECRET";
 
-/// `live` partition of running runs.
+/// `live` partition of active runs: PENDING and RUNNING (the name is older than the pending
+/// entries).
 pub fn running_pk(shard: u32) -> String {
     format!("RUNNING#{shard}")
 }
@@ -184,13 +185,23 @@ pub fn running_pk(shard: u32) -> String {
 /// expires in. A heartbeat extends the lease by a few seconds; its entry moves (one index
 /// delete and one put) only when the expiry crosses into the next step — once in 60
 /// heartbeats at a 15 s lease — instead of at every heartbeat. The reaper reads every entry
-/// whose step has begun and decides on the run's item (its real expiry), so it finds an
+/// filed at or before now and decides on the run's item (its real expiry), so it finds an
 /// expired lease exactly when it did with an exact key.
 pub const RUNNING_KEY_STEP_MS: i64 = 5 * 60_000;
 
-/// `live` sort key of a running run: the step its lease expires in (never after the expiry).
-pub fn running_sk(lease_expires_ms: i64) -> String {
-    pad_ms(lease_expires_ms.div_euclid(RUNNING_KEY_STEP_MS) * RUNNING_KEY_STEP_MS)
+/// `live` sort key of an active run ([`super::live`]): a PENDING run's `not_before`, exactly
+/// (the repair pass reads the runs ready by a time), and a RUNNING run's the same while its
+/// lease expires less than a step after it — so the claim of a run on time, and its first
+/// heartbeats, leave the entry where the firing put it (no index write) — then the start of
+/// the step its lease expires in. Never after a RUNNING run's expiry: the claim comes at or
+/// after `not_before` (less a clock's skew, far below a lease).
+pub fn live_sk(not_before_ms: i64, lease_expires_ms: Option<i64>) -> String {
+    match lease_expires_ms {
+        Some(expires) if !(not_before_ms..not_before_ms + RUNNING_KEY_STEP_MS).contains(&expires) => {
+            pad_ms(expires.div_euclid(RUNNING_KEY_STEP_MS) * RUNNING_KEY_STEP_MS)
+        }
+        _ => pad_ms(not_before_ms),
+    }
 }
 
 /// Sort key of an edge item in an upstream job's partition: `downstream` runs after it.
@@ -285,22 +296,27 @@ mod tests {
     }
 
     #[test]
-    fn a_running_key_is_its_expiry_s_step_and_moves_once_a_step() {
+    fn a_run_s_live_key_stays_from_its_firing_through_its_claim_then_moves_once_a_step() {
         let step_start = 1_772_323_200_000; // 2026-03-01T00:00:00Z, a multiple of the step
         assert_eq!(step_start % RUNNING_KEY_STEP_MS, 0);
-        // Heartbeats every 5 s extending a 15 s lease: one key for the whole step.
-        let keys: std::collections::BTreeSet<String> = (0..60)
-            .map(|beat| running_sk(step_start + beat * 5_000 + 15_000))
+        let not_before = step_start + 200_000; // 00:03:20
+        let pending = live_sk(not_before, None);
+        assert_eq!(pending, pad_ms(not_before));
+        // Claimed on time with a 15 s lease, then heartbeats every 5 s: the firing's key until
+        // the expiry is a step past it, then one key a step.
+        let keys: Vec<String> = (0..120)
+            .map(|beat| live_sk(not_before, Some(not_before + 1 + beat * 5_000 + 15_000)))
             .collect();
-        assert_eq!(
-            keys.len(),
-            2,
-            "the key moves once, when the expiry enters the next step"
-        );
-        for expiry in [step_start, step_start + 1, step_start + RUNNING_KEY_STEP_MS - 1] {
-            assert_eq!(running_sk(expiry), pad_ms(step_start));
-            assert!(running_sk(expiry) <= pad_ms(expiry), "never after the expiry");
+        assert_eq!(keys[0], pending, "the claim leaves the entry where it was");
+        let distinct: std::collections::BTreeSet<&String> = keys.iter().collect();
+        assert_eq!(distinct.len(), 3, "{distinct:?}");
+        for (beat, key) in keys.iter().enumerate() {
+            let expiry = not_before + 1 + beat as i64 * 5_000 + 15_000;
+            assert!(key.as_str() <= pad_ms(expiry).as_str(), "never after the expiry");
         }
+        // A claim long after `not_before` (a backlog) files the run by its expiry's step.
+        let late = not_before + 3_600_000;
+        assert_eq!(live_sk(not_before, Some(late + 15_000)), pad_ms(step_start + 3_600_000));
     }
 
     #[test]

@@ -1,15 +1,17 @@
-//! The `live` index (layout in [`super`]): running runs, filed under `RUNNING#<shard>` by the
-//! 5-minute step their lease expires in ([`super::keys::running_sk`]), keys only — so a
-//! heartbeat that leaves its run in the same step writes nothing to any index. Here the
-//! reaper's read of it: every entry whose step has begun, oldest step first, and the runs'
-//! items (consistent `BatchGetItem`s, a few at a time) until `limit` expired leases are
-//! found. An entry's key is a lower bound of its run's expiry, never above it, so a lease is
-//! found expired at the first pass after it expires, as with an exact key; the runs still
-//! alive in the current step are read and left (reads are a fifth of a write's price, and at
-//! most one pass's worth).
+//! The `live` index (layout in [`super`]): a run's entry from its firing to its end, under
+//! `RUNNING#<shard>`, keys only. A PENDING run is filed under its `not_before`, exactly; a
+//! RUNNING run keeps that key while its lease expires less than a 5-minute step after it (a
+//! run claimed on time, and its first heartbeats: the claim writes no index), then moves to the
+//! start of the step its lease expires in ([`super::keys::live_sk`]) — so a heartbeat that
+//! leaves its run in the same step writes nothing to any index. Here the reaper's reads of it:
+//! every entry filed at or before a bound, oldest first, and the runs' items (consistent
+//! `BatchGetItem`s, a few at a time) until `limit` runs it asks for are found. A RUNNING entry's
+//! key is a lower bound of its run's expiry, never above it, so a lease is found expired at
+//! the first pass after it expires; the runs still alive that are filed before now are read
+//! and left (reads are a fifth of a write's price, and at most one pass's worth).
 
 use super::codec::{Item, Reader, key, ms, run_from_item, s};
-use super::keys::{GSI3_PK, GSI3_SK, LIVE_INDEX, PK, SK, running_pk, running_sk};
+use super::keys::{GSI3_PK, GSI3_SK, LIVE_INDEX, PK, SK, pad_ms, running_pk};
 use super::plumbing::{MAX_BATCH_GET, QuerySpec};
 use super::store::DynamoStore;
 use futures::stream::{self, StreamExt};
@@ -24,7 +26,30 @@ impl DynamoStore {
     /// Up to `limit` RUNNING runs whose lease expired by `now` (and possibly a few more: the
     /// last batch read is kept whole), in no particular order.
     pub(super) async fn running_runs_expired_by(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
-        let bound = running_sk(ms(now));
+        let expired = |run: &Run| run.state == RunState::Running && run.lease_expired(now);
+        self.live_runs_filed_by(ms(now), limit, expired).await
+    }
+
+    /// Up to `limit` PENDING runs ready by `ready_before` (and possibly a few more), oldest
+    /// `not_before` first.
+    pub(super) async fn pending_runs_ready_by(
+        &self,
+        ready_before: Timestamp,
+        limit: usize,
+    ) -> Result<Vec<Run>, StoreError> {
+        let ready = |run: &Run| run.state == RunState::Pending && run.not_before <= ready_before;
+        self.live_runs_filed_by(ms(ready_before), limit, ready).await
+    }
+
+    /// The runs filed in `live` at or before `bound_ms` that `wanted` picks, read oldest entry
+    /// first until `limit` are found.
+    async fn live_runs_filed_by(
+        &self,
+        bound_ms: i64,
+        limit: usize,
+        wanted: impl Fn(&Run) -> bool,
+    ) -> Result<Vec<Run>, StoreError> {
+        let bound = pad_ms(bound_ms);
         let specs = (0..self.shards)
             .map(|shard| {
                 QuerySpec::new(Some(LIVE_INDEX), "#pk = :pk AND #sk <= :bound")
@@ -40,7 +65,7 @@ impl DynamoStore {
             let r = Reader::new(e);
             key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
         };
-        // Oldest steps first, a few batches at a time, until `limit` are found.
+        // Oldest entries first, a few batches at a time, until `limit` are found.
         let batches: Vec<Vec<Item>> = entries
             .chunks(MAX_BATCH_GET)
             .map(|batch| batch.iter().map(run_key).collect())
@@ -48,17 +73,17 @@ impl DynamoStore {
         let mut batches = stream::iter(batches)
             .map(|batch| self.batch_get(batch))
             .buffered(PARALLEL_BATCH_GETS);
-        let mut expired = Vec::new();
-        while expired.len() < limit
+        let mut found = Vec::new();
+        while found.len() < limit
             && let Some(items) = batches.next().await
         {
             for item in items? {
                 let run = run_from_item(&item)?.run;
-                if run.state == RunState::Running && run.lease_expired(now) {
-                    expired.push(run);
+                if wanted(&run) {
+                    found.push(run);
                 }
             }
         }
-        Ok(expired)
+        Ok(found)
     }
 }

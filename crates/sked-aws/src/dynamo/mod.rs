@@ -42,7 +42,7 @@
 //! | holds | `gsi1pk` | `gsi1sk` | while |
 //! |---|---|---|---|
 //! | due jobs | `DUE#<yyyyMMddHHmm>#<shard>` | `<next_fire_at>#<tenant>#<job>` | job ACTIVE with a `next_fire_at` |
-//! | pending runs | `PENDING#<shard>` | `<not_before>#<scheduled_for>#<tenant>#<run>` | run PENDING |
+//! | pending runs written before 2026-12-04 (evening; still read, never written) | `PENDING#<shard>` | `<not_before>#<scheduled_for>#<tenant>#<run>` | run PENDING |
 //! | waiting `after` occurrences | `WAITING#<shard>` | `<deadline>#<tenant>#<job>#<T>` | until decided |
 //! | ended runs with a pending alert | `ALERT#<shard>` | `<alert_due>#<tenant>#<run>` | alert pending ([`alerts`]) |
 //!
@@ -66,15 +66,18 @@
 //! most 15 minutes past now; a job due later is answered as `None` (callers sleep their
 //! maximum, 60 s, and look again).
 //!
-//! **`live`** (`gsi3pk`, `gsi3sk`; keys only) — running runs, for the reaper ([`live`]):
+//! **`live`** (`gsi3pk`, `gsi3sk`; keys only) — active runs, for the reaper and the repair
+//! pass ([`live`]):
 //!
 //! | holds | `gsi3pk` | `gsi3sk` | while |
 //! |---|---|---|---|
-//! | running runs | `RUNNING#<shard>` | the start of the 5-minute step its lease expires in | run RUNNING |
+//! | pending runs | `RUNNING#<shard>` | its `not_before` | run PENDING |
+//! | running runs | `RUNNING#<shard>` | its `not_before` while its lease expires less than 5 minutes after it, then the start of the 5-minute step its lease expires in ([`keys::live_sk`]) | run RUNNING |
 //!
-//! A heartbeat extends the lease by seconds: the entry stays where it is (so the heartbeat
-//! writes no index) until the expiry crosses into the next step. The reaper reads the entries
-//! whose step has begun and decides on each run's item.
+//! A run's entry is written by its firing and left where it is by a claim on time (no index
+//! write); a heartbeat extends the lease by seconds and leaves it too, until the expiry
+//! crosses into the next step. The reaper reads the entries filed by now and decides on each
+//! run's item; the repair pass reads those filed by its time.
 //!
 //! **`list`** (`gsi2pk`, `gsi2sk`; projection INCLUDE `state`, `labels`) — listings:
 //!

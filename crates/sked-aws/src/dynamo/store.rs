@@ -545,12 +545,15 @@ impl JobStore for DynamoStore {
     }
 
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
-        let items = self.sched_below(pending_pk, ms(ready_before) + 1, limit).await?;
-        let mut runs: Vec<Run> = items
-            .iter()
-            .map(|i| run_from_item(i).map(|s| s.run))
-            .collect::<Result<_, _>>()?;
-        runs.retain(|r| r.state == RunState::Pending && r.not_before <= ready_before);
+        let mut runs = self.pending_runs_ready_by(ready_before, limit).await?;
+        // Runs last written before 2026-12-04 are filed in `sched` under `PENDING#<shard>`.
+        let filed_before = self.sched_below(pending_pk, ms(ready_before) + 1, limit).await?;
+        for item in &filed_before {
+            let run = run_from_item(item)?.run;
+            if run.state == RunState::Pending && run.not_before <= ready_before {
+                runs.push(run);
+            }
+        }
         runs.sort_by(|a, b| {
             (a.not_before, a.scheduled_for, &a.run_id).cmp(&(b.not_before, b.scheduled_for, &b.run_id))
         });
