@@ -8,7 +8,7 @@ mod common;
 use aws_sdk_dynamodb::types::AttributeValue;
 use sked_aws::DynamoStore;
 use sked_aws::dynamo::codec::key;
-use sked_aws::dynamo::keys::{JOB_SK, job_pk, run_sk};
+use sked_aws::dynamo::keys::{JOB_SK, job_pk, pending_pk, pending_sk, run_sk};
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
@@ -19,6 +19,7 @@ use sked_core::ports::{Clock, Dispatch, SystemClock};
 use sked_core::run::{AttemptOutcome, Run, RunState, Trigger};
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use sked_testkit::contract::fixtures;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 async fn store() -> (Arc<DynamoStore>, aws_sdk_dynamodb::Client, String) {
@@ -313,7 +314,7 @@ async fn run_item_as_stored(
     client: &aws_sdk_dynamodb::Client,
     table: &str,
     run: &Run,
-) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+) -> HashMap<String, AttributeValue> {
     client
         .get_item()
         .table_name(table)
@@ -327,6 +328,17 @@ async fn run_item_as_stored(
         .unwrap()
         .item
         .unwrap()
+}
+
+/// Writes `item` as it is, past the store: an item as an older release wrote it.
+async fn put_as_is(client: &aws_sdk_dynamodb::Client, table: &str, item: HashMap<String, AttributeValue>) {
+    client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item))
+        .send()
+        .await
+        .unwrap();
 }
 
 /// The `live` index files a running run by its `not_before` while its lease expires within a
@@ -908,17 +920,8 @@ async fn runs_written_before_run_state_existed_are_listed_by_state() {
     store.insert_run(&new).await.unwrap();
     let mut item = run_item_as_stored(&client, &table, &old).await;
     item.remove("run_state");
-    item.insert(
-        "state".into(),
-        aws_sdk_dynamodb::types::AttributeValue::S("PENDING".into()),
-    );
-    client
-        .put_item()
-        .table_name(&table)
-        .set_item(Some(item))
-        .send()
-        .await
-        .unwrap();
+    item.insert("state".into(), AttributeValue::S("PENDING".into()));
+    put_as_is(&client, &table, item).await;
 
     let listed = |state: RunState, job: Option<&str>| {
         let store = store.clone();
@@ -1035,22 +1038,11 @@ async fn a_run_s_live_entry_stays_from_its_firing_through_its_claim() {
     let mut item = run_item_as_stored(&client, &table, &old).await;
     item.remove("gsi3pk");
     item.remove("gsi3sk");
-    item.insert("gsi1pk".into(), AttributeValue::S("PENDING#0".into()));
-    let sk = format!(
-        "{:015}#{:015}#{}#{}",
-        (at - secs(60)).timestamp_millis(),
-        (at - secs(60)).timestamp_millis(),
-        old.tenant,
-        old.run_id
-    );
+    let filed = (at - secs(60)).timestamp_millis();
+    let sk = pending_sk(filed, filed, old.tenant.as_str(), old.run_id.as_str());
+    item.insert("gsi1pk".into(), AttributeValue::S(pending_pk(0)));
     item.insert("gsi1sk".into(), AttributeValue::S(sk));
-    client
-        .put_item()
-        .table_name(&table)
-        .set_item(Some(item))
-        .send()
-        .await
-        .unwrap();
+    put_as_is(&client, &table, item).await;
 
     let stale = store.stale_pending(at, 10).await.unwrap();
     let ids: Vec<&str> = stale.iter().map(|r| r.job_id.as_str()).collect();
