@@ -180,13 +180,15 @@ pub struct RunView<'a> {
     /// A cancel was asked for while running.
     pub cancel_requested: bool,
     /// The concurrency key the run counts against and its limit, copied from its job when
-    /// the run was created; `null` for none.
+    /// the run was created (a change of the job reaches a run not yet started); `null` for
+    /// none.
     #[schema(required = true, value_type = Option<sked_core::concurrency::Concurrency>)]
     pub concurrency: Option<&'a sked_core::concurrency::Concurrency>,
     /// Attempts, oldest first.
     pub attempts: Vec<AttemptView<'a>>,
-    /// Its failure alert: the job's `notify` copied when the run was created, where its
-    /// delivery stands and every try; `null` when the job had no `notify`.
+    /// Its failure alert: the job's `notify` copied when the run was created (a change of
+    /// the job reaches a run not yet started), where its delivery stands and every try;
+    /// `null` when the job had no `notify`.
     #[schema(required = true)]
     pub alert: Option<AlertView<'a>>,
 }
@@ -195,7 +197,8 @@ pub struct RunView<'a> {
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(as = RunAlert)]
 pub struct AlertView<'a> {
-    /// The job's `notify` when the run was created.
+    /// The job's `notify` when the run was created, or when it last changed before the run
+    /// started.
     #[schema(value_type = sked_core::alert::Notify)]
     pub notify: &'a sked_core::alert::Notify,
     /// `idle` (the run has not ended as `notify.on` asks), `pending`, `delivered`, `gave_up`.

@@ -50,6 +50,7 @@ pub mod ports;
 pub mod quota;
 pub mod retry;
 pub mod run;
+pub mod run_settings;
 pub mod schedule;
 pub mod secret;
 pub mod service;

@@ -12,6 +12,7 @@ use crate::alert::Alert;
 use crate::concurrency::Concurrency;
 use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, wire_enum};
+use crate::run_settings::RunSettings;
 use crate::timestamp::Timestamp;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -192,7 +193,7 @@ impl Run {
     }
 
     /// A fresh PENDING run of `job` at nominal time `scheduled_for`, claimable from
-    /// `not_before`, with the job's priority, attempts and concurrency key.
+    /// `not_before`, with the job's settings ([`RunSettings`]).
     pub fn of_job(
         job: &Job,
         scheduled_for: Timestamp,
@@ -200,19 +201,19 @@ impl Run {
         not_before: Timestamp,
         now: Timestamp,
     ) -> Self {
-        let spec = &job.spec;
+        let settings = RunSettings::of(&job.spec);
         let mut run = Run::new_pending(
             job.tenant.clone(),
             job.id.clone(),
             scheduled_for,
             trigger,
-            spec.priority,
+            settings.priority,
             not_before,
-            spec.max_attempts(),
+            settings.max_attempts,
             now,
         );
-        run.concurrency = spec.concurrency.clone();
-        run.alert = spec.notify.clone().map(Alert::new);
+        run.concurrency = settings.concurrency;
+        run.alert = settings.notify.map(Alert::new);
         run
     }
 

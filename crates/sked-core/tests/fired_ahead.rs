@@ -463,3 +463,63 @@ async fn a_one_shot_fired_ahead_can_be_paused_until_its_run_starts() {
         "{refused:?}"
     );
 }
+
+/// A change of the job's priority, retries, concurrency key or notify reaches its runs fired
+/// ahead that have not started: each takes the new settings, and its message moves to the
+/// new priority. A run already started keeps what it started with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_priority_retries_concurrency_or_notify_reaches_the_runs_fired_ahead() {
+    use sked_core::run_settings::RunSettings;
+    let h = Harness::new();
+    let sked = h.sked();
+    let id = JobId::from("minutely");
+    let mut spec = h.every("60s", "allow");
+    assert_eq!(h.create_and_fire_ahead(&sked, "minutely", spec.clone()).await, 10);
+    let runs = h.runs().await;
+    let started = &runs[0];
+    h.clock.set(started.scheduled_for);
+    let outcome = h
+        .ports
+        .store
+        .claim_one(
+            &h.tenant,
+            &started.run_id,
+            &WorkerId::from("w0"),
+            h.clock.now(),
+            h.in_secs(90),
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcome, sked_core::ports::ClaimOutcome::Claimed { .. }),
+        "{outcome:?}"
+    );
+
+    spec["priority"] = json!(9);
+    spec["max_retries"] = json!(2);
+    spec["concurrency"] = json!({"key": "db", "limit": 1});
+    spec["notify"] = json!({"on": ["failed"], "webhook": "http://127.0.0.1:9/hook"});
+    let changed = serde_json::from_value(spec).unwrap();
+    let job = sked.replace_job(&h.tenant, &id, changed, None).await.unwrap();
+    let settings = RunSettings::of(&job.spec);
+    assert_eq!((settings.priority, settings.max_attempts), (9, 3));
+
+    let after = h.runs().await;
+    assert_eq!(
+        after[0].settings(),
+        runs[0].settings(),
+        "the started run keeps its settings"
+    );
+    for run in &after[1..] {
+        assert_eq!(run.settings(), settings, "{} takes the job's new settings", run.run_id);
+        assert_eq!(run.state, RunState::Pending);
+    }
+    // The next run's message is served at its new priority.
+    h.clock.set(after[1].scheduled_for);
+    let delivered = h.ports.queue.receive(10, Dur::secs(30), Dur::ZERO).await.unwrap();
+    let next = delivered
+        .iter()
+        .find(|d| d.dispatch.run_id == after[1].run_id)
+        .expect("the next run's message");
+    assert_eq!(next.dispatch.priority, 9);
+}

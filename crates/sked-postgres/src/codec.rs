@@ -408,6 +408,27 @@ impl RunRow {
         Ok(n == 1)
     }
 
+    /// Writes the settings an unstarted run takes from its changed job
+    /// (`Run::take_settings`): priority, attempts, concurrency key, alert.
+    pub(crate) fn update_settings(&self, tx: &mut Tx) -> Result<(), TxError> {
+        tx.execute(
+            "UPDATE runs SET priority = $3, max_attempts = $4, concurrency_key = $5,
+               concurrency_limit = $6, alert = $7, alert_due = $8
+             WHERE tenant = $1 AND run_id = $2",
+            &[
+                &self.tenant,
+                &self.run_id,
+                &self.priority,
+                &self.max_attempts,
+                &self.concurrency_key,
+                &self.concurrency_limit,
+                &self.alert,
+                &self.alert_due,
+            ],
+        )?;
+        Ok(())
+    }
+
     /// Inserts each of `rows` unless its (tenant, run_id) exists (or an earlier row of
     /// `rows` has it), in one statement; answers the (tenant, run_id) of those inserted.
     pub(crate) fn insert_all(tx: &mut Tx, rows: &[RunRow]) -> Result<Vec<(String, String)>, TxError> {

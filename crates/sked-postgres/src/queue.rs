@@ -3,8 +3,9 @@
 //!
 //! - One row per (tenant, run): enqueue is an upsert, as SQLite's. A waiting message (no
 //!   receipt) keeps the earlier `not_before`; a delivered one (a worker is handling it, e.g.
-//!   enqueuing the run's retry) takes the new `not_before`. Either way it keeps the higher
-//!   priority, its enqueue order (`seq`) and receive count, and loses its receipt (a live
+//!   enqueuing the run's retry) takes the new `not_before`. Either way it takes the new
+//!   priority (a run's priority changes only when its job's does, before it starts), keeps
+//!   its enqueue order (`seq`) and receive count, and loses its receipt (a live
 //!   delivery goes stale) and any parking.
 //! - `rank = dispatch_rank(priority, not_before)`, stored, so receive walks an index in serving
 //!   order.
@@ -485,7 +486,7 @@ fn notify(tx: &mut Tx) -> Result<(), TxError> {
 
 /// Enqueues `items` in `tx` (the upsert described in the module doc) and notifies the
 /// listeners at commit. Several items of one run count as one: the earliest `not_before`, the
-/// highest priority, the place of the first.
+/// last one's priority, the place of the first.
 pub(crate) fn insert_dispatches(tx: &mut Tx, items: &[Dispatch]) -> Result<(), TxError> {
     if items.is_empty() {
         return Ok(());
@@ -498,7 +499,7 @@ pub(crate) fn insert_dispatches(tx: &mut Tx, items: &[Dispatch]) -> Result<(), T
         match index.entry((d.tenant.as_str(), d.run_id.as_str())) {
             std::collections::hash_map::Entry::Occupied(e) => {
                 let m = &mut merged[*e.get()];
-                m.2 = m.2.max(priority);
+                m.2 = priority;
                 m.3 = m.3.min(not_before);
             }
             std::collections::hash_map::Entry::Vacant(e) => {
@@ -524,10 +525,10 @@ pub(crate) fn insert_dispatches(tx: &mut Tx, items: &[Dispatch]) -> Result<(), T
          ON CONFLICT (tenant, run_id) DO UPDATE SET
            not_before = CASE WHEN d.receipt IS NULL THEN least(d.not_before, excluded.not_before)
                              ELSE excluded.not_before END,
-           priority   = greatest(d.priority, excluded.priority),
+           priority   = excluded.priority,
            rank       = CASE WHEN d.receipt IS NULL THEN least(d.not_before, excluded.not_before)
                              ELSE excluded.not_before END
-                        - least(greatest(d.priority, excluded.priority), 9) * $5::bigint,
+                        - least(excluded.priority, 9) * $5::bigint,
            visible_at = CASE WHEN d.receipt IS NULL THEN least(d.not_before, excluded.not_before)
                              ELSE excluded.not_before END,
            receipt    = NULL,

@@ -48,6 +48,7 @@ use sked_core::ports::store::{
     StoreError,
 };
 use sked_core::run::{Run, RunState};
+use sked_core::run_settings::RunSettings;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::collections::HashMap;
 use std::sync::LazyLock;
@@ -782,6 +783,26 @@ impl JobStore for PgStore {
                 save(tx, &stored)?;
             }
             Ok(changed)
+        })
+        .await
+    }
+
+    async fn take_settings(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        settings: &RunSettings,
+    ) -> Result<Option<Run>, StoreError> {
+        let (tenant, run_id, settings) = (tenant.0.clone(), run_id.0.clone(), settings.clone());
+        self.write_locked(move |tx| {
+            let Some(mut stored) = lock_run(tx, &tenant, &run_id)? else {
+                return Ok(None);
+            };
+            if !stored.run.take_settings(&settings) {
+                return Ok(None);
+            }
+            RunRow::new(&stored.run, stored.last_token)?.update_settings(tx)?;
+            Ok(Some(stored.run))
         })
         .await
     }

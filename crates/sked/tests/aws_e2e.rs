@@ -551,3 +551,49 @@ async fn runs_fired_ahead_start_nothing_a_pause_or_a_schedule_change_dropped() {
         assert_eq!(succeeded.len(), 1, "{runs:?}");
     }
 }
+
+/// A change of priority and retries reaches the runs fired ahead that have not started: each
+/// takes the job's new settings in DynamoDB, and a message for it waits on the new priority's
+/// queue (the old one stays where it was: whichever a worker takes first starts the run, once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_priority_reaches_the_runs_fired_ahead_on_their_new_queue() {
+    let aws = Deployment::start(fresh_config(), Dur::ZERO, Dur::secs(9)).await;
+    let api = &aws.api;
+    let queues = &aws.settings.aws.queues;
+    // 5 s for the calls below, made before the first run is due.
+    let (start, end) = (iso(in_secs(5.0)), iso(in_secs(60.0)));
+    api.create_job(json!({
+        "id": "raised", "schedule": {"cron": "* * * * * *", "timezone": "UTC"}, "priority": 1,
+        "start_at": start, "end_at": end, "task": sh("echo tick"),
+    }))
+    .await;
+    let fired = aws.sweep().await.fired;
+    assert!(fired >= 2, "{fired} fired");
+    assert_eq!(aws.messages_on(&queues.low).await, fired as u64);
+    assert_eq!(aws.messages_on(&queues.high).await, 0);
+
+    let (status, body) = api
+        .send(
+            reqwest::Method::PATCH,
+            "/v1/jobs/raised",
+            Some(&json!({"priority": 8, "max_retries": 2})),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    for run in api.runs_of("raised").await {
+        assert_eq!(
+            (run["state"].as_str(), run["priority"].as_u64()),
+            (Some("PENDING"), Some(8)),
+            "{run}"
+        );
+    }
+    assert_eq!(aws.messages_on(&queues.high).await, fired as u64);
+
+    let _worker = aws.worker(&["--workers", "2"]);
+    let runs = ended_runs(api, "raised", fired, Duration::from_secs(60)).await;
+    assert_eq!(runs.len(), fired);
+    for run in &runs {
+        assert_eq!(run["state"], "SUCCEEDED", "{run}");
+        assert_eq!(run["attempts"].as_array().map(Vec::len), Some(1), "started once: {run}");
+    }
+}

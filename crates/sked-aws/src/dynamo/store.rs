@@ -38,6 +38,7 @@ use sked_core::ports::store::{
 use sked_core::ports::{Clock, JobStoreExt, LogKey};
 use sked_core::quota::counts_as_active;
 use sked_core::run::{Run, RunState};
+use sked_core::run_settings::RunSettings;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -499,6 +500,27 @@ impl JobStore for DynamoStore {
         {
             Err(StoreError::NotFound) => Ok(false),
             answer => answer,
+        }
+    }
+
+    async fn take_settings(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        settings: &RunSettings,
+    ) -> Result<Option<Run>, StoreError> {
+        let mut taken = None;
+        let written = self
+            .modify_run(tenant, run_id, |stored| {
+                let changed = stored.run.take_settings(settings);
+                taken = changed.then(|| stored.run.clone());
+                Ok((changed, changed))
+            })
+            .await;
+        match written {
+            Ok(_) => Ok(taken),
+            Err(StoreError::NotFound) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 

@@ -115,8 +115,9 @@ pub enum QueueError {
 /// - Local queues deduplicate by run: enqueuing a run already queued keeps one message. If
 ///   that message is waiting, it keeps the earlier of the two `not_before`s; if it is leased
 ///   (a worker is handling it, e.g. enqueuing the run's retry), it takes the new `not_before`,
-///   becomes unleased, and the old receipt turns stale. (SQS may keep both messages; claiming
-///   in the store makes the second harmless.)
+///   becomes unleased, and the old receipt turns stale. Either way it takes the new priority
+///   (a job's change of priority reaches its runs that have not started). (SQS may keep both
+///   messages, each in its priority's queue; claiming in the store makes the second harmless.)
 #[async_trait]
 pub trait DispatchQueue: Send + Sync + 'static {
     /// Adds messages.

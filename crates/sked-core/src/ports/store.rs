@@ -15,6 +15,7 @@ use crate::ids::{JobId, RunId, TenantId, WorkerId};
 use crate::job::{Job, JobState, Overlap};
 use crate::ledger::SkipRecord;
 use crate::run::{Run, RunState};
+use crate::run_settings::RunSettings;
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
 
@@ -379,6 +380,16 @@ pub trait JobStore: Send + Sync + 'static {
     /// Sets a PENDING run's `not_before` to `until` ([`Run::defer`]); `false` (no change) if
     /// the run is absent or not PENDING.
     async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError>;
+
+    /// Gives a run that has not started (PENDING, no attempt) its job's changed `settings`
+    /// ([`Run::take_settings`]) and answers it as written; `None` (no change) if the run is
+    /// absent, has started or ended, or has these settings already.
+    async fn take_settings(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        settings: &RunSettings,
+    ) -> Result<Option<Run>, StoreError>;
 
     /// Up to `limit` RUNNING runs (any tenant) whose lease expired before `now`.
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError>;

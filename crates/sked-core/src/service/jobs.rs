@@ -7,8 +7,9 @@ use crate::firing::SkipReason;
 use crate::ids::{JobId, TenantId};
 use crate::job::{Job, JobSpec, JobState};
 use crate::ledger::{RESCHEDULED, SkipRecord};
-use crate::ports::{Event, JobFilter, JobStoreExt, Page, PageRequest, StoreError};
+use crate::ports::{Dispatch, Event, JobFilter, JobStoreExt, Page, PageRequest, StoreError};
 use crate::run::{Run, RunState, Trigger};
+use crate::run_settings::RunSettings;
 use crate::schedule::next::{first_fire, next_fire_after};
 use crate::task::Task;
 use crate::timestamp::Timestamp;
@@ -250,14 +251,17 @@ impl Sked {
             return Err(CoreError::Invalid(problems));
         }
         let spec = spec.normalised(now);
-        // Whether the change that was written moved the job's timing (the last try's verdict).
+        // Whether the change that was written moved the job's timing, and whether it changed
+        // what its runs copy of it (the last try's verdicts).
         let retimed = AtomicBool::new(false);
+        let resettled = AtomicBool::new(false);
         let job = self
             .modify(tenant, id, if_version, |job, now| {
                 let timing_changed = spec.schedule != job.spec.schedule
                     || spec.window() != job.spec.window()
                     || spec.dst != job.spec.dst;
                 retimed.store(timing_changed, Ordering::Relaxed);
+                resettled.store(RunSettings::of(&spec) != RunSettings::of(&job.spec), Ordering::Relaxed);
                 let mut updated = job.clone();
                 if timing_changed {
                     updated.next_fire_at = job.first_fire_after_change(&spec, now);
@@ -279,7 +283,42 @@ impl Sked {
         {
             tracing::warn!(%tenant, job_id = %id, error = %e, "runs fired ahead under the old timing not ended");
         }
+        if resettled.load(Ordering::Relaxed)
+            && let Err(e) = self.resettle_unstarted_runs(&job).await
+        {
+            tracing::warn!(%tenant, job_id = %id, error = %e, "runs not started kept the job's old settings");
+        }
         Ok(self.fire_if_due(vec![job]).await.remove(0))
+    }
+
+    /// After a change of what `job`'s runs copy of it ([`RunSettings`]: priority, retries,
+    /// concurrency key, notify): each of its runs that has not started (PENDING, no attempt —
+    /// one fired ahead of its time, as on AWS, or due and still queued) takes the job's new
+    /// settings, and one whose priority or concurrency key changed is queued again (at its new
+    /// priority; a message parked on its old key is set free). A run claimed meanwhile keeps
+    /// what it started with.
+    async fn resettle_unstarted_runs(&self, job: &Job) -> Result<(), CoreError> {
+        let settings = RunSettings::of(&job.spec);
+        let mut requeue = Vec::new();
+        for run in self.ports.store.active_runs_of(&job.tenant, &job.id).await? {
+            if !run.is_unstarted() {
+                continue;
+            }
+            let taken = self
+                .ports
+                .store
+                .take_settings(&job.tenant, &run.run_id, &settings)
+                .await?;
+            // A message parked on the old concurrency key is set free by its re-enqueue too.
+            let moved = |taken: &Run| taken.priority != run.priority || taken.concurrency != run.concurrency;
+            if let Some(taken) = taken.filter(moved) {
+                requeue.push(Dispatch::from(&taken));
+            }
+        }
+        if !requeue.is_empty() {
+            self.ports.queue.enqueue(&requeue).await?;
+        }
+        Ok(())
     }
 
     /// After a change of `job`'s timing (schedule, window, DST rule): each of its runs fired

@@ -357,6 +357,18 @@ impl RunRow {
         .execute(&self.params()[..])?;
         Ok(())
     }
+
+    /// Writes the settings an unstarted run takes from its changed job ([`Run::take_settings`]):
+    /// priority, attempts, concurrency key, alert.
+    pub(crate) fn update_settings(&self, conn: &Connection) -> Result<(), TxError> {
+        conn.prepare_cached(
+            "UPDATE runs SET priority = ?7, max_attempts = ?9, concurrency_key = ?20,
+               concurrency_limit = ?21, alert = ?22, alert_due = ?23
+             WHERE tenant = ?1 AND run_id = ?2",
+        )?
+        .execute(&self.params()[..])?;
+        Ok(())
+    }
 }
 
 /// One run by key.

@@ -2,8 +2,9 @@
 //!
 //! - One row per (tenant, run): enqueue is an upsert. A waiting message (no receipt) keeps
 //!   the earlier `not_before`; a delivered one (receipt set: a worker is handling it, e.g.
-//!   enqueuing the run's retry) takes the new `not_before`. Either way it keeps the higher
-//!   priority, its enqueue order (`seq`) and receive count, and loses its receipt (a live
+//!   enqueuing the run's retry) takes the new `not_before`. Either way it takes the new
+//!   priority (a run's priority changes only when its job's does, before it starts), keeps
+//!   its enqueue order (`seq`) and receive count, and loses its receipt (a live
 //!   delivery goes stale and the message is receivable from its `not_before`). All SET
 //!   expressions of the upsert read the row as it was before the update.
 //! - `rank = dispatch_rank(priority, not_before)`, stored so receive walks the index
@@ -427,9 +428,9 @@ pub(crate) fn insert_dispatches(conn: &Connection, items: &[Dispatch]) -> Result
          VALUES (?1, ?2, ?3, ?4, ?4 - min(?3, 9) * ?5, ?4, NULL, 0)
          ON CONFLICT (tenant, run_id) DO UPDATE SET
            not_before = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before),
-           priority   = max(priority, excluded.priority),
+           priority   = excluded.priority,
            rank       = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before)
-                        - min(max(priority, excluded.priority), 9) * ?5,
+                        - min(excluded.priority, 9) * ?5,
            visible_at = iif(receipt IS NULL, min(not_before, excluded.not_before), excluded.not_before),
            receipt    = NULL,
            parked_on  = NULL",

@@ -37,6 +37,7 @@ use sked_core::ports::store::{
     StoreError,
 };
 use sked_core::run::{Run, RunState};
+use sked_core::run_settings::RunSettings;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::sync::Arc;
 
@@ -570,6 +571,26 @@ impl JobStore for SqliteStore {
                 Self::save(conn, &stored)?;
             }
             Ok(changed)
+        })
+        .await
+    }
+
+    async fn take_settings(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        settings: &RunSettings,
+    ) -> Result<Option<Run>, StoreError> {
+        let (tenant, run_id, settings) = (tenant.0.clone(), run_id.0.clone(), settings.clone());
+        self.write(move |conn| {
+            let Some(mut stored) = load_run(conn, &tenant, &run_id)? else {
+                return Ok(None);
+            };
+            if !stored.run.take_settings(&settings) {
+                return Ok(None);
+            }
+            RunRow::new(&stored.run, stored.last_token)?.update_settings(conn)?;
+            Ok(Some(stored.run))
         })
         .await
     }

@@ -247,6 +247,28 @@ pub async fn enqueue_dedupes_by_run(clock: Arc<ManualClock>, queue: Queue) {
     assert!(recv(&queue, 10).await.is_empty(), "no second copy");
 }
 
+/// Enqueuing a run already queued at another priority moves its message to that priority,
+/// lower or higher (its job's priority changed before it started).
+pub async fn reenqueue_takes_the_new_priority(_clock: Arc<ManualClock>, queue: Queue) {
+    queue
+        .enqueue(&[dispatch("a", 9, at(0)), dispatch("b", 5, at(0))])
+        .await
+        .unwrap();
+    queue.enqueue(&[dispatch("a", 1, at(0))]).await.unwrap();
+    let got = recv(&queue, 10).await;
+    assert_eq!(jobs(&got), ["b", "a"], "a lowered priority is served after");
+    assert_eq!(got[1].dispatch.priority, 1);
+    for d in &got {
+        queue.ack(&d.receipt).await.unwrap();
+    }
+    queue
+        .enqueue(&[dispatch("c", 5, at(0)), dispatch("d", 1, at(0))])
+        .await
+        .unwrap();
+    queue.enqueue(&[dispatch("d", 9, at(0))]).await.unwrap();
+    assert_eq!(jobs(&recv(&queue, 10).await), ["d", "c"], "a raised one before");
+}
+
 /// Enqueuing a run whose message is leased makes the old receipt stale, and the message
 /// takes the new `not_before` (a retry enqueued by the worker handling the run).
 pub async fn reenqueue_of_leased_run_makes_receipt_stale(clock: Arc<ManualClock>, queue: Queue) {

@@ -1750,6 +1750,48 @@ pub async fn defer_pending_moves_not_before_of_pending_runs_only(store: Store) {
     );
 }
 
+/// `take_settings` gives a run that has not started its job's new settings — priority,
+/// attempts, concurrency key, notify — as stored and read back, and changes nothing of a
+/// run already claimed, an absent one, or one that has them already.
+pub async fn take_settings_reaches_unstarted_runs_only(store: Store) {
+    use sked_core::alert::{AlertOn, Notify};
+    use sked_core::concurrency::Concurrency;
+    use sked_core::run_settings::RunSettings;
+    let (waiting, running) = (run("t1", "a", 10), run("t1", "b", 10));
+    for r in [&waiting, &running] {
+        insert(&store, r).await;
+    }
+    let (claimed, _) = claim(&store, &running, "w1", at(11), at(1000)).await;
+    let settings = RunSettings {
+        priority: 9,
+        max_attempts: 7,
+        concurrency: Some(Concurrency {
+            key: "db".into(),
+            limit: 2,
+        }),
+        notify: Some(Notify {
+            on: vec![AlertOn::Failed],
+            webhook: "http://127.0.0.1:9/hook".into(),
+        }),
+    };
+    assert_ne!(waiting.settings(), settings);
+    let taken = store
+        .take_settings(&waiting.tenant, &waiting.run_id, &settings)
+        .await
+        .unwrap()
+        .expect("an unstarted run takes the settings");
+    assert_eq!(taken.settings(), settings);
+    assert_eq!(get(&store, &waiting).await, taken, "as stored");
+    let again = store.take_settings(&waiting.tenant, &waiting.run_id, &settings).await;
+    assert_eq!(again.unwrap(), None, "the same settings change nothing");
+    let refused = store.take_settings(&running.tenant, &running.run_id, &settings).await;
+    assert_eq!(refused.unwrap(), None, "a claimed run keeps what it started with");
+    assert_eq!(get(&store, &running).await, claimed);
+    let absent = run("t1", "nope", 10);
+    let nothing = store.take_settings(&absent.tenant, &absent.run_id, &settings).await;
+    assert_eq!(nothing.unwrap(), None);
+}
+
 /// `stale_pending`: PENDING runs of any tenant with `not_before <= ready_before`, oldest
 /// first, at most `limit`.
 pub async fn stale_pending_oldest_first_across_tenants(store: Store) {

@@ -18,6 +18,7 @@ use sked_core::ports::{
     ClaimBatch, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, StoreError,
 };
 use sked_core::run::Run;
+use sked_core::run_settings::RunSettings;
 use sked_core::timestamp::Timestamp;
 
 fn injected(what: &str) -> StoreError {
@@ -225,6 +226,17 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.before("defer_pending").await?;
         let r = self.inner.defer_pending(tenant, run_id, until).await;
         self.after("defer_pending", r)
+    }
+
+    async fn take_settings(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        settings: &RunSettings,
+    ) -> Result<Option<Run>, StoreError> {
+        self.before("take_settings").await?;
+        let r = self.inner.take_settings(tenant, run_id, settings).await;
+        self.after("take_settings", r)
     }
 
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {

@@ -2,8 +2,8 @@
 //!
 //! Keeps the local-queue contract of the trait doc: a tenant's ready messages served by
 //! [`dispatch_rank`] then enqueue order, tenants in turns ([`sked_core::fairness`]), visibility leases, receive counts, deduplication
-//! by run (a re-enqueue keeps one message, the earlier `not_before`, and makes a live
-//! receipt stale), and a long poll that waits by the injected [`Clock`] and wakes at once
+//! by run (a re-enqueue keeps one message, the earlier `not_before` and the new priority, and
+//! makes a live receipt stale), and a long poll that waits by the injected [`Clock`] and wakes at once
 //! on enqueue. A message's `ready_at` for ranking is its `not_before`.
 //! State sits behind a std `Mutex`, never held across an `.await`.
 
@@ -218,7 +218,7 @@ impl State {
                 } else {
                     m.dispatch.not_before.min(d.not_before)
                 };
-                m.dispatch.priority = m.dispatch.priority.max(d.priority);
+                m.dispatch.priority = d.priority;
                 // A re-enqueue supersedes a live delivery: its receipt goes stale and
                 // the message is receivable again.
                 m.leased_until = None;

@@ -20,6 +20,7 @@ use sked_core::ports::store::{
 use sked_core::ports::{QuotaStore, WebhookSecrets};
 use sked_core::quota::{self, Quota};
 use sked_core::run::{Run, RunState};
+use sked_core::run_settings::RunSettings;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
@@ -461,6 +462,17 @@ impl JobStore for MemStore {
             .runs
             .get_mut(&(tenant.clone(), run_id.clone()))
             .is_some_and(|run| run.defer(until)))
+    }
+
+    async fn take_settings(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        settings: &RunSettings,
+    ) -> Result<Option<Run>, StoreError> {
+        let mut st = self.lock();
+        let run = st.runs.get_mut(&(tenant.clone(), run_id.clone()));
+        Ok(run.and_then(|run| run.take_settings(settings).then(|| run.clone())))
     }
 
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {

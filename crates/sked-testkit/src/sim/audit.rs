@@ -20,6 +20,7 @@ use sked_core::ports::{
     Receipt, ReceiveRequest, Received, RunFilter, Settlement, StoreError, WorkError, WorkPort,
 };
 use sked_core::run::Run;
+use sked_core::run_settings::RunSettings;
 use sked_core::timestamp::Timestamp;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -343,6 +344,15 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
 
     async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
         self.inner.defer_pending(tenant, run_id, until).await
+    }
+
+    async fn take_settings(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        settings: &RunSettings,
+    ) -> Result<Option<Run>, StoreError> {
+        self.inner.take_settings(tenant, run_id, settings).await
     }
 
     async fn expired_leases(&self, now: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
