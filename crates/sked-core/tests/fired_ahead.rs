@@ -464,6 +464,41 @@ async fn a_one_shot_fired_ahead_can_be_paused_until_its_run_starts() {
     );
 }
 
+/// A resume that lands while a worker decides to keep a paused job's due run (it read the job
+/// PAUSED, the resume then started the kept run, and only then comes the worker's deferral)
+/// does not leave the run waiting out the deferral: the worker reads the job again after its
+/// deferral and, resumed, makes the run due at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_racing_a_worker_s_deferral_does_not_make_the_run_wait() {
+    let h = Harness::new();
+    let sked = h.sked();
+    let id = JobId::from("minutely");
+    assert_eq!(
+        h.create_and_fire_ahead(&sked, "minutely", h.every("60s", "forbid"))
+            .await,
+        10
+    );
+    sked.pause_job(&h.tenant, &id).await.unwrap();
+    let first = h.runs().await[0].clone();
+    h.clock.set(first.scheduled_for);
+    let now = h.clock.now();
+    // The resume's write and its start of the kept run, just before the worker's deferral.
+    let (tenant, job_id, run_id) = (h.tenant.clone(), id.clone(), first.run_id.clone());
+    h.store.before_next_defer(move |state| {
+        state.job_mut(&tenant, &job_id).expect("the job").state = JobState::Active;
+        state.run_mut(&tenant, &run_id).expect("the run").not_before = now;
+    });
+    h.start_worker();
+    let runs = h
+        .until("the first run SUCCEEDED", |runs| runs[0].state == RunState::Succeeded)
+        .await;
+    assert_eq!(
+        runs[0].attempts[0].started_at, now,
+        "started at the resume, not 5 min later"
+    );
+    assert_eq!(h.executor.calls(), 1);
+}
+
 /// A change of the job's priority, retries, concurrency key or notify reaches its runs fired
 /// ahead that have not started: each takes the new settings, and its message moves to the
 /// new priority. A run already started keeps what it started with.

@@ -30,6 +30,17 @@ use std::sync::{Mutex, MutexGuard};
 pub struct MemStore {
     /// Everything, behind one lock.
     state: Mutex<State>,
+    /// What a test has happen just before the next `defer_pending` ([`MemStore::before_next_defer`]).
+    before_defer: Mutex<Option<Interleaved>>,
+}
+
+/// A step a test interleaves into a call, on the store's state.
+struct Interleaved(Box<dyn FnOnce(&mut State) + Send>);
+
+impl std::fmt::Debug for Interleaved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Interleaved")
+    }
 }
 
 /// The store's tables.
@@ -102,6 +113,21 @@ impl State {
     }
 }
 
+/// The store's state as a step interleaved by a test sees it ([`MemStore::before_next_defer`]).
+pub struct MemState<'a>(&'a mut State);
+
+impl MemState<'_> {
+    /// A job, to change in place.
+    pub fn job_mut(&mut self, tenant: &TenantId, id: &JobId) -> Option<&mut Job> {
+        self.0.jobs.get_mut(&(tenant.clone(), id.clone()))
+    }
+
+    /// A run, to change in place.
+    pub fn run_mut(&mut self, tenant: &TenantId, run_id: &RunId) -> Option<&mut Run> {
+        self.0.run_mut(tenant, run_id)
+    }
+}
+
 impl State {
     /// A run, to change in place.
     pub(crate) fn run_mut(&mut self, tenant: &TenantId, run_id: &RunId) -> Option<&mut Run> {
@@ -133,6 +159,13 @@ impl MemStore {
     /// Every run stored (all tenants), for invariant checks in simulations.
     pub fn all_runs(&self) -> Vec<Run> {
         self.lock().runs.values().cloned().collect()
+    }
+
+    /// Has another caller's write land just before the next `defer_pending` takes effect (a
+    /// race test): `step` changes the state first, in the same lock.
+    pub fn before_next_defer(&self, step: impl FnOnce(&mut MemState<'_>) + Send + 'static) {
+        let step = Box::new(move |state: &mut State| step(&mut MemState(state)));
+        *self.before_defer.lock().expect("hook lock") = Some(Interleaved(step));
     }
 
     /// Every job stored (all tenants, deleted ones too), for invariant checks in simulations.
@@ -457,7 +490,11 @@ impl JobStore for MemStore {
     }
 
     async fn defer_pending(&self, tenant: &TenantId, run_id: &RunId, until: Timestamp) -> Result<bool, StoreError> {
+        let interleaved = self.before_defer.lock().expect("hook lock").take();
         let mut st = self.lock();
+        if let Some(Interleaved(step)) = interleaved {
+            step(&mut st);
+        }
         Ok(st
             .runs
             .get_mut(&(tenant.clone(), run_id.clone()))

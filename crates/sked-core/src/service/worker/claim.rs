@@ -414,7 +414,8 @@ impl Worker {
     /// waiting end if its policies drop them (CANCELLED, `paused` or `overlap`; `rescheduled`
     /// at a time a change of the job's timing dropped), and this one, if kept, waits for the
     /// resume — deferred, with its delivery, by [`PARKED_RECHECK`] (the resume starts it
-    /// sooner). `false` (nothing done) for any other run.
+    /// sooner, and a resume that came while this was decided is seen once the deferral is
+    /// written). `false` (nothing done) for any other run.
     async fn wait_for_resume(&self, delivery: &Delivery, job: &Job) -> Result<bool, CoreError> {
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         let now = timestamp::trunc_ms(self.ports.clock.now());
@@ -438,8 +439,17 @@ impl Worker {
         decision.end_only_waiting_and(run_id, now);
         end_dropped(&self.ports, job, &decision, now).await?;
         if kept {
-            let until = now + PARKED_RECHECK.to_chrono();
+            let mut until = now + PARKED_RECHECK.to_chrono();
             self.ports.store.defer_pending(tenant, run_id, until).await?;
+            // A resume written since the job was read started its kept runs before this
+            // deferral: the run would wait out the deferral. The job read again after it
+            // tells — resumed, the run is due again now; still paused, any resume comes after
+            // the deferral and starts the run itself.
+            let job_now = self.ports.store.get_job(tenant, &job.id).await?;
+            if job_now.is_some_and(|j| j.state != JobState::Paused) {
+                until = now;
+                self.ports.store.defer_pending(tenant, run_id, until).await?;
+            }
             self.requeue(delivery, until).await?;
         } else {
             self.ack(delivery).await?;
