@@ -4,9 +4,10 @@
 //! executor — with a [`RequestCounter`] on every AWS client. Prints the requests per
 //! service and operation, per run, the estimated DynamoDB capacity units, and the cost per
 //! million runs at the list prices below; asserts the counts are sane. Measured: one-shots
-//! whose payload prints a line (its log in the run's item), silent one-shots (no log at all), a
-//! per-second cron's runs (no create), and a running minute of heartbeats; the last two
-//! against targets (see their tests).
+//! whose payload prints a line (its log in the run's item), silent one-shots (no log at all),
+//! silent one-shots created in one `POST /v1/jobs:batch`, a per-second cron's runs (no
+//! create), and a running minute of heartbeats; the last three against targets (see their
+//! tests).
 //!
 //! Reads the test itself makes to wait for the runs go through clients without the counter.
 
@@ -83,13 +84,36 @@ fn index_wru_per_heartbeat(lease_secs: f64) -> f64 {
     2.0 * (lease_secs / 3.0) / (RUNNING_KEY_STEP_MS as f64 / 1000.0)
 }
 
-/// One-shots, then a recurring job's runs. A recurring job's run pays for neither a create
+/// One-shots, created one by one and in a batch, then a recurring job's runs. A batch's
+/// one-shot must cost less than one created alone (its call is shared; its job's put, in the
+/// batch's transaction, is billed twice). A recurring job's run pays for neither a create
 /// nor an API call: the target set for it is to cost less than a silent one-shot run without
 /// its API call (measured just before), its overlap check (`forbid`) included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_per_one_shot_and_recurring_run_are_counted_and_priced() {
-    measure("one-shot runs printing a line", sh("echo run $SKED_RUN_ID"), true).await;
-    let one_shot = measure("silent one-shot runs", sh(":"), false).await;
+    measure(
+        "one-shot runs printing a line",
+        sh("echo run $SKED_RUN_ID"),
+        true,
+        Created::OneByOne,
+    )
+    .await;
+    let one_shot = measure("silent one-shot runs", sh(":"), false, Created::OneByOne).await;
+    // Their jobs created together: the calls shared, each job's put in the batch's
+    // transaction (billed twice). Cheaper all the same.
+    let batched = measure(
+        &format!("silent one-shot runs created {RUNS} a call"),
+        sh(":"),
+        false,
+        Created::InOneBatch,
+    )
+    .await;
+    assert!(
+        batched.dollars < one_shot.dollars,
+        "created in a batch ${:.2} per million, one by one ${:.2}",
+        batched.dollars,
+        one_shot.dollars
+    );
     let recurring = measure_recurring().await;
     let target = one_shot.dollars - one_shot.api_dollars;
     assert!(
@@ -113,7 +137,7 @@ async fn measure_recurring() -> Spent {
     let fired = aws.sweep().await.fired;
     assert!(fired >= 9, "{fired} runs fired for 10 s");
     run_until_succeeded(&aws, fired, Dur::secs(15)).await;
-    let recurring = Spent::of(&counter, fired, false);
+    let recurring = Spent::of(&counter, fired, Created::Before);
     recurring.print(&format!("{fired} runs of a per-second cron (no create, no API call)"));
     recurring
 }
@@ -141,7 +165,7 @@ async fn a_running_minute_of_heartbeats_is_counted_and_priced() {
         counter.reset(); // the worker's requests only
         run_until_succeeded(&aws, n, Dur::secs(3)).await;
         spent.push((
-            Spent::of(&counter, 1, false),
+            Spent::of(&counter, 1, Created::Before),
             counter.of("SQS", "ChangeMessageVisibility"),
         ));
     }
@@ -221,7 +245,7 @@ async fn run_until_succeeded(aws: &Deployment, runs: usize, lease: Dur) {
 
 /// Runs [`RUNS`] one-shots of `task` end to end and prints what they cost as `what`; `prints`:
 /// whether the payload writes a log line.
-async fn measure(what: &str, task: serde_json::Value, prints: bool) -> Spent {
+async fn measure(what: &str, task: serde_json::Value, prints: bool, created: Created) -> Spent {
     let counter = RequestCounter::new();
     let mut config = with_logs(fresh_config());
     config.request_counter = Some(counter.clone());
@@ -230,13 +254,19 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) -> Spent {
     counter.reset(); // the resources' creation is not a run's
 
     let due = in_secs(3.0);
-    for i in 0..RUNS {
-        aws.api
-            .create_job(json!({
-                "id": format!("once-{i}"), "schedule": {"at": iso(due)},
-                "task": task,
-            }))
-            .await;
+    let jobs = (0..RUNS).map(|i| json!({"id": format!("once-{i}"), "schedule": {"at": iso(due)}, "task": task}));
+    match created {
+        Created::OneByOne => {
+            for job in jobs {
+                aws.api.create_job(job).await;
+            }
+        }
+        Created::InOneBatch => {
+            let batch = json!({"jobs": jobs.collect::<Vec<_>>()});
+            let (status, body) = aws.api.post("/v1/jobs:batch", &batch).await;
+            assert_eq!(status, 201, "{body}");
+        }
+        Created::Before => unreachable!("one-shots are created here"),
     }
     let after_create = counter.snapshot();
     let units_created = counter.dynamodb_capacity();
@@ -251,7 +281,7 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool) -> Spent {
     run_until_succeeded(&aws, RUNS, WorkerConfig::new(WorkerId("defaults".into())).lease).await;
     print_phases(&counter, &phases, what);
     check_counts(&counter, &phases);
-    let spent = Spent::of(&counter, RUNS, true);
+    let spent = Spent::of(&counter, RUNS, created);
     // (Counted, if anything: read after the figures are taken.)
     let queues = &aws.settings.aws.queues;
     for url in [&queues.high, &queues.normal, &queues.low] {
@@ -344,8 +374,12 @@ fn check_counts(counter: &RequestCounter, phases: &Phases) {
     let per_run = |service: &str, op: &str| counter.of(service, op) as f64 / RUNS as f64;
     // The sweep's firings of one tenant that cancel nothing share transactions of up to 100
     // items (`fire_together`): 20 one-shots, one.
+    let transactions = |at: &BTreeMap<(String, String), u64>| {
+        let op = ("DynamoDB".to_string(), "TransactWriteItems".to_string());
+        at.get(&op).copied().unwrap_or(0)
+    };
     assert_eq!(
-        counter.of("DynamoDB", "TransactWriteItems"),
+        transactions(&phases.after_sweep) - transactions(&phases.after_create),
         1,
         "the sweep's firings in one transaction: {total:?}"
     );
@@ -398,6 +432,17 @@ fn check_counts(counter: &RequestCounter, phases: &Phases) {
     );
 }
 
+/// How the measured runs' jobs were created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Created {
+    /// Each by its own `POST /v1/jobs`.
+    OneByOne,
+    /// All in one `POST /v1/jobs:batch`.
+    InOneBatch,
+    /// Not at all: runs of a recurring job created before.
+    Before,
+}
+
 /// What `runs` runs spent, per run, priced.
 struct Spent {
     /// Priced lines: what, amount, dollars per run.
@@ -416,15 +461,14 @@ struct Spent {
 }
 
 impl Spent {
-    /// From `counter`'s figures for `runs` runs; `created`: whether each run had its own create through the API.
-    fn of(counter: &RequestCounter, runs: usize, created: bool) -> Spent {
+    /// From `counter`'s figures for `runs` runs whose jobs were `created` so.
+    fn of(counter: &RequestCounter, runs: usize, created: Created) -> Spent {
         let total = counter.snapshot();
         let per = |n: f64| n / runs as f64;
         let capacity = counter.dynamodb_capacity();
-        let index_wru = if created {
-            INDEX_WRU_PER_RUN
-        } else {
-            INDEX_WRU_PER_RUN - INDEX_WRU_OF_CREATE
+        let index_wru = match created {
+            Created::OneByOne | Created::InOneBatch => INDEX_WRU_PER_RUN,
+            Created::Before => INDEX_WRU_PER_RUN - INDEX_WRU_OF_CREATE,
         };
         let table_wru = per(capacity.write_units);
         let wru = table_wru + index_wru;
@@ -436,11 +480,12 @@ impl Spent {
         // A batch of a printing run's live log is one short line: well under 1 KB with the
         // event's overhead.
         let cwl_gb = per(counter.of("CloudWatch Logs", "PutLogEvents") as f64) * 1024.0 / 1e9;
-        let api = if created {
-            price::HTTP_API_REQUEST + price::LAMBDA_REQUEST + API_SECONDS * API_GB * price::LAMBDA_GB_S
-        } else {
-            0.0
+        let calls = match created {
+            Created::OneByOne => 1.0,
+            Created::InOneBatch => per(1.0),
+            Created::Before => 0.0,
         };
+        let api = calls * (price::HTTP_API_REQUEST + price::LAMBDA_REQUEST + API_SECONDS * API_GB * price::LAMBDA_GB_S);
         let lines = vec![
             (
                 "DynamoDB writes",
@@ -461,10 +506,9 @@ impl Spent {
             ),
             (
                 "API (create)",
-                if created {
-                    format!("1 HTTP API request + 1 Lambda invocation × {API_SECONDS} s × {API_GB} GB")
-                } else {
-                    "none".to_string()
+                match created {
+                    Created::Before => "none".to_string(),
+                    _ => format!("{calls:.2} × (HTTP API request + Lambda invocation × {API_SECONDS} s × {API_GB} GB)"),
                 },
                 api,
             ),
