@@ -220,7 +220,7 @@ impl Run {
     /// Whether this is an occurrence of its job's schedule not tried yet (PENDING, no
     /// attempt): what a pause or a change of the job's timing stops.
     pub fn is_untried_occurrence(&self) -> bool {
-        self.trigger == Trigger::Schedule && self.state == RunState::Pending && self.attempts.is_empty()
+        self.trigger == Trigger::Schedule && self.is_unstarted()
     }
 
     /// Number of the latest attempt (0 before the first claim).

@@ -51,6 +51,9 @@ pub struct Created {
     pub created: bool,
 }
 
+/// How many runs not yet started take a changed job's settings at once.
+const RESETTLE_AT_ONCE: usize = 16;
+
 impl Sked {
     /// Creates one job. Re-POST of the same id with the same spec returns the existing job
     /// (`created: false`); with a different spec, `Conflict`. With `idempotency_key`, a
@@ -299,20 +302,20 @@ impl Sked {
     /// what it started with.
     async fn resettle_unstarted_runs(&self, job: &Job) -> Result<(), CoreError> {
         let settings = RunSettings::of(&job.spec);
+        let mut unstarted = self.ports.store.active_runs_of(&job.tenant, &job.id).await?;
+        unstarted.retain(Run::is_unstarted);
         let mut requeue = Vec::new();
-        for run in self.ports.store.active_runs_of(&job.tenant, &job.id).await? {
-            if !run.is_unstarted() {
-                continue;
-            }
-            let taken = self
-                .ports
-                .store
-                .take_settings(&job.tenant, &run.run_id, &settings)
-                .await?;
-            // A message parked on the old concurrency key is set free by its re-enqueue too.
-            let moved = |taken: &Run| taken.priority != run.priority || taken.concurrency != run.concurrency;
-            if let Some(taken) = taken.filter(moved) {
-                requeue.push(Dispatch::from(&taken));
+        // Some writes at a time: a per-second job has hundreds of runs fired ahead on AWS.
+        for chunk in unstarted.chunks(RESETTLE_AT_ONCE) {
+            let writes = chunk
+                .iter()
+                .map(|run| self.ports.store.take_settings(&job.tenant, &run.run_id, &settings));
+            for (run, taken) in chunk.iter().zip(futures::future::join_all(writes).await) {
+                // A message parked on the old concurrency key is set free by its re-enqueue too.
+                let moved = |taken: &Run| taken.priority != run.priority || taken.concurrency != run.concurrency;
+                if let Some(taken) = taken?.filter(moved) {
+                    requeue.push(Dispatch::from(&taken));
+                }
             }
         }
         if !requeue.is_empty() {
