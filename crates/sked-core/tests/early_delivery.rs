@@ -15,10 +15,10 @@ use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp::Timestamp;
 use sked_testkit::clock::ManualClock;
+use sked_testkit::eventually::eventually;
 use sked_testkit::memory::{FakeExecutor, MemPorts, MemQueue};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// `clock` read `ahead` in the future: an in-memory queue timed by it delivers each message
@@ -137,11 +137,6 @@ async fn a_run_delivered_early_is_held_and_claimed_at_its_time_from_that_one_del
 
 /// Waits (in real time, bounded) until `done`.
 async fn wait_for(what: &str, done: impl Fn() -> bool) {
-    for _ in 0..2_000 {
-        if done() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    panic!("never got to: {what}");
+    let reached = eventually(async || done().then_some(())).await;
+    assert!(reached.is_some(), "never got to: {what}");
 }

@@ -14,9 +14,9 @@ use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp::Timestamp;
 use sked_testkit::clock::ManualClock;
+use sked_testkit::eventually::eventually;
 use sked_testkit::memory::{FakeExecutor, MemPorts, MemStore};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 const LOOKAHEAD: Dur = Dur::secs(600);
@@ -98,14 +98,8 @@ impl Harness {
 
     /// Waits (in real time, bounded) until `check` holds for the job's runs.
     async fn until(&self, what: &str, check: impl Fn(&[Run]) -> bool) -> Vec<Run> {
-        for _ in 0..2_000 {
-            let runs = self.runs().await;
-            if check(&runs) {
-                return runs;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-        panic!("never got to: {what}; last seen {:?}", self.runs().await);
+        let reached = eventually(async || Some(self.runs().await).filter(|runs| check(runs))).await;
+        reached.unwrap_or_else(|| panic!("never got to: {what}; last seen {:?}", self.store.all_runs()))
     }
 }
 

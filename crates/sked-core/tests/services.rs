@@ -15,9 +15,9 @@ use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp::{self, Timestamp};
 use sked_core::{CoreError, JobState};
 use sked_testkit::clock::ManualClock;
+use sked_testkit::eventually::eventually;
 use sked_testkit::memory::{FakeExecutor, MemPorts, MemStore};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 struct Harness {
@@ -103,14 +103,10 @@ impl Harness {
 
     /// Waits (in real time, bounded) until `check` holds for the run.
     async fn until_run(&self, id: &RunId, what: &str, check: impl Fn(&Run) -> bool) -> Run {
-        for _ in 0..2_000 {
-            let run = self.run(id).await;
-            if check(&run) {
-                return run;
-            }
-            tokio::time::sleep(Duration::from_millis(2)).await;
+        match eventually(async || Some(self.run(id).await).filter(|run| check(run))).await {
+            Some(run) => run,
+            None => panic!("run {id} never got to: {what}; last seen {:?}", self.run(id).await),
         }
-        panic!("run {id} never got to: {what}; last seen {:?}", self.run(id).await);
     }
 }
 
@@ -261,14 +257,9 @@ async fn on_timeout_run_job_triggers_the_handler_job() {
     h.until_run(&id, "RUNNING", |r| r.state == RunState::Running).await;
     h.clock.advance(Dur::secs(1));
     h.until_run(&id, "TIMED_OUT", |r| r.state == RunState::TimedOut).await;
-    for _ in 0..1000 {
-        if let Some(run) = h.runs_of("handler").await.first() {
-            assert_eq!(run.trigger, sked_core::run::Trigger::Handler);
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-    panic!("the handler job never ran");
+    let handler = eventually(async || h.runs_of("handler").await.into_iter().next()).await;
+    let run = handler.expect("the handler job never ran");
+    assert_eq!(run.trigger, sked_core::run::Trigger::Handler);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,8 @@
 //! - [`faults`]: [`Faulty`](faults::Faulty) wrappers that inject faults into any port from a
 //!   seeded generator.
 //! - [`sim`]: the deterministic simulation of the whole scheduler, with invariant checks.
+//! - [`eventually`](eventually::eventually): a bounded real-time wait for what other tasks
+//!   make true.
 //! - [`contract`]: the contract suites every adapter runs, through [`store_contract!`],
 //!   [`queue_contract!`], [`work_contract!`], [`keys_contract!`], [`quota_contract!`] and
 //!   [`log_contract!`].
@@ -16,6 +18,7 @@
 
 pub mod clock;
 pub mod contract;
+pub mod eventually;
 pub mod faults;
 pub mod memory;
 pub mod sim;
