@@ -1049,3 +1049,101 @@ async fn a_run_s_live_entry_stays_from_its_firing_through_its_claim() {
     assert_eq!(ids, ["old", "waiting"], "oldest first; the claimed run is not pending");
     assert!(store.stale_pending(at - secs(61), 10).await.unwrap().is_empty());
 }
+
+/// The one run of a firing that ends its job (a one-shot's) keeps its `active` entry when it
+/// ends — the index delete of its end saved — and the readers of the index pass it: the job's
+/// active runs are those still PENDING or RUNNING, before and after a change that makes the
+/// job fire again. A run of a firing that keeps its job active leaves the index as before.
+#[tokio::test]
+async fn a_one_shot_s_run_keeps_its_active_entry_when_it_ends_and_readers_pass_it() {
+    let (store, client, table) = store().await;
+    let at = fixtures::t0();
+    let secs = chrono::Duration::seconds;
+    let (tenant, id) = (TenantId::from("t1"), JobId::from("once"));
+    let job = job_at("once", at);
+    store.create_jobs(std::slice::from_ref(&job), None).await.unwrap();
+    let active_entry = async |run: &Run| run_item_as_stored(&client, &table, run).await.contains_key("act");
+    let end = async |run: &Run, now: Timestamp| {
+        let ClaimOutcome::Claimed { token, .. } = store
+            .claim_one(&run.tenant, &run.run_id, &WorkerId::from("w"), now, now + secs(30))
+            .await
+            .unwrap()
+        else {
+            panic!("claim {}", run.run_id)
+        };
+        store
+            .complete(&Completion {
+                tenant: run.tenant.clone(),
+                run_id: run.run_id.clone(),
+                token,
+                result: fixtures::result(AttemptOutcome::Succeeded, now + secs(1)),
+                next: RunTransition::Finish(RunState::Succeeded),
+                only_if_expired_by: None,
+            })
+            .await
+            .unwrap();
+    };
+
+    // Fired into COMPLETED with its one run, which ends.
+    let last = run_at_of(&job, at);
+    let firing = Firing {
+        next_fire_at: None,
+        state: JobState::Completed,
+        ..firing_of(&job, vec![last.clone()], at, at)
+    };
+    store.fire_one(&firing).await.unwrap();
+    assert!(
+        store
+            .active_runs_of(&tenant, &id)
+            .await
+            .unwrap()
+            .iter()
+            .any(|r| r.run_id == last.run_id)
+    );
+    end(&last, at).await;
+    assert!(active_entry(&last).await, "the entry stays where the firing put it");
+    assert!(store.active_runs_of(&tenant, &id).await.unwrap().is_empty());
+
+    // Changed to fire again, as a recurring job: its runs come and go; the ended one-shot's
+    // entry is passed by every read, a claim's alone included.
+    let mut again = store.get_job(&tenant, &id).await.unwrap().unwrap();
+    let changed_at = at + secs(10);
+    again.state = JobState::Active;
+    again.next_fire_at = Some(changed_at);
+    again.version += 1;
+    store.update_job(&again, job.version, None).await.unwrap();
+    let next = run_at_of(&job, changed_at);
+    let firing = Firing {
+        expected_version: again.version,
+        ..firing_of(&again, vec![next.clone()], changed_at + secs(1), changed_at)
+    };
+    store.fire_one(&firing).await.unwrap();
+    let ids = |runs: Vec<Run>| runs.into_iter().map(|r| r.run_id.to_string()).collect::<Vec<_>>();
+    let only_next = [next.run_id.to_string()];
+    assert_eq!(ids(store.active_runs_of(&tenant, &id).await.unwrap()), only_next);
+    assert_eq!(
+        ids(store.active_runs_due(&tenant, &id, changed_at).await.unwrap()),
+        only_next
+    );
+    let batch = ClaimBatch {
+        runs: vec![(tenant.clone(), next.run_id.clone())],
+        worker: WorkerId::from("w"),
+        owners: Vec::new(),
+        now: changed_at,
+        lease_until: changed_at + secs(30),
+        read_jobs: false,
+        hold: Vec::new(),
+        alone: true,
+    };
+    let claimed = store.claim(&batch).await.unwrap();
+    assert!(
+        matches!(&claimed[0], Ok(JobClaim::Claimed(ClaimOutcome::Claimed { .. }, _))),
+        "{claimed:?}"
+    );
+    assert!(active_entry(&next).await);
+    store
+        .cancel_run(&tenant, &next.run_id, changed_at, "test")
+        .await
+        .unwrap();
+    assert!(active_entry(&next).await, "running: asked to stop, still active");
+}

@@ -62,19 +62,21 @@ mod price {
 /// The API function's memory (template.yaml) and an assumed billed duration per create.
 const API_GB: f64 = 0.25;
 const API_SECONDS: f64 = 0.1;
-/// Index (GSI) writes DynamoDB bills on top of the table writes counted here, per run:
+/// Index writes DynamoDB bills on top of the table writes counted here, per one-shot run:
 /// create 2 (`sched`, `list`), fire 5 (the job's `sched` and `list` entries; the run's
 /// `live`, `list` and `active` ones), claim 0 (a claim on time leaves the run's `live` entry
 /// where its firing filed it, `sked_aws::dynamo::keys::live_sk`, and its `list` entry as it
 /// was: a run's state is projected there only once it has ended,
-/// `sked_aws::dynamo::codec::LISTED_STATE`), complete 3 (`live`, `active`, `list`) — from the
-/// item layout in `sked_aws::dynamo` (README "Costs"); the interceptor sees only the requests.
-/// (12 until 2026-12-04, when a pending run was filed in `sched` and its claim moved it to
-/// `live`.)
-const INDEX_WRU_PER_RUN: f64 = 10.0;
+/// `sked_aws::dynamo::codec::LISTED_STATE`), complete 2 (`live`, `list`: the one run of a
+/// firing that ends its job keeps its `active` entry, `sked_aws::dynamo::codec::ENDS_ITS_JOB`)
+/// — from the item layout in `sked_aws::dynamo` (README "Costs"); the interceptor sees only
+/// the requests. (12 until 2026-12-04, when a pending run was filed in `sched` and its claim
+/// moved it to `live`; 10 until 2026-12-05, when a one-shot's run left `active` at its end.)
+const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 
-/// Of [`INDEX_WRU_PER_RUN`], the create's (a recurring job's run has none).
-const INDEX_WRU_OF_CREATE: f64 = 2.0;
+/// Index writes per run of a recurring job: no create; fire 5 as a one-shot's; complete 3
+/// (`live`, `active`, `list`: a firing that keeps its job active marks no run).
+const INDEX_WRU_PER_RECURRING_RUN: f64 = 8.0;
 
 /// Index writes of a heartbeat at a lease of `lease_secs` (one every third of it): none while
 /// the run's `live` entry (keys only) stays where it is (its `not_before` for the first five
@@ -467,8 +469,8 @@ impl Spent {
         let per = |n: f64| n / runs as f64;
         let capacity = counter.dynamodb_capacity();
         let index_wru = match created {
-            Created::OneByOne | Created::InOneBatch => INDEX_WRU_PER_RUN,
-            Created::Before => INDEX_WRU_PER_RUN - INDEX_WRU_OF_CREATE,
+            Created::OneByOne | Created::InOneBatch => INDEX_WRU_PER_ONE_SHOT,
+            Created::Before => INDEX_WRU_PER_RECURRING_RUN,
         };
         let table_wru = per(capacity.write_units);
         let wru = table_wru + index_wru;

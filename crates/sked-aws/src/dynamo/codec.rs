@@ -267,7 +267,19 @@ pub struct StoredRun {
     /// Fired while no job's `after` named its job: its end releases nothing and reads no
     /// edges (`lone`, [`super::lone`]).
     pub lone: bool,
+    /// The one run of the firing that ended its job (a one-shot's run): it keeps its entry
+    /// in the `active` local index when it ends ([`ENDS_ITS_JOB`]).
+    pub ends_its_job: bool,
 }
+
+/// The attribute (`true`, or absent) of a run fired alone by the firing that ended its job —
+/// a one-shot's run, or the last occurrence of a schedule that ends. Such a run keeps its
+/// entry in the `active` local index when it ends: leaving the entry where it is saves the
+/// index delete of its end (one write unit). The index stays small — no
+/// later occurrence of the job follows such a run until the job is changed, so a job has one
+/// such entry per change at most — and its readers read every entry's item and keep the runs
+/// still PENDING or RUNNING (`runs::active_stored_runs`), so an ended run there is passed.
+pub const ENDS_ITS_JOB: &str = "ends_job";
 
 /// A run item's folded logs: attempt → JSON lines.
 pub type FoldedLogLines = std::collections::BTreeMap<u32, String>;
@@ -284,6 +296,7 @@ impl StoredRun {
             rv: 1,
             logs: FoldedLogLines::new(),
             lone: false,
+            ends_its_job: false,
         }
     }
 }
@@ -373,7 +386,7 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
         item.insert("lease_token".into(), n(l.token));
         item.insert("lease_expires".into(), n(ms(l.expires_at)));
     }
-    if !run.state.is_terminal() {
+    if !run.state.is_terminal() || stored.ends_its_job {
         item.insert(ACTIVE_SK.into(), s(run_sk(ms(run.scheduled_for))));
     }
     match (run.state, &run.lease) {
@@ -399,6 +412,9 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
     }
     if stored.lone {
         item.insert(LONE.into(), AttributeValue::Bool(true));
+    }
+    if stored.ends_its_job {
+        item.insert(ENDS_ITS_JOB.into(), AttributeValue::Bool(true));
     }
     if !stored.logs.is_empty() {
         let by_attempt = stored.logs.iter().map(|(a, lines)| (a.to_string(), s(lines.clone())));
@@ -484,6 +500,7 @@ pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
         rv: r.n("rv")?,
         logs,
         lone: r.flag(LONE)?,
+        ends_its_job: r.flag(ENDS_ITS_JOB)?,
     })
 }
 

@@ -12,6 +12,7 @@
 //! requests do (measured in `crates/sked/tests/aws_requests.rs`).
 
 use super::codec::{StoredRun, truncated};
+use super::firing::ends_its_job;
 use super::plumbing::MAX_TRANSACTION;
 use super::quotas::TenantLimits;
 use super::store::DynamoStore;
@@ -106,7 +107,8 @@ impl DynamoStore {
 
     /// A firing's writes besides its job's: the ledger's records of what its plan skipped
     /// (puts that replace: a retry writes them again), then the insert of each of its runs not
-    /// in `skip` (conditional on its absence; `lone`: marked so, `super::lone`). With each
+    /// in `skip` (conditional on its absence; `lone`: marked so, `super::lone`; the one run of
+    /// a firing that ends its job marked [`ENDS_ITS_JOB`](super::codec::ENDS_ITS_JOB)). With each
     /// write, the run it inserts as inserted, if any.
     pub(super) fn fired_writes(
         &self,
@@ -119,6 +121,7 @@ impl DynamoStore {
         for run in firing.runs.iter().filter(|r| !skip.contains(&r.run_id)) {
             let stored = StoredRun {
                 lone,
+                ends_its_job: ends_its_job(firing),
                 ..StoredRun::new(truncated(run))
             };
             writes.push(self.put(self.stored_run_item(&stored)?, "attribute_not_exists(pk)", vec![])?);

@@ -66,6 +66,12 @@ fn lanes(firings: &[Firing], alone: impl IntoIterator<Item = usize>) -> Vec<Vec<
     lanes
 }
 
+/// Whether `firing` ends its job with one run: that run is marked
+/// [`ENDS_ITS_JOB`](super::codec::ENDS_ITS_JOB).
+pub(super) fn ends_its_job(firing: &Firing) -> bool {
+    !counts_as_active(firing.state) && firing.runs.len() == 1
+}
+
 impl DynamoStore {
     /// The body of [`JobStore::due_jobs`](sked_core::ports::JobStore::due_jobs).
     pub(super) async fn read_due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError> {
@@ -466,6 +472,7 @@ impl DynamoStore {
         for run in committed.iter().filter(|r| fired.contains(&r.run_id)) {
             self.written_runs.keep(&StoredRun {
                 lone,
+                ends_its_job: ends_its_job(firing),
                 ..StoredRun::new(run.clone())
             });
         }

@@ -31,8 +31,8 @@ pub const GSI3_SK: &str = "gsi3sk";
 /// The index of running runs the reaper reads: keys only, so a heartbeat that leaves a run's
 /// entry where it is writes nothing to it.
 pub const LIVE_INDEX: &str = "live";
-/// Sort key of the `active` local index: a copy of a run's `sk`, present only while the run
-/// is PENDING or RUNNING.
+/// Sort key of the `active` local index: a copy of a run's `sk`, present while the run is
+/// PENDING or RUNNING (and kept by a run that ends its job: `codec::ENDS_ITS_JOB`).
 pub const ACTIVE_SK: &str = "act";
 /// The local index of a job's active runs (overlap checks at claim).
 pub const ACTIVE_INDEX: &str = "active";

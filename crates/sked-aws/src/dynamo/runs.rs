@@ -154,9 +154,10 @@ impl DynamoStore {
 
     /// The job's PENDING and RUNNING runs (scheduled at or before `scheduled_by`, if given)
     /// with their item versions, oldest nominal time first: the job's entries in the sparse
-    /// local index `active` (a run is there only while it is PENDING or RUNNING; its sort key
-    /// is the run's, so `scheduled_by` bounds the range read), read strongly consistent,
-    /// then those runs' items (a consistent `BatchGetItem`), kept if still active. Small
+    /// local index `active` (a run is there while it is PENDING or RUNNING, and after, if it
+    /// ended its job: `codec::ENDS_ITS_JOB`; its sort key is the run's, so `scheduled_by`
+    /// bounds the range read), read strongly consistent, then those runs' items (a consistent
+    /// `BatchGetItem`), kept if still active. Small
     /// reads however long the job's history (a per-second job keeps 86,400 runs a day in its
     /// partition) and, bounded, however far ahead it is fired (600 runs at ten minutes).
     pub(super) async fn active_stored_runs(
