@@ -74,9 +74,15 @@ const API_SECONDS: f64 = 0.1;
 /// moved it to `live`; 10 until 2026-12-05, when a one-shot's run left `active` at its end.)
 const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 
-/// Index writes per run of a recurring job: no create; fire 5 as a one-shot's; complete 3
-/// (`live`, `active`, `list`: a firing that keeps its job active marks no run).
-const INDEX_WRU_PER_RECURRING_RUN: f64 = 8.0;
+/// Index writes of a run of a recurring job besides its firing's share: its `live`, `list` and
+/// `active` entries written by the firing and removed (or, `list`, given its state) at its end
+/// — a firing that keeps its job active marks no run to keep its `active` entry.
+const INDEX_WRU_OF_A_RECURRING_RUN: f64 = 6.0;
+
+/// Index writes of a firing that keeps its job active, shared by the runs it fires: the job's
+/// `sched` entry moves to its next due time (a key changed: a delete and a put); its `list`
+/// entry stays (its state stays ACTIVE).
+const INDEX_WRU_OF_A_RECURRING_FIRING: f64 = 2.0;
 
 /// Index writes of a heartbeat at a lease of `lease_secs` (one every third of it): none while
 /// the run's `live` entry (keys only) stays where it is (its `not_before` for the first five
@@ -139,7 +145,7 @@ async fn measure_recurring() -> Spent {
     let fired = aws.sweep().await.fired;
     assert!(fired >= 9, "{fired} runs fired for 10 s");
     run_until_succeeded(&aws, fired, Dur::secs(15)).await;
-    let recurring = Spent::of(&counter, fired, Created::Before);
+    let recurring = Spent::of(&counter, fired, Created::Before { runs_per_firing: fired });
     recurring.print(&format!("{fired} runs of a per-second cron (no create, no API call)"));
     recurring
 }
@@ -167,7 +173,7 @@ async fn a_running_minute_of_heartbeats_is_counted_and_priced() {
         counter.reset(); // the worker's requests only
         run_until_succeeded(&aws, n, Dur::secs(3)).await;
         spent.push((
-            Spent::of(&counter, 1, Created::Before),
+            Spent::of(&counter, 1, Created::Before { runs_per_firing: 1 }),
             counter.of("SQS", "ChangeMessageVisibility"),
         ));
     }
@@ -268,7 +274,7 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool, created: Cre
             let (status, body) = aws.api.post("/v1/jobs:batch", &batch).await;
             assert_eq!(status, 201, "{body}");
         }
-        Created::Before => unreachable!("one-shots are created here"),
+        Created::Before { .. } => unreachable!("one-shots are created here"),
     }
     let after_create = counter.snapshot();
     let units_created = counter.dynamodb_capacity();
@@ -441,8 +447,8 @@ enum Created {
     OneByOne,
     /// All in one `POST /v1/jobs:batch`.
     InOneBatch,
-    /// Not at all: runs of a recurring job created before.
-    Before,
+    /// Not at all: runs of a recurring job created before, this many by each firing.
+    Before { runs_per_firing: usize },
 }
 
 /// What `runs` runs spent, per run, priced.
@@ -470,7 +476,9 @@ impl Spent {
         let capacity = counter.dynamodb_capacity();
         let index_wru = match created {
             Created::OneByOne | Created::InOneBatch => INDEX_WRU_PER_ONE_SHOT,
-            Created::Before => INDEX_WRU_PER_RECURRING_RUN,
+            Created::Before { runs_per_firing } => {
+                INDEX_WRU_OF_A_RECURRING_RUN + INDEX_WRU_OF_A_RECURRING_FIRING / runs_per_firing.max(1) as f64
+            }
         };
         let table_wru = per(capacity.write_units);
         let wru = table_wru + index_wru;
@@ -485,13 +493,13 @@ impl Spent {
         let calls = match created {
             Created::OneByOne => 1.0,
             Created::InOneBatch => per(1.0),
-            Created::Before => 0.0,
+            Created::Before { .. } => 0.0,
         };
         let api = calls * (price::HTTP_API_REQUEST + price::LAMBDA_REQUEST + API_SECONDS * API_GB * price::LAMBDA_GB_S);
         let lines = vec![
             (
                 "DynamoDB writes",
-                format!("{wru:.1} WRU (table {table_wru:.1} + index {index_wru})"),
+                format!("{wru:.1} WRU (table {table_wru:.1} + index {index_wru:.1})"),
                 wru * price::DYNAMODB_WRU,
             ),
             ("DynamoDB reads", format!("{rru:.1} RRU"), rru * price::DYNAMODB_RRU),
@@ -509,7 +517,7 @@ impl Spent {
             (
                 "API (create)",
                 match created {
-                    Created::Before => "none".to_string(),
+                    Created::Before { .. } => "none".to_string(),
                     _ => format!("{calls:.2} × (HTTP API request + Lambda invocation × {API_SECONDS} s × {API_GB} GB)"),
                 },
                 api,
