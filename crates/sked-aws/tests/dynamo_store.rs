@@ -1136,14 +1136,23 @@ async fn a_one_shot_s_run_keeps_its_active_entry_when_it_ends_and_readers_pass_i
         alone: true,
     };
     let claimed = store.claim(&batch).await.unwrap();
-    assert!(
-        matches!(&claimed[0], Ok(JobClaim::Claimed(ClaimOutcome::Claimed { .. }, _))),
-        "{claimed:?}"
-    );
+    let Ok(JobClaim::Claimed(ClaimOutcome::Claimed { token, .. }, _)) = &claimed[0] else {
+        panic!("claimed alone past the ended one-shot's entry: {claimed:?}")
+    };
     assert!(active_entry(&next).await);
     store
-        .cancel_run(&tenant, &next.run_id, changed_at, "test")
+        .complete(&Completion {
+            tenant: tenant.clone(),
+            run_id: next.run_id.clone(),
+            token: *token,
+            result: fixtures::result(AttemptOutcome::Succeeded, changed_at + secs(1)),
+            next: RunTransition::Finish(RunState::Succeeded),
+            only_if_expired_by: None,
+        })
         .await
         .unwrap();
-    assert!(active_entry(&next).await, "running: asked to stop, still active");
+    assert!(
+        !active_entry(&next).await,
+        "a run of a job kept active leaves the index"
+    );
 }

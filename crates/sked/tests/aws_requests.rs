@@ -71,7 +71,7 @@ const API_SECONDS: f64 = 0.1;
 /// firing that ends its job keeps its `active` entry, `sked_aws::dynamo::codec::ENDS_ITS_JOB`)
 /// — from the item layout in `sked_aws::dynamo` (README "Costs"); the interceptor sees only
 /// the requests. (12 until 2026-12-04, when a pending run was filed in `sched` and its claim
-/// moved it to `live`; 10 until 2026-12-05, when a one-shot's run left `active` at its end.)
+/// moved it to `live`; 10 until 2026-12-05, when a one-shot's run began to keep its `active` entry.)
 const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 
 /// Index writes of a run of a recurring job besides its firing's share: its `live`, `list` and

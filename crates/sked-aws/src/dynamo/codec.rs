@@ -275,10 +275,10 @@ pub struct StoredRun {
 /// The attribute (`true`, or absent) of a run fired alone by the firing that ended its job —
 /// a one-shot's run, or the last occurrence of a schedule that ends. Such a run keeps its
 /// entry in the `active` local index when it ends: leaving the entry where it is saves the
-/// index delete of its end (one write unit). The index stays small — no
-/// later occurrence of the job follows such a run until the job is changed, so a job has one
-/// such entry per change at most — and its readers read every entry's item and keep the runs
-/// still PENDING or RUNNING (`runs::active_stored_runs`), so an ended run there is passed.
+/// index delete of its end (one write unit). The index stays small — no later occurrence of
+/// the job follows such a run until the job is changed, so a job has one such entry per
+/// change at most — and its readers read every entry's item and keep the runs still PENDING
+/// or RUNNING (`runs::active_stored_runs`), so an ended run there is passed.
 pub const ENDS_ITS_JOB: &str = "ends_job";
 
 /// A run item's folded logs: attempt → JSON lines.

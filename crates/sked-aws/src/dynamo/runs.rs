@@ -157,9 +157,9 @@ impl DynamoStore {
     /// local index `active` (a run is there while it is PENDING or RUNNING, and after, if it
     /// ended its job: `codec::ENDS_ITS_JOB`; its sort key is the run's, so `scheduled_by`
     /// bounds the range read), read strongly consistent, then those runs' items (a consistent
-    /// `BatchGetItem`), kept if still active. Small
-    /// reads however long the job's history (a per-second job keeps 86,400 runs a day in its
-    /// partition) and, bounded, however far ahead it is fired (600 runs at ten minutes).
+    /// `BatchGetItem`), kept if still active. Small reads however long the job's history (a
+    /// per-second job keeps 86,400 runs a day in its partition) and, bounded, however far
+    /// ahead it is fired (600 runs at ten minutes).
     pub(super) async fn active_stored_runs(
         &self,
         tenant: &TenantId,
