@@ -1156,3 +1156,90 @@ async fn a_one_shot_s_run_keeps_its_active_entry_when_it_ends_and_readers_pass_i
         "a run of a job kept active leaves the index"
     );
 }
+
+/// A job created due at once is written with its first firing in one transaction: the job as
+/// the firing leaves it (COMPLETED, out of the due index) and its run, marked lone and as the
+/// one run that ends its job; its idempotency key with them. Refused as a create is (an
+/// existing job, a recorded key) with nothing written; left to a create and a firing apart,
+/// with nothing written, where a run of the firing exists (a job created again over a DELETED
+/// one) and where the tenant's active jobs are counted.
+#[tokio::test]
+async fn a_job_due_at_once_is_created_with_its_first_firing_in_one_transaction() {
+    let (clients, config) = common::fresh_table().await;
+    let (counted, counter) = counted_clients(&config).await;
+    let store = DynamoStore::new(counted.dynamodb.clone(), &config, Arc::new(SystemClock));
+    let (client, table) = (clients.dynamodb.clone(), config.table.clone());
+    let at = now();
+    let fired_at_once = |job: &Job| Firing {
+        next_fire_at: None,
+        state: JobState::Completed,
+        ..firing_of(job, vec![run_at_of(job, at)], at, at)
+    };
+    let job_item = async |id: &str| {
+        client
+            .get_item()
+            .table_name(&table)
+            .set_key(Some(key(job_pk("t1", id), JOB_SK.into())))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+    };
+
+    let job = job_at("now", at);
+    counter.reset();
+    let runs = store
+        .create_fired(&job, Some(("key-1", "fp-1")), &fired_at_once(&job))
+        .await
+        .expect("written together")
+        .unwrap();
+    assert_eq!(counter.of("DynamoDB", "TransactWriteItems"), 1);
+    assert_eq!(
+        counter.of("DynamoDB", "PutItem") + counter.of("DynamoDB", "UpdateItem"),
+        0
+    );
+    assert_eq!(runs, [run_at_of(&job, at)]);
+    let item = job_item("now").await.unwrap();
+    assert_eq!(item["state"].as_s().unwrap(), "COMPLETED");
+    assert!(!item.contains_key("gsi1pk"), "never filed in the due index");
+    let run = run_item_as_stored(&client, &table, &runs[0]).await;
+    assert!(run.contains_key("lone") && run.contains_key("ends_job"), "{run:?}");
+    let stored = store.get_job(&job.tenant, &job.id).await.unwrap().unwrap();
+    assert_eq!((stored.state, stored.next_fire_at), (JobState::Completed, None));
+    let (fingerprint, ids) = store.idempotency_lookup(&job.tenant, "key-1").await.unwrap().unwrap();
+    assert_eq!((fingerprint.as_str(), ids), ("fp-1", vec![job.id.clone()]));
+
+    // Refused as a create is, nothing written.
+    let again = store.create_fired(&job, None, &fired_at_once(&job)).await;
+    assert!(matches!(again, Some(Err(StoreError::Conflict(_)))), "{again:?}");
+    let other = job_at("other", at);
+    let reused = store
+        .create_fired(&other, Some(("key-1", "fp-2")), &fired_at_once(&other))
+        .await;
+    assert!(matches!(reused, Some(Err(StoreError::Conflict(_)))), "{reused:?}");
+    assert!(job_item("other").await.is_none());
+
+    // Over a DELETED job whose run at that time exists: left to a create and a firing.
+    let mut deleted = stored.clone();
+    deleted.state = JobState::Deleted;
+    deleted.version += 1;
+    store.update_job(&deleted, stored.version, None).await.unwrap();
+    let anew = Job {
+        version: 1,
+        ..job.clone()
+    };
+    assert!(store.create_fired(&anew, None, &fired_at_once(&anew)).await.is_none());
+    assert_eq!(job_item("now").await.unwrap()["state"].as_s().unwrap(), "DELETED");
+
+    // A tenant whose active jobs are counted: left to a create and a firing.
+    counted_tenant(&store, 10).await;
+    let counted_job = job_at("counted", at);
+    assert!(
+        store
+            .create_fired(&counted_job, None, &fired_at_once(&counted_job))
+            .await
+            .is_none()
+    );
+    assert!(job_item("counted").await.is_none());
+}

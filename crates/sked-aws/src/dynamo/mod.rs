@@ -3,7 +3,9 @@
 //! Module map: [`store`] ([`DynamoStore`] and its `JobStore` impl, with the methods short
 //! enough to read there), `plumbing` (the DynamoDB requests the rest is built from), `runs` (a
 //! run's read–decide–put loop), `claim` (claims), `firing` (the due index, its watermark, and
-//! firings), `fire_together` (firings written in shared transactions), `listing` (job and run listings), [`codec`] (items ↔ jobs and runs), [`keys`],
+//! firings), `fire_together` (firings written in shared transactions), `create_fired` (a job
+//! created due at once, written with its first firing), `listing` (job and run listings),
+//! [`codec`] (items ↔ jobs and runs), [`keys`],
 //! [`quotas`], [`slots`], `dependencies` (the `after` schedule), `ledger` (skip records), `live`
 //! (the running runs' index the reaper reads), `lone` (runs whose end reads no edges),
 //! `alerts` (runs' due alerts, webhook secrets), [`sweep_lease`], `written_runs` (the runs this
@@ -126,6 +128,7 @@
 mod alerts;
 mod claim;
 pub mod codec;
+mod create_fired;
 mod dependencies;
 mod fire_together;
 mod firing;

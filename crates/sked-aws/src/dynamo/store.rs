@@ -17,7 +17,7 @@ use super::codec::{Reader, RunLayout, StoredRun, job_from_item, job_item, key, m
 use super::keys::*;
 use super::lone::{LONE, LoneJobs, named_in_batch};
 use super::plumbing::MAX_TRANSACTION;
-use super::quotas::QuotaCache;
+use super::quotas::{QuotaCache, TenantLimits};
 use super::undo_create::WrittenPart;
 use super::written_runs::WrittenRuns;
 use crate::config::{AwsConfig, RunListedState};
@@ -124,6 +124,67 @@ impl DynamoStore {
     pub(super) fn now(&self) -> Timestamp {
         self.clock.now()
     }
+
+    /// The writes of a create of `jobs` (`create_jobs`) and the counter's index among them:
+    /// each job's put, the idempotency key's, the tenant's active-jobs counter (if `limits`
+    /// count it), then the jobs' dependency edges. With `lone`, each job no other of the batch
+    /// names is written lone, on condition its item does not exist (`lone`); else on condition
+    /// it does not exist or is DELETED.
+    pub(super) fn create_writes(
+        &self,
+        jobs: &[Job],
+        idempotency: Option<(&str, &str)>,
+        limits: &TenantLimits,
+        lone: bool,
+        now: Timestamp,
+    ) -> Result<(Vec<TransactWriteItem>, Option<usize>), StoreError> {
+        let Some(first) = jobs.first() else {
+            return Ok((Vec::new(), None));
+        };
+        let named = named_in_batch(jobs);
+        let added = jobs.iter().filter(|j| counts_as_active(j.state)).count() as i64;
+        let mut writes = Vec::with_capacity(jobs.len() + 2);
+        for job in jobs {
+            let mut item = job_item(job, now, self.shards)?;
+            writes.push(match lone && !named.contains(&(&job.tenant, &job.id)) {
+                true => {
+                    item.insert(LONE.into(), AttributeValue::Bool(true));
+                    self.put(item, "attribute_not_exists(pk)", vec![])?
+                }
+                false => self.put(
+                    item,
+                    "attribute_not_exists(pk) OR #st = :deleted",
+                    vec![(":deleted", s(JobState::Deleted.as_str()))],
+                )?,
+            });
+        }
+        if let Some((k, fingerprint)) = idempotency {
+            let mut item = key(idem_pk(first.tenant.as_str(), k), IDEM_SK.into());
+            item.extend([
+                ("kind".to_string(), s("idempotency")),
+                ("fingerprint".into(), s(fingerprint)),
+                (
+                    "job_ids".into(),
+                    AttributeValue::L(jobs.iter().map(|j| s(j.id.as_str())).collect()),
+                ),
+                ("created_at".into(), n(ms(first.created_at))),
+                (
+                    TTL.into(),
+                    n(first.created_at.timestamp() + self.idempotency_retention_secs),
+                ),
+            ]);
+            writes.push(self.put(item, "attribute_not_exists(pk)", vec![])?);
+        }
+        // Last, so that its index tells a refusal of the quota from a conflict.
+        let counter = self.active_jobs_write(&first.tenant, limits, added)?;
+        let counter_index = counter.is_some().then_some(writes.len());
+        writes.extend(counter);
+        // The jobs' dependency edges, unconditional (after the writes that can be refused).
+        for job in jobs {
+            writes.extend(self.edge_writes(job)?);
+        }
+        Ok((writes, counter_index))
+    }
 }
 
 #[async_trait]
@@ -136,53 +197,7 @@ impl JobStore for DynamoStore {
         let now = self.now();
         let limits = self.tenant_limits(&first.tenant).await?;
         let added = jobs.iter().filter(|j| counts_as_active(j.state)).count() as i64;
-        let named = named_in_batch(jobs);
-        // The batch's writes and the counter's index among them; with `lone`, each job no
-        // other of the batch names is written lone, on condition its item does not exist
-        // (`lone`).
-        let writes_of = |lone: bool| -> Result<(Vec<TransactWriteItem>, Option<usize>), StoreError> {
-            let mut writes = Vec::with_capacity(jobs.len() + 2);
-            for job in jobs {
-                let mut item = job_item(job, now, self.shards)?;
-                writes.push(match lone && !named.contains(&(&job.tenant, &job.id)) {
-                    true => {
-                        item.insert(LONE.into(), AttributeValue::Bool(true));
-                        self.put(item, "attribute_not_exists(pk)", vec![])?
-                    }
-                    false => self.put(
-                        item,
-                        "attribute_not_exists(pk) OR #st = :deleted",
-                        vec![(":deleted", s(JobState::Deleted.as_str()))],
-                    )?,
-                });
-            }
-            if let Some((k, fingerprint)) = idempotency {
-                let mut item = key(idem_pk(first.tenant.as_str(), k), IDEM_SK.into());
-                item.extend([
-                    ("kind".to_string(), s("idempotency")),
-                    ("fingerprint".into(), s(fingerprint)),
-                    (
-                        "job_ids".into(),
-                        AttributeValue::L(jobs.iter().map(|j| s(j.id.as_str())).collect()),
-                    ),
-                    ("created_at".into(), n(ms(first.created_at))),
-                    (
-                        TTL.into(),
-                        n(first.created_at.timestamp() + self.idempotency_retention_secs),
-                    ),
-                ]);
-                writes.push(self.put(item, "attribute_not_exists(pk)", vec![])?);
-            }
-            // Last, so that its index tells a refusal of the quota from a conflict.
-            let counter = self.active_jobs_write(&first.tenant, &limits, added)?;
-            let counter_index = counter.is_some().then_some(writes.len());
-            writes.extend(counter);
-            // The jobs' dependency edges, unconditional (after the writes that can be refused).
-            for job in jobs {
-                writes.extend(self.edge_writes(job)?);
-            }
-            Ok((writes, counter_index))
-        };
+        let writes_of = |lone: bool| self.create_writes(jobs, idempotency, &limits, lone, now);
         let (writes, counter_index) = writes_of(false)?;
         let describe = |failed: &[usize]| match failed.first() {
             Some(&i) if i < jobs.len() => format!("job {} exists", jobs[i].id),
@@ -239,6 +254,15 @@ impl JobStore for DynamoStore {
             done += len;
         }
         Ok(())
+    }
+
+    async fn create_fired(
+        &self,
+        job: &Job,
+        idempotency: Option<(&str, &str)>,
+        firing: &Firing,
+    ) -> Option<Result<Vec<Run>, StoreError>> {
+        self.write_created_fired(job, idempotency, firing).await
     }
 
     async fn idempotency_lookup(

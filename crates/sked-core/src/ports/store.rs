@@ -255,6 +255,22 @@ pub trait JobStore: Send + Sync + 'static {
     /// jobs would take the tenant past its quota's `max_active_jobs`.
     async fn create_jobs(&self, jobs: &[Job], idempotency: Option<(&str, &str)>) -> Result<(), StoreError>;
 
+    /// The create of a job due at once and its first firing, in one write where the store
+    /// can: `job` (as [`create_jobs`](JobStore::create_jobs) would insert it, with
+    /// `idempotency`) is inserted as `firing` leaves it — its `next_fire_at` and state — with
+    /// the firing's runs and skip records, all or nothing; answers the runs inserted. Refused
+    /// as `create_jobs` refuses (nothing written). `None`, the default and always correct:
+    /// nothing was written, and the caller creates the job and fires it apart.
+    async fn create_fired(
+        &self,
+        job: &Job,
+        idempotency: Option<(&str, &str)>,
+        firing: &Firing,
+    ) -> Option<Result<Vec<Run>, StoreError>> {
+        let _ = (job, idempotency, firing);
+        None
+    }
+
     /// What an idempotency key recorded: its request fingerprint and the job ids it created.
     async fn idempotency_lookup(
         &self,

@@ -16,7 +16,7 @@ use super::queue::{Delivery, QueueError, Receipt};
 use super::store::{ClaimBatch, Completion, Ended, Firing, JobClaim, StoreError};
 use crate::duration::Dur;
 use crate::ids::{RunId, TenantId, WorkerId};
-use crate::job::Overlap;
+use crate::job::{Job, Overlap};
 use crate::run::Run;
 use crate::timestamp::Timestamp;
 use async_trait::async_trait;
@@ -99,6 +99,20 @@ pub trait WorkPort: Send + Sync + 'static {
     /// written is logged, not answered: the runs are PENDING and the repair pass enqueues
     /// them.
     async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, WorkError>;
+
+    /// [`JobStore::create_fired`](super::JobStore::create_fired), then enqueues the runs
+    /// inserted (a failure to enqueue is logged, as in [`WorkPort::fire`]). `None`, the
+    /// default and always correct: nothing was written, and the caller creates the job and
+    /// fires it apart.
+    async fn create_fired(
+        &self,
+        job: &Job,
+        idempotency: Option<(&str, &str)>,
+        firing: &Firing,
+    ) -> Option<Result<Vec<Run>, StoreError>> {
+        let _ = (job, idempotency, firing);
+        None
+    }
 
     /// Receives up to `max` messages (waiting up to `wait` for one), leased for `lease`, and
     /// claims their runs as one [`ClaimBatch`](super::store::ClaimBatch) reading their jobs,

@@ -88,16 +88,20 @@ impl Sked {
         // another create) refuses it, and only then is the job read — so a create costs no read.
         let submitted = new.spec.clone();
         let job = self.new_job(tenant, new, now);
-        match self
-            .ports
-            .store
-            .create_jobs(
-                std::slice::from_ref(&job),
-                idempotency_key.map(|k| (k, fingerprint.as_str())),
-            )
-            .await
-        {
-            Ok(()) => {}
+        let idempotency = idempotency_key.map(|k| (k, fingerprint.as_str()));
+        // A job due at once is created with its first firing in one write where the ports can
+        // (`fired`: the job as that firing left it); else created, then fired.
+        let written = match self.create_fired(&job, idempotency).await {
+            Some(answer) => answer.map(Some),
+            None => self
+                .ports
+                .store
+                .create_jobs(std::slice::from_ref(&job), idempotency)
+                .await
+                .map(|()| None),
+        };
+        let fired = match written {
+            Ok(fired) => fired,
             // The same definition answers like a first create, without creating (also when
             // the tenant is at its job quota: nothing would be added); another is a conflict.
             Err(refused @ (StoreError::Conflict(_) | StoreError::QuotaExceeded(_))) => {
@@ -113,9 +117,12 @@ impl Sked {
                 };
             }
             Err(e) => return Err(e.into()),
-        }
+        };
         self.sweep.wake();
-        let job = self.fire_if_due(vec![job]).await.remove(0);
+        let job = match fired {
+            Some(fired) => fired,
+            None => self.fire_if_due(vec![job]).await.remove(0),
+        };
         Ok(Created { job, created: true })
     }
 
@@ -507,6 +514,37 @@ impl Sked {
             tracing::info!(jobs = left, budget = %DIRECT_FIRE_BUDGET, "direct firing stopped at its time budget; the sweeper fires the rest");
         }
         jobs
+    }
+
+    /// With [`SkedConfig::fire_within`](super::SkedConfig) set and `job` (new, not stored
+    /// yet) due within it, plans its first firing and has the ports create it with that
+    /// firing in one write ([`WorkPort::create_fired`](crate::ports::WorkPort::create_fired));
+    /// answers the job as the firing left it, or the refusal. `None`: nothing was written
+    /// (nothing due, a planning failure, or ports that write the two apart) — the caller
+    /// creates the job, then fires it ([`Sked::fire_if_due`]).
+    async fn create_fired(&self, job: &Job, idempotency: Option<(&str, &str)>) -> Option<Result<Job, StoreError>> {
+        let within = self.config.fire_within;
+        let now = self.now();
+        if within.is_zero() || job.state != JobState::Active || job.next_fire_at? > now + within.to_chrono() {
+            return None;
+        }
+        let plan = match super::fire::plan_jobs(&self.ports, std::slice::from_ref(job), now, within).await {
+            Ok(mut plans) => plans.pop().flatten()?,
+            Err(e) => {
+                tracing::warn!(tenant = %job.tenant, job_id = %job.id, error = %e, "first firing not planned; the job is created, then fired");
+                return None;
+            }
+        };
+        let answer = self.ports.work.create_fired(job, idempotency, &plan.firing).await?;
+        Some(answer.map(|created| {
+            let fired = super::fire::written(&self.ports, job, &plan, &created, self.skips.as_ref());
+            let mut after = job.clone();
+            if let Some((next_fire_at, state)) = fired.job_after {
+                after.next_fire_at = next_fire_at;
+                after.state = state;
+            }
+            after
+        }))
     }
 
     /// The clock's now, at store precision.

@@ -13,6 +13,7 @@
 
 use crate::duration::Dur;
 use crate::ids::{RunId, TenantId};
+use crate::job::Job;
 use crate::ports::{
     ClaimOutcome, Clock, Delivery, Dispatch, DispatchQueue, Ended, Firing, JobClaim, JobStore, QueueError, Receipt,
     ReceiveRequest, Received, RunTransition, Settlement, StoreError, WorkError, WorkPort,
@@ -51,6 +52,17 @@ impl QueueThenStore {
         self.early_margin = margin;
         self
     }
+
+    /// Enqueues runs just written; a failure is logged, not answered: they are PENDING, and
+    /// the repair pass enqueues them.
+    async fn enqueue_fired(&self, runs: impl IntoIterator<Item = &Run>) {
+        let dispatches: Vec<Dispatch> = runs.into_iter().map(Dispatch::from).collect();
+        if !dispatches.is_empty()
+            && let Err(e) = self.queue.enqueue(&dispatches).await
+        {
+            tracing::warn!(error = %e, runs = dispatches.len(), "fired runs not enqueued; the repair pass will");
+        }
+    }
 }
 
 /// A stale receipt means the message was already handled or superseded: nothing to do.
@@ -65,13 +77,21 @@ pub(crate) fn ignore_stale(result: Result<(), QueueError>) -> Result<(), QueueEr
 impl WorkPort for QueueThenStore {
     async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, WorkError> {
         let answers = self.store.fire(firings).await?;
-        let dispatches: Vec<Dispatch> = answers.iter().flatten().flatten().map(Dispatch::from).collect();
-        if !dispatches.is_empty()
-            && let Err(e) = self.queue.enqueue(&dispatches).await
-        {
-            tracing::warn!(error = %e, runs = dispatches.len(), "fired runs not enqueued; the repair pass will");
-        }
+        self.enqueue_fired(answers.iter().flatten().flatten()).await;
         Ok(answers)
+    }
+
+    async fn create_fired(
+        &self,
+        job: &Job,
+        idempotency: Option<(&str, &str)>,
+        firing: &Firing,
+    ) -> Option<Result<Vec<Run>, StoreError>> {
+        let answer = self.store.create_fired(job, idempotency, firing).await?;
+        if let Ok(runs) = &answer {
+            self.enqueue_fired(runs).await;
+        }
+        Some(answer)
     }
 
     async fn receive(&self, request: &ReceiveRequest) -> Result<Vec<Received>, WorkError> {
