@@ -9,7 +9,7 @@ use sked_core::duration::Dur;
 use sked_core::firing::MAX_RUNS_PER_FIRING;
 use sked_core::ids::{JobId, TenantId};
 use sked_core::ports::Clock;
-use sked_core::service::jobs::{DIRECT_FIRE_BUDGET, NewJob};
+use sked_core::service::jobs::{DIRECT_FIRE_BUDGET, DIRECT_FIRE_CHUNK, NewJob};
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp::{self, Timestamp};
@@ -204,11 +204,15 @@ impl Clock for SlowClock {
     }
 }
 
+/// A batch's due jobs fire a chunk at a time ([`DIRECT_FIRE_CHUNK`], each chunk one store
+/// call); once the call has spent its budget it starts no more chunks, and the sweeper fires
+/// the jobs left.
 #[tokio::test]
 async fn a_batch_create_stops_firing_directly_at_its_budget_and_the_sweeper_fires_the_rest() {
     let MemPorts { ports, clock, store } = MemPorts::at("2026-12-01T10:00:00Z");
-    // Every clock read takes a tenth of the budget.
-    let step = Dur::millis(DIRECT_FIRE_BUDGET.as_millis() as u64 / 10);
+    // Every clock read takes a third of the budget.
+    let step = Dur::millis(DIRECT_FIRE_BUDGET.as_millis() as u64 / 3);
+    let total = DIRECT_FIRE_CHUNK * 4;
     let slow = Arc::new(SlowClock {
         inner: clock.clone(),
         step,
@@ -216,7 +220,7 @@ async fn a_batch_create_stops_firing_directly_at_its_budget_and_the_sweeper_fire
     let ports = Ports::new(ports.store, ports.queue, ports.logs, slow);
     let h = Harness::over(ports, clock, store, DIRECT_WINDOW);
     let at = timestamp::format(&(h.clock.now() + secs(60)));
-    let news: Vec<NewJob> = (0..40)
+    let news: Vec<NewJob> = (0..total)
         .map(|i| NewJob {
             id: Some(JobId::from(format!("one-shot-{i}").as_str())),
             spec: serde_json::from_value(json!({"schedule": {"at": at}, "task": {"command": {"argv": ["true"]}}}))
@@ -225,10 +229,10 @@ async fn a_batch_create_stops_firing_directly_at_its_budget_and_the_sweeper_fire
         .collect();
     let jobs = h.sked.create_jobs(&h.tenant, news, None).await.unwrap();
     let fired_directly = jobs.iter().filter(|j| j.state == JobState::Completed).count();
-    assert!(fired_directly > 0, "the budget lets the first jobs fire");
+    assert!(fired_directly > 0, "the budget lets the first chunk fire");
     assert!(
-        fired_directly < 10,
-        "and stops after about ten clock reads: {fired_directly}"
+        fired_directly < total && fired_directly % DIRECT_FIRE_CHUNK == 0,
+        "and stops after a few clock reads, a whole chunk at a time: {fired_directly}"
     );
     assert_eq!(h.store.run_count(), fired_directly);
     assert!(
@@ -239,10 +243,10 @@ async fn a_batch_create_stops_firing_directly_at_its_budget_and_the_sweeper_fire
     );
 
     let (fired, _) = h.sweep().await;
-    assert_eq!(fired, 40 - fired_directly, "the sweeper fires exactly the rest");
-    assert_eq!(h.store.run_count(), 40);
+    assert_eq!(fired, total - fired_directly, "the sweeper fires exactly the rest");
+    assert_eq!(h.store.run_count(), total);
     let mut ids: Vec<String> = h.store.all_runs().iter().map(|r| r.job_id.to_string()).collect();
     ids.sort();
     ids.dedup();
-    assert_eq!(ids.len(), 40, "one run per job");
+    assert_eq!(ids.len(), total, "one run per job");
 }

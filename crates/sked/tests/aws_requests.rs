@@ -136,6 +136,15 @@ async fn requests_per_one_shot_and_recurring_run_are_counted_and_priced() {
         at_once.dollars,
         one_shot.dollars
     );
+    // Due at once and created together: the batch's firings are written together and their
+    // runs sent in shared batches.
+    measure(
+        &format!("silent one-shot runs due at once, created {RUNS} a call"),
+        sh(":"),
+        false,
+        Created::InOneBatchDueAtOnce,
+    )
+    .await;
     let recurring = measure_recurring().await;
     let target = one_shot.dollars - one_shot.api_dollars;
     assert!(
@@ -274,7 +283,7 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool, created: Cre
     // Created ahead of time, the jobs are fired by the sweeper; due at once, by their create
     // (the API function's direct firing).
     let api_lookahead = match created {
-        Created::DueAtOnce => Dur::secs(600),
+        Created::DueAtOnce | Created::InOneBatchDueAtOnce => Dur::secs(600),
         _ => Dur::ZERO,
     };
     let aws = Deployment::start(config, api_lookahead, Dur::secs(600)).await;
@@ -288,7 +297,7 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool, created: Cre
                 aws.api.create_job(job).await;
             }
         }
-        Created::InOneBatch => {
+        Created::InOneBatch | Created::InOneBatchDueAtOnce => {
             let batch = json!({"jobs": jobs.collect::<Vec<_>>()});
             let (status, body) = aws.api.post("/v1/jobs:batch", &batch).await;
             assert_eq!(status, 201, "{body}");
@@ -299,7 +308,7 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool, created: Cre
     let units_created = counter.dynamodb_capacity();
     let outcome = aws.sweep().await;
     let swept = match created {
-        Created::DueAtOnce => 0,
+        Created::DueAtOnce | Created::InOneBatchDueAtOnce => 0,
         _ => RUNS,
     };
     assert_eq!(outcome.fired, swept, "{outcome:?}");
@@ -424,11 +433,18 @@ fn check_counts(counter: &RequestCounter, phases: &Phases, created: Created) {
         );
         assert_eq!(sends, RUNS as u64, "{total:?}");
     } else {
+        // Created ahead, the sweep's firings go in one transaction; created due at once in
+        // one batch, the call's: after the batch's own.
+        let (fired_by, ahead) = match created {
+            Created::InOneBatchDueAtOnce => (&phases.after_create, 1),
+            _ => (&phases.after_sweep, transactions(&phases.after_create)),
+        };
         assert_eq!(
-            transactions(&phases.after_sweep) - transactions(&phases.after_create),
+            transactions(fired_by) - ahead,
             1,
-            "the sweep's firings in one transaction: {total:?}"
+            "the firings in one transaction: {total:?}"
         );
+        assert_eq!(transactions(&phases.after_sweep), transactions(fired_by), "{total:?}");
         assert!(sends >= 1, "{total:?}");
         assert!(sends <= RUNS.div_ceil(10) as u64 + 1, "sends are batched: {total:?}");
     }
@@ -488,6 +504,9 @@ enum Created {
     /// Each by its own `POST /v1/jobs`, due within the API's direct firing: the create fires
     /// it.
     DueAtOnce,
+    /// All in one `POST /v1/jobs:batch`, due within the API's direct firing: the call fires
+    /// them.
+    InOneBatchDueAtOnce,
     /// All in one `POST /v1/jobs:batch`.
     InOneBatch,
     /// Not at all: runs of a recurring job created before, this many by each firing.
@@ -518,7 +537,7 @@ impl Spent {
         let per = |n: f64| n / runs as f64;
         let capacity = counter.dynamodb_capacity();
         let index_wru = match created {
-            Created::OneByOne | Created::InOneBatch => INDEX_WRU_PER_ONE_SHOT,
+            Created::OneByOne | Created::InOneBatch | Created::InOneBatchDueAtOnce => INDEX_WRU_PER_ONE_SHOT,
             Created::DueAtOnce => INDEX_WRU_PER_ONE_SHOT_CREATED_FIRED,
             Created::Before { runs_per_firing } => {
                 INDEX_WRU_OF_A_RECURRING_RUN + INDEX_WRU_OF_A_RECURRING_FIRING / runs_per_firing.max(1) as f64
@@ -536,7 +555,7 @@ impl Spent {
         let cwl_gb = per(counter.of("CloudWatch Logs", "PutLogEvents") as f64) * 1024.0 / 1e9;
         let calls = match created {
             Created::OneByOne | Created::DueAtOnce => 1.0,
-            Created::InOneBatch => per(1.0),
+            Created::InOneBatch | Created::InOneBatchDueAtOnce => per(1.0),
             Created::Before { .. } => 0.0,
         };
         let api = calls * (price::HTTP_API_REQUEST + price::LAMBDA_REQUEST + API_SECONDS * API_GB * price::LAMBDA_GB_S);

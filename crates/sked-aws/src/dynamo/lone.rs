@@ -74,6 +74,18 @@ impl LoneJobs {
         }
     }
 
+    /// Notes `jobs` lone at their versions: this process just wrote them so (a create), as
+    /// good as a read for a firing, whose write is conditional on the mark.
+    pub(super) fn note_written<'a>(&self, jobs: impl IntoIterator<Item = &'a Job>) {
+        let mut versions = self.versions.lock().unwrap_or_else(|e| e.into_inner());
+        for job in jobs {
+            if versions.len() >= MAX_REMEMBERED {
+                versions.clear();
+            }
+            versions.insert((job.tenant.clone(), job.id.clone()), job.version);
+        }
+    }
+
     /// Whether `tenant`'s job `id` was read lone at `version`.
     pub(super) fn at(&self, tenant: &TenantId, id: &JobId, version: u64) -> bool {
         let versions = self.versions.lock().unwrap_or_else(|e| e.into_inner());

@@ -218,7 +218,13 @@ impl JobStore for DynamoStore {
             // Lone first; a job whose item exists (DELETED, or a conflict) makes the batch
             // go again as before, not lone.
             match self.transact(writes_of(true)?.0).await {
-                Ok(()) => return Ok(()),
+                Ok(()) => {
+                    // Written lone: a firing by this process (a direct one) marks its runs so.
+                    let named = named_in_batch(jobs);
+                    let lone = jobs.iter().filter(|j| !named.contains(&(&j.tenant, &j.id)));
+                    self.lone_jobs.note_written(lone);
+                    return Ok(());
+                }
                 Err(Failure::Condition { failed_items, .. }) if failed_items.iter().any(|&i| i < jobs.len()) => {}
                 Err(Failure::Condition { failed_items, .. }) => return Err(refusal(&failed_items).await),
                 Err(f) => return Err(f.into_store(String::new)),

@@ -1,6 +1,7 @@
-//! Firing one due job: plan its occurrences, write the runs and the job's next fire time in
-//! one conditional store write, and enqueue the runs ([`crate::ports::WorkPort::fire`]). The sweeper does this for every due
-//! job it finds; [`Sked`](super::Sked) does it for a job just created, replaced or resumed
+//! Firing due jobs ([`fire_jobs`]): plan each one's occurrences, write each one's runs and
+//! next fire time in a conditional store write of its own (a chunk of jobs in one call), and
+//! enqueue the runs ([`crate::ports::WorkPort::fire`]). The sweeper does this for every due
+//! job it finds; [`Sked`](super::Sked) does it for jobs just created, replaced or resumed
 //! whose next occurrence falls within [`SkedConfig::fire_within`](super::SkedConfig) — the AWS
 //! API handler's "enqueue runs due within the look-ahead directly". One code path, so a run
 //! fired either way is the same run (same id, same `not_before`), and a second firing of the
@@ -15,7 +16,7 @@ use crate::error::CoreError;
 use crate::firing::{Plan, SkipReason, plan};
 use crate::ids::{JobId, TenantId};
 use crate::job::{Job, JobState, Overlap};
-use crate::ports::Event;
+use crate::ports::{Event, Firing, StoreError};
 
 use crate::run::Run;
 use crate::timestamp::Timestamp;
@@ -50,25 +51,49 @@ pub struct Fired {
     pub job_after: Option<(Option<Timestamp>, JobState)>,
 }
 
-/// Plans and writes the firing of `job` at `now`, for occurrences up to `now + lookahead`.
-/// Skipped occurrences are logged and, with `skips`, reported to it. A job that moved on
-/// meanwhile is a [`crate::ports::StoreError::Conflict`] (nothing written).
-pub async fn fire_job(
+/// One job's firing among [`fire_jobs`]'s: its plan, and what writing it came to.
+#[derive(Debug)]
+pub struct JobFiring {
+    /// The plan written.
+    pub plan: Plan,
+    /// What it wrote ([`written`]), or why not (a job that moved on meanwhile is a
+    /// [`StoreError::Conflict`]: nothing written).
+    pub fired: Result<Fired, StoreError>,
+}
+
+/// Fires `jobs` at `now`, for occurrences up to `now + lookahead`, together: plans them from
+/// one read ([`plan_jobs`]), writes their firings in one call
+/// ([`WorkPort::fire`](crate::ports::WorkPort::fire): one transaction where the store can,
+/// and their runs enqueued at once), and reports each one written ([`written`]). Answers per
+/// job, in order: `None` when nothing was due. The error is a failure of the whole call
+/// (nothing written).
+pub async fn fire_jobs(
     ports: &Ports,
-    job: &Job,
+    jobs: &[Job],
     now: Timestamp,
     lookahead: Dur,
     skips: Option<&SkipSink>,
-) -> Result<Fired, CoreError> {
-    let planned = plan_jobs(ports, std::slice::from_ref(job), now, lookahead).await?;
-    let Some(plan) = planned.into_iter().next().flatten() else {
-        return Ok(Fired::default());
-    };
-    let mut answers = ports.work.fire(std::slice::from_ref(&plan.firing)).await?;
-    let created = answers
-        .pop()
-        .unwrap_or_else(|| Err(crate::ports::StoreError::Other("fire answered no firing".into())))?;
-    Ok(written(ports, job, &plan, &created, skips))
+) -> Result<Vec<Option<JobFiring>>, CoreError> {
+    let plans = plan_jobs(ports, jobs, now, lookahead).await?;
+    let firings: Vec<Firing> = plans.iter().flatten().map(|plan| plan.firing.clone()).collect();
+    let mut answers = if firings.is_empty() {
+        Vec::new()
+    } else {
+        ports.work.fire(&firings).await?
+    }
+    .into_iter();
+    Ok(jobs
+        .iter()
+        .zip(plans)
+        .map(|(job, plan)| {
+            let plan = plan?;
+            let answer = answers
+                .next()
+                .unwrap_or_else(|| Err(StoreError::Other("fire answered fewer firings".into())));
+            let fired = answer.map(|created| written(ports, job, &plan, &created, skips));
+            Some(JobFiring { plan, fired })
+        })
+        .collect())
 }
 
 /// The plans for `jobs` at `now` (`None` for a job with nothing due), reading in one store

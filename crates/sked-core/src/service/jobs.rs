@@ -29,6 +29,10 @@ pub const MAX_BATCH: usize = 1_000;
 /// [`SkedConfig::fire_within`]: super::SkedConfig::fire_within
 pub const DIRECT_FIRE_BUDGET: crate::duration::Dur = crate::duration::Dur::secs(2);
 
+/// Jobs one API call fires in one store call ([`Sked::fire_if_due`]): a batch's one-shots
+/// then share the store's transactions (up to 100 items) and their runs' sends.
+pub const DIRECT_FIRE_CHUNK: usize = 64;
+
 /// Reads and writes one user change may take when sweeps keep moving the job.
 const MAX_MODIFY_TRIES: usize = 5;
 
@@ -470,16 +474,20 @@ impl Sked {
     }
 
     /// With [`SkedConfig::fire_within`](super::SkedConfig) set, fires each of `jobs` whose
-    /// next occurrence is within it (the sweeper's path, [`super::fire::fire_job`], which
+    /// next occurrence is within it (the sweeper's path, [`super::fire::fire_jobs`], which
     /// enqueues the runs); returns the jobs as they are after that (next fire time and state
     /// moved on; the version does not change, as with any sweep). The user's change is
     /// already stored, so a failure here is only logged: the sweeper fires the job at its
     /// next tick (a conflict means it, or another call, already did).
     ///
+    /// The due jobs fire [`DIRECT_FIRE_CHUNK`] at a time, each chunk planned from one read and
+    /// written in one store call ([`super::fire::fire_jobs`]: a batch's one-shots share
+    /// transactions, and their runs are enqueued together).
+    ///
     /// Bounded, so a request answers in about the same time whatever the schedules: each job
     /// fires at most [`crate::firing::MAX_RUNS_PER_FIRING`] runs, only up to `fire_within`
     /// ahead, and once the call has spent [`DIRECT_FIRE_BUDGET`] firing it starts no more
-    /// (a big batch): the jobs left are fired by the sweeper, as without the window.
+    /// chunks (a big batch): the jobs left are fired by the sweeper, as without the window.
     async fn fire_if_due(&self, mut jobs: Vec<Job>) -> Vec<Job> {
         let within = self.config.fire_within;
         if within.is_zero() {
@@ -488,25 +496,37 @@ impl Sked {
         let now = self.now();
         let horizon = now + within.to_chrono();
         let stop_at = self.ports.clock.now() + DIRECT_FIRE_BUDGET.to_chrono();
+        let due: Vec<usize> = (0..jobs.len())
+            .filter(|&i| jobs[i].state == JobState::Active && jobs[i].next_fire_at.is_some_and(|t| t <= horizon))
+            .collect();
         let mut left = 0usize;
-        for job in jobs.iter_mut() {
-            if job.state != JobState::Active || job.next_fire_at.is_none_or(|t| t > horizon) {
-                continue;
-            }
+        for chunk in due.chunks(DIRECT_FIRE_CHUNK) {
             if self.ports.clock.now() >= stop_at {
-                left += 1;
+                left += chunk.len();
                 continue;
             }
-            match super::fire::fire_job(&self.ports, job, now, within, self.skips.as_ref()).await {
-                Ok(fired) => {
-                    if let Some((next_fire_at, state)) = fired.job_after {
+            let firing: Vec<Job> = chunk.iter().map(|&i| jobs[i].clone()).collect();
+            let answers = match super::fire::fire_jobs(&self.ports, &firing, now, within, self.skips.as_ref()).await {
+                Ok(answers) => answers,
+                Err(e) => {
+                    tracing::warn!(jobs = chunk.len(), error = %e, "direct firing failed; the sweeper will fire the jobs");
+                    continue;
+                }
+            };
+            for (&i, answer) in chunk.iter().zip(answers) {
+                let job = &mut jobs[i];
+                match answer.map(|firing| firing.fired) {
+                    Some(Ok(super::fire::Fired {
+                        job_after: Some((next_fire_at, state)),
+                        ..
+                    })) => {
                         job.next_fire_at = next_fire_at;
                         job.state = state;
                     }
-                }
-                Err(CoreError::Store(StoreError::Conflict(_))) => {}
-                Err(e) => {
-                    tracing::warn!(tenant = %job.tenant, job_id = %job.id, error = %e, "direct firing failed; the sweeper will fire the job");
+                    None | Some(Ok(_)) | Some(Err(StoreError::Conflict(_))) => {}
+                    Some(Err(e)) => {
+                        tracing::warn!(tenant = %job.tenant, job_id = %job.id, error = %e, "direct firing failed; the sweeper will fire the job");
+                    }
                 }
             }
         }

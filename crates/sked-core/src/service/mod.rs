@@ -126,7 +126,7 @@ pub struct SkedConfig {
     /// [`crate::firing::MAX_RUNS_PER_FIRING`] per job, for at most
     /// [`jobs::DIRECT_FIRE_BUDGET`] per call — so a per-second cron costs a create about a
     /// minute of runs, not the look-ahead's ten. Firing here is the sweeper's own path
-    /// ([`fire::fire_job`]), conditional like it, so the two never fire one occurrence twice.
+    /// ([`fire::fire_jobs`]), conditional like it, so the two never fire one occurrence twice.
     pub fire_within: crate::duration::Dur,
 }
 

@@ -12,13 +12,11 @@
 //! sweep's time grows with the number of due jobs rather than with their frequency, and a
 //! caller with a time budget (the AWS sweeper function) stops between sweeps.
 
-use super::fire::{SkipSink, plan_jobs, written};
+use super::fire::{JobFiring, SkipSink, fire_jobs};
 use super::{Ports, SweepSignal};
 use crate::duration::Dur;
 use crate::error::CoreError;
-use crate::firing::Plan;
-use crate::job::Job;
-use crate::ports::{Firing, StoreError};
+use crate::ports::StoreError;
 use crate::timestamp::Timestamp;
 use tokio_util::sync::CancellationToken;
 
@@ -160,34 +158,17 @@ impl Sweeper {
         while !rest.is_empty() {
             let (chunk, after) = rest.split_at(size.min(rest.len()));
             (rest, size) = (after, (size * 2).min(FIRE_CHUNK_MAX));
-            let planned = match plan_jobs(&self.ports, chunk, now, self.config.lookahead).await {
-                Ok(planned) => planned,
+            let answers = match fire_jobs(&self.ports, chunk, now, self.config.lookahead, self.skips.as_ref()).await {
+                Ok(answers) => answers,
                 Err(e) => {
                     failed.get_or_insert(e);
                     continue;
                 }
             };
-            let plans: Vec<(&Job, Plan)> = chunk
-                .iter()
-                .zip(planned)
-                .filter_map(|(job, plan)| Some((job, plan?)))
-                .collect();
-            if plans.is_empty() {
-                continue;
-            }
-            let firings: Vec<Firing> = plans.iter().map(|(_, plan)| plan.firing.clone()).collect();
-            let results = match self.ports.work.fire(&firings).await {
-                Ok(answers) => answers,
-                Err(e) => {
-                    failed.get_or_insert(e.into());
-                    continue;
-                }
-            };
-            for ((job, plan), result) in plans.iter().zip(results) {
-                match result {
-                    Ok(created) => {
+            for JobFiring { plan, fired } in answers.into_iter().flatten() {
+                match fired {
+                    Ok(fired) => {
                         report.more |= plan.still_due(now);
-                        let fired = written(&self.ports, job, plan, &created, self.skips.as_ref());
                         report.fired += fired.created;
                         report.skipped += fired.skipped;
                     }
