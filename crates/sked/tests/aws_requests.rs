@@ -1,13 +1,15 @@
 //! What a one-shot run costs on AWS, counted (feature `aws`): one-shot jobs run end to end
 //! in-process on moto — created through the API function's router, fired by the sweeper
-//! function's handler, run by the core `Worker` on the AWS ports with the local process
-//! executor — with a [`RequestCounter`] on every AWS client. Prints the requests per
-//! service and operation, per run, the estimated DynamoDB capacity units, and the cost per
-//! million runs at the list prices below; asserts the counts are sane. Measured: one-shots
-//! whose payload prints a line (its log in the run's item), silent one-shots (no log at all),
-//! silent one-shots created in one `POST /v1/jobs:batch`, a per-second cron's runs (no
-//! create), and a running minute of heartbeats; the last three against targets (see their
-//! tests).
+//! function's handler (or, due at once, by the create itself), run by the core `Worker` on
+//! the AWS ports with the local process executor — with a [`RequestCounter`] on every AWS
+//! client. Prints the requests per service and operation, per run, the estimated DynamoDB
+//! capacity units, and the cost per million runs at the list prices below; asserts the counts
+//! are sane. Measured: one-shots whose payload prints a line (its log in the run's item),
+//! silent one-shots (no log at all), silent one-shots created in one `POST /v1/jobs:batch`,
+//! silent one-shots due at once (created one by one, and in one batch), a per-second cron's
+//! runs (no create), and a running minute of heartbeats; the batch and the one-shots due at
+//! once one by one against the one-shots created ahead one by one, the cron's runs and the
+//! heartbeats against targets (see their tests).
 //!
 //! Reads the test itself makes to wait for the runs go through clients without the counter.
 
@@ -97,9 +99,10 @@ fn index_wru_per_heartbeat(lease_secs: f64) -> f64 {
     2.0 * (lease_secs / 3.0) / (RUNNING_KEY_STEP_MS as f64 / 1000.0)
 }
 
-/// One-shots, created one by one and in a batch, then a recurring job's runs. A batch's
-/// one-shot must cost less than one created alone (its call is shared; its job's put, in the
-/// batch's transaction, is billed twice). A recurring job's run pays for neither a create
+/// One-shots, created one by one and in a batch, ahead of their time and due at once, then a
+/// recurring job's runs. A batch's one-shot must cost less than one created alone (its call is
+/// shared; its job's put, in the batch's transaction, is billed twice), and so must one due at
+/// once (its job written with its firing). A recurring job's run pays for neither a create
 /// nor an API call: the target set for it is to cost less than a silent one-shot run without
 /// its API call (measured just before), its overlap check (`forbid`) included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
