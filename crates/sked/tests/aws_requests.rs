@@ -53,7 +53,8 @@ mod price {
     pub const S3_GET: f64 = 0.0004 / 1e3;
     /// CloudWatch Logs standard ingestion, per GB.
     pub const CWL_INGEST_GB: f64 = 0.50;
-    /// API Gateway HTTP API, per request (first 300 million a month).
+    /// API Gateway HTTP API, per request (first 300 million a month). A Lambda function URL
+    /// (template.yaml `ApiFront: FunctionUrl`) has no charge of its own.
     pub const HTTP_API_REQUEST: f64 = 1.00 / 1e6;
     /// Lambda, per invocation.
     pub const LAMBDA_REQUEST: f64 = 0.20 / 1e6;
@@ -524,6 +525,8 @@ struct Spent {
     dollars: f64,
     /// Of which the API call and its Lambda invocation (a create).
     api_dollars: f64,
+    /// Of which API Gateway's charge for the call (none behind a function URL).
+    http_api_dollars: f64,
     /// Requests per run, receives left out (their count follows idle time).
     requests_without_receives: f64,
     /// Receives per run.
@@ -595,6 +598,7 @@ impl Spent {
         Spent {
             dollars: lines.iter().map(|l| l.2).sum::<f64>() * million,
             api_dollars: api * million,
+            http_api_dollars: calls * price::HTTP_API_REQUEST * million,
             lines,
             requests_without_receives: per((all - receives) as f64),
             receives: per(receives as f64),
@@ -615,6 +619,12 @@ impl Spent {
             eprintln!("  {item:<16} {amount:<60} ${:>7.2}", dollars * 1e6);
         }
         eprintln!("  total ${:.2} per million {what}", self.dollars);
+        if self.http_api_dollars > 0.0 {
+            eprintln!(
+                "  (${:.2} behind a function URL, ApiFront FunctionUrl: no HTTP API request)",
+                self.dollars - self.http_api_dollars
+            );
+        }
         assert!(self.dollars > 0.0 && self.wru > 0.0 && self.rru > 0.0);
     }
 }

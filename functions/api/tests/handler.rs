@@ -3,7 +3,10 @@
 //! The events carry what API Gateway verified: the JWT's claims
 //! (`requestContext.authorizer.jwt`), or in IAM mode the signer's ARN
 //! (`requestContext.authorizer.iam.userArn`, looked up in the operator's mapping). The tenant
-//! and role come from them, never from the `x-sked-tenant` header the events also carry.
+//! and role come from them, never from the `x-sked-tenant` header the events also carry. The
+//! template's other front (`ApiFront: FunctionUrl`) invokes the function with a function URL's
+//! event (`events/function-url-iam-create-job.json`): the same payload format, its signer named
+//! in the same place.
 
 use http_body_util::BodyExt;
 use lambda_http::Request;
@@ -21,6 +24,7 @@ use tower::ServiceExt;
 const CREATE_JOB: &str = include_str!("../../../events/apigw-v2-create-job.json");
 const GET_JOB: &str = include_str!("../../../events/apigw-v2-get-job.json");
 const IAM_CREATE_JOB: &str = include_str!("../../../events/apigw-v2-iam-create-job.json");
+const FUNCTION_URL_CREATE_JOB: &str = include_str!("../../../events/function-url-iam-create-job.json");
 
 /// The API over fresh resources, firing 10 minutes ahead, and its SQS queue; callers
 /// identified by the default claims, no IAM principal mapped.
@@ -494,4 +498,56 @@ async fn bench_create_latency_of_a_per_second_cron_and_a_one_shot() {
         median(&mut once_ms),
         once_ms[ROUNDS - 1]
     );
+}
+
+/// `ApiFront: FunctionUrl`: Lambda verified the SigV4 signature and invokes the function with
+/// a function URL's event, whose request context names the signer as the HTTP API's does. The
+/// same mapping decides: the fixture's session of `sked-deploy` creates acme's job (not the
+/// header's tenant), and an unmapped signer or an event without an authorizer is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_function_url_event_is_identified_by_the_same_iam_mapping() {
+    let app = iam_api().await;
+    let event: Value = serde_json::from_str(FUNCTION_URL_CREATE_JOB).unwrap();
+    assert!(
+        event["requestContext"]["domainName"]
+            .as_str()
+            .unwrap()
+            .contains(".lambda-url."),
+        "the fixture is a function URL's event"
+    );
+    let signed_by = |user_arn: &str| {
+        let mut event = event.clone();
+        event["requestContext"]["authorizer"]["iam"]["userArn"] = json!(user_arn);
+        request(&event.to_string())
+    };
+    let (status, body) = call(&app, signed_by(AUDITOR)).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (403, Some("permission_denied")),
+        "{body}"
+    );
+    let (status, body) = call(&app, signed_by("arn:aws:sts::123456789012:assumed-role/other-role/x")).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (401, Some("unauthenticated")),
+        "{body}"
+    );
+    let mut unsigned = event.clone();
+    unsigned["requestContext"]["authorizer"] = Value::Null;
+    let (status, body) = call(&app, request(&unsigned.to_string())).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (401, Some("unauthenticated")),
+        "{body}"
+    );
+
+    let (status, created) = call(&app, request(FUNCTION_URL_CREATE_JOB)).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["id"], "invoice-run");
+    // acme's: another acme session reads it; beta's user (and the header's tenant) does not.
+    let get = |who: &str| IamEvent::to("GET", "/v1/jobs/invoice-run").signed_by(Some(who));
+    let (status, got) = call(&app, get(&deployer("deploy-1")).request()).await;
+    assert_eq!((status, got["priority"].as_u64()), (200, Some(4)), "{got}");
+    let (status, _) = call(&app, get(ALICE).request()).await;
+    assert_eq!(status, 404);
 }
