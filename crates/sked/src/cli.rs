@@ -138,6 +138,14 @@ pub struct RuntimeArgs {
     /// noticed about one lease later.
     #[arg(long, default_value_t = 15)]
     pub lease: u64,
+    /// A longer lease, in seconds, for attempts that have run `--long-lease-after`: their
+    /// heartbeats (a store write and a queue request each) come every third of it instead, and
+    /// a worker that dies during one is noticed about this long later. 0 or absent: off.
+    #[arg(long)]
+    pub long_lease: Option<u64>,
+    /// Seconds an attempt runs on `--lease` before it moves to `--long-lease`.
+    #[arg(long, default_value_t = 300)]
+    pub long_lease_after: u64,
     /// Seconds between SIGTERM and SIGKILL when a payload is stopped (timeout, cancel).
     #[arg(long, default_value_t = 5)]
     pub grace: u64,

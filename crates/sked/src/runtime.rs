@@ -15,7 +15,7 @@ use sked_core::service::alerts::{Notifier, NotifierConfig, NotifierPorts};
 use sked_core::service::keys::Keys;
 use sked_core::service::log_retention::{LogPruner, LogRetentionConfig, Retention};
 use sked_core::service::reaper::{Reaper, ReaperConfig};
-use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_core::service::worker::{LongLease, Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_embedded::exec::{HttpExecutor, ProcessExecutor, Spawner, TaskExecutor};
 use sked_embedded::logs::FileLogStore;
@@ -213,11 +213,15 @@ pub fn worker_config(args: &RuntimeArgs, n: usize) -> anyhow::Result<WorkerConfi
     let mut config = WorkerConfig::new(WorkerId(format!("{}-{}-{n}", hostname(), std::process::id())));
     config.concurrency = args.concurrency.max(1);
     config.lease = Dur::secs(args.lease.max(1));
+    config.long_lease = args.long_lease.filter(|&secs| secs > 0).map(|secs| LongLease {
+        after: Dur::secs(args.long_lease_after),
+        lease: Dur::secs(secs),
+    });
     config.grace = Dur::secs(args.grace);
     config.max_clock_skew = Dur::millis(args.max_clock_skew_ms);
     config
         .check()
-        .map_err(|e| anyhow::anyhow!("--lease, --grace, --max-clock-skew-ms: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("--lease, --long-lease, --long-lease-after, --grace, --max-clock-skew-ms: {e}"))?;
     Ok(config)
 }
 

@@ -273,3 +273,21 @@ async fn logs_follow_prints_lines_live_and_runs_get_exit_code_follows_the_outcom
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     assert!(stdout(&o).contains("FAILED"), "{}", stdout(&o));
 }
+
+/// `--long-lease` must be longer than `--lease`: a worker given a shorter one refuses to start,
+/// naming the flag.
+#[test]
+fn a_worker_refuses_a_long_lease_no_longer_than_its_lease() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(SKED)
+        .args(["worker", "--lease", "15", "--long-lease", "10", "--data-dir"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "stdout: {}", stdout(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("--long-lease") && err.contains("long lease of 10s"),
+        "{err}"
+    );
+}

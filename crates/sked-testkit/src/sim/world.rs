@@ -29,7 +29,7 @@ use sked_core::service::fire::{SkipSink, SkippedOccurrence};
 use sked_core::service::jobs::NewJob;
 use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
-use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_core::service::worker::{LongLease, Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp::{self, Timestamp};
 use std::sync::{Arc, Mutex};
@@ -37,6 +37,11 @@ use tokio_util::sync::CancellationToken;
 
 /// Workers' lease (heartbeat every third).
 pub const LEASE: Dur = Dur::secs(15);
+/// Every third worker's long lease.
+pub const LONG_LEASE: LongLease = LongLease {
+    after: Dur::secs(5),
+    lease: Dur::secs(30),
+};
 /// Reaper: a PENDING run ready this long without a claim is re-enqueued.
 pub const STALE_AFTER: Dur = Dur::secs(30);
 /// Fewest live workers the script keeps (it restarts crashed ones after a while).
@@ -443,6 +448,11 @@ impl World {
         ));
         let mut config = WorkerConfig::new(WorkerId(format!("w{i}")));
         config.lease = LEASE;
+        // Every third worker moves its attempts past 5 s to a 30 s lease: leases that change
+        // length mid-attempt, under the same pauses, cut-offs and skew.
+        if i % 3 == 2 {
+            config.long_lease = Some(LONG_LEASE);
+        }
         config.grace = Dur::secs(1);
         // The clock skew the simulation injects is the bound the workers assume.
         config.max_clock_skew = Dur::millis(self.config.faults.max_skew_ms);

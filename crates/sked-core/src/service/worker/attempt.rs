@@ -1,6 +1,7 @@
 //! One claimed attempt, run to its end ([`Worker::run_claimed`]): the payload through the
 //! executor, its output into the attempt's log (secrets masked), heartbeats every third of
-//! the lease (retried every fifteenth after a failure), the timeout, a cancel asked for, and
+//! the lease (the long lease once a long attempt reaches it; retried every fifteenth of the
+//! lease after a failure), the timeout, a cancel asked for, and
 //! the lease stop margin — a worker that cannot renew its lease asks the payload to stop that
 //! long before the lease ends by its own clock, and never starts a payload inside it. What the
 //! attempt ended as goes to [`super::completion`].
@@ -111,12 +112,19 @@ impl Worker {
         let execution = self.executor.execute(request, out_tx, stop_rx);
         let attempt_loop = async {
             tokio::pin!(execution);
-            let beat_every = Dur::millis((self.config.lease.as_millis() / 3).max(1) as u64).to_chrono();
+            // The lease each heartbeat asks for, by how long the attempt has run (a long
+            // attempt may move to a longer lease: `WorkerConfig::long_lease`), and the next
+            // heartbeat a third of it later.
+            let lease_at = |now: Timestamp| {
+                let ran = Dur::millis((now - started).num_milliseconds().max(0) as u64);
+                self.config.lease_after_running(ran)
+            };
+            let third_of = |lease: Dur| Dur::millis((lease.as_millis() / 3).max(1) as u64).to_chrono();
             // After a failed renewal, try again sooner: the lease must be renewed before its
             // stop margin, not only before it ends.
             let retry_every = Dur::millis((self.config.lease.as_millis() / 15).max(1) as u64).to_chrono();
             let deadline = started + job.spec.timeout.to_chrono();
-            let mut next_beat = started + beat_every;
+            let mut next_beat = started + third_of(self.config.lease);
             // The lease as last granted by the store: once it has passed without a renewal
             // the store may hand the run to another worker, so the payload must be gone by
             // then — asked to stop the stop margin before, not only when a later heartbeat
@@ -133,8 +141,10 @@ impl Worker {
                     biased;
                     result = &mut execution => break result,
                     _ = clock.sleep_until(next_beat), if stop != Some(StopReason::LeaseLost) => {
-                        next_beat = clock.now() + beat_every;
-                        match self.heartbeat(delivery, &run, token).await {
+                        let now = clock.now();
+                        let lease = lease_at(now);
+                        next_beat = now + third_of(lease);
+                        match self.heartbeat(delivery, &run, token, lease).await {
                             Beat::Renewed { until, cancel } => {
                                 held_until = until;
                                 if cancel && stop.is_none() {
@@ -178,12 +188,12 @@ impl Worker {
         self.record_attempt(delivery, job, &run, token, ended).await
     }
 
-    /// Renews the store lease and the queue lease.
-    async fn heartbeat(&self, delivery: &Delivery, run: &Run, token: u64) -> Beat {
+    /// Renews the store lease and the queue lease, for `lease` from now.
+    async fn heartbeat(&self, delivery: &Delivery, run: &Run, token: u64, lease: Dur) -> Beat {
         let renewed = self
             .ports
             .work
-            .heartbeat(&run.tenant, &run.run_id, token, &delivery.receipt, self.config.lease)
+            .heartbeat(&run.tenant, &run.run_id, token, &delivery.receipt, lease)
             .await;
         match renewed {
             Ok((current, until)) => Beat::Renewed {

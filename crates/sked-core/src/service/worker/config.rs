@@ -1,5 +1,6 @@
 //! [`WorkerConfig`]: a worker's settings, and the lease arithmetic they imply — when a worker
-//! that cannot renew its lease must stop its payload, given the clock-skew bound.
+//! that cannot renew its lease must stop its payload, given the clock-skew bound, and how long
+//! a lease its heartbeats ask for as an attempt runs on ([`LongLease`]).
 
 use crate::duration::Dur;
 use crate::ids::WorkerId;
@@ -13,6 +14,8 @@ pub struct WorkerConfig {
     pub concurrency: usize,
     /// Lease length; heartbeats every third of it.
     pub lease: Dur,
+    /// A longer lease for attempts that have run a while (`None`: `lease` throughout).
+    pub long_lease: Option<LongLease>,
     /// TERM → KILL grace when stopping a payload.
     pub grace: Dur,
     /// The operating assumption on clocks: no process's clock is further than this from the
@@ -40,11 +43,21 @@ impl WorkerConfig {
             id,
             concurrency: 4,
             lease: Dur::secs(15),
+            long_lease: None,
             grace: Dur::secs(5),
             max_clock_skew: Dur::millis(100),
             poll_wait: Dur::secs(1),
             fired_ahead: false,
             capacity_retry: Dur::millis(250),
+        }
+    }
+
+    /// The lease a heartbeat asks for once its attempt has run `ran`: `lease`, or the long
+    /// lease from its `after` on. The worker heartbeats every third of it.
+    pub fn lease_after_running(&self, ran: Dur) -> Dur {
+        match self.long_lease {
+            Some(long) if ran >= long.after => long.lease,
+            _ => self.lease,
         }
     }
 
@@ -64,8 +77,17 @@ impl WorkerConfig {
 
     /// Whether the settings make sense together: the lease must leave room for at least one
     /// renewal (a third of it) before the stop margin, or payloads would be stopped as soon
-    /// as they start.
+    /// as they start; a long lease must be longer than the lease, from a point after the
+    /// attempt's start.
     pub fn check(&self) -> Result<(), String> {
+        if let Some(long) = self.long_lease
+            && (long.lease <= self.lease || long.after.is_zero())
+        {
+            return Err(format!(
+                "a long lease of {} from {} into an attempt: it must be longer than the lease ({}) and start after the attempt does",
+                long.lease, long.after, self.lease
+            ));
+        }
         let lease = self.lease.as_millis();
         if lease < 1 || 3 * self.lease_stop_margin().as_millis() > 2 * lease {
             return Err(format!(
@@ -77,5 +99,57 @@ impl WorkerConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// A longer lease for long attempts: once an attempt has run `after`, its heartbeats extend its
+/// lease by `lease` (every third of it) instead of the worker's lease. Fewer heartbeats — each
+/// a store write and a queue request — for the attempts that run longest, at a price: a worker
+/// that dies during such an attempt is found up to `lease` after its last heartbeat, not the
+/// worker's lease. An attempt shorter than `after` is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LongLease {
+    /// How long an attempt runs on the worker's lease first.
+    pub after: Dur,
+    /// The lease from then on.
+    pub lease: Dur,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(long_lease: Option<LongLease>) -> WorkerConfig {
+        WorkerConfig {
+            long_lease,
+            ..WorkerConfig::new(WorkerId::from("w"))
+        }
+    }
+
+    #[test]
+    fn an_attempt_asks_for_the_long_lease_from_its_point_on() {
+        let long = LongLease {
+            after: Dur::secs(300),
+            lease: Dur::secs(60),
+        };
+        let with = config(Some(long));
+        assert_eq!(with.lease_after_running(Dur::ZERO), Dur::secs(15));
+        assert_eq!(with.lease_after_running(Dur::millis(299_999)), Dur::secs(15));
+        assert_eq!(with.lease_after_running(Dur::secs(300)), Dur::secs(60));
+        assert_eq!(with.lease_after_running(Dur::secs(86_400)), Dur::secs(60));
+        assert_eq!(config(None).lease_after_running(Dur::secs(86_400)), Dur::secs(15));
+        assert!(with.check().is_ok());
+    }
+
+    #[test]
+    fn a_long_lease_no_longer_than_the_lease_or_from_the_start_is_refused() {
+        for (after, lease) in [(300, 15), (300, 10), (0, 60)] {
+            let long = LongLease {
+                after: Dur::secs(after),
+                lease: Dur::secs(lease),
+            };
+            let err = config(Some(long)).check().unwrap_err();
+            assert!(err.contains("long lease"), "{err}");
+        }
     }
 }

@@ -5,7 +5,8 @@
 //! or, having lost its lease, stops the payload (or never starts it) and writes nothing.
 //!
 //! Its parts, in the order a run meets them:
-//! - [`config`]: [`WorkerConfig`], and the lease arithmetic (stop margin, lease-lost grace).
+//! - [`config`]: [`WorkerConfig`], and the lease arithmetic (stop margin, lease-lost grace, the
+//!   long lease of long attempts).
 //! - [`receive`]: the loop of [`Worker::run`]: slots, receives, one task per received batch.
 //! - [`claim`]: a received batch's claim answers, with the overlap checks made at claim time
 //!   ([`Worker::take_work`]).
@@ -24,7 +25,7 @@ pub mod config;
 mod receive;
 
 pub use claim::ClaimedAttempt;
-pub use config::WorkerConfig;
+pub use config::{LongLease, WorkerConfig};
 
 use super::Ports;
 use crate::duration::Dur;
