@@ -2,7 +2,8 @@
 //! at the function's own URL, IAM only) authenticates the caller before invoking the function
 //! and puts what it verified on the request context — the same payload format 2.0 either way;
 //! this layer turns that into the [`Principal`] `sked_api::Auth::Injected` expects, or into
-//! none, and a request without one is refused (401). Nothing the caller sends in a header is read — `X-Sked-Tenant` least of all.
+//! none, and a request without one is refused (401). Nothing the caller sends in a header is
+//! read — `X-Sked-Tenant` least of all.
 //!
 //! - JWT mode (`AuthMode: JWT`): the verified token's claims name the tenant and the role. The
 //!   claims' names are settings ([`ClaimNames`], from the template's `TenantClaim` and
