@@ -173,7 +173,8 @@ if has_aws_worker; then
     say "building sked with the aws feature"
     step cargo build -q -p sked --features aws
     for i in $(seq 1 "$WORKER_PROCS"); do
-        "$CARGO_TARGET_DIR/debug/sked" worker --backend aws --workers "$WORKER_CONCURRENCY" \
+        # --long-lease 60: as the template's workers (WorkerLongLeaseSeconds).
+        "$CARGO_TARGET_DIR/debug/sked" worker --backend aws --workers "$WORKER_CONCURRENCY" --long-lease 60 \
             >"$LOCAL_AWS_DIR/worker-$i.log" 2>&1 &
         pids+=($!)
     done
