@@ -264,6 +264,18 @@ pub struct ClientArgs {
     /// Print the API's JSON as is instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
+    /// Sign requests with AWS SigV4, for an API deployed with `AuthMode: IAM`, with the
+    /// credentials of the AWS SDK's default chain (environment, profile, SSO, role); no API
+    /// key is sent. Needs a sked built with the `aws` feature.
+    #[arg(long, global = true, env = "SKED_SIGV4")]
+    pub sigv4: bool,
+    /// The service the signature is for: `execute-api` (the HTTP API) or `lambda` (a function
+    /// URL). Default: from the `--url`'s host.
+    #[arg(long, global = true, env = "SKED_SIGV4_SERVICE")]
+    pub sigv4_service: Option<String>,
+    /// The region the signature is for. Default: from the `--url`'s host.
+    #[arg(long, global = true, env = "SKED_SIGV4_REGION")]
+    pub sigv4_region: Option<String>,
 }
 
 /// `sked keys …`.

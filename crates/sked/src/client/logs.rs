@@ -46,11 +46,7 @@ pub async fn run(args: &ClientArgs, logs: LogsArgs) -> anyhow::Result<ExitCode> 
 
     query.push(("follow", "true".into()));
     let url = client.url(&segments, &query);
-    let response = client
-        .request(Method::GET, url)
-        .send()
-        .await
-        .context("cannot reach sked")?;
+    let response = client.send(client.request(Method::GET, url)).await?;
     if !response.status().is_success() {
         read_answer(response).await?;
         anyhow::bail!("the log stream was refused");

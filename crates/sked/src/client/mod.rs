@@ -4,7 +4,8 @@
 //! - The base URL comes from `--url` / `SKED_URL` (default `http://127.0.0.1:8080`); the API
 //!   key from `--api-key` / `SKED_API_KEY`, or else from `--key-file` / `SKED_KEY_FILE`
 //!   (default `./sked-data/admin.key`, the first key `make run` writes), sent as
-//!   `Authorization: Bearer`. The key decides the tenant.
+//!   `Authorization: Bearer`. The key decides the tenant. With `--sigv4` requests are signed
+//!   for an API behind IAM instead ([`sigv4`]), and no key is sent.
 //! - Any non-2xx answer becomes an [`ApiError`] carrying the API's `error.message` and
 //!   `error.field`; [`report_error`] prints it and exits 2 for a 4xx, 1 otherwise.
 //!
@@ -15,6 +16,7 @@ pub mod jobs;
 pub mod keys;
 pub mod logs;
 pub mod runs;
+pub mod sigv4;
 pub mod tenants;
 
 use crate::cli::ClientArgs;
@@ -129,11 +131,12 @@ pub struct Answer {
     pub json: Value,
 }
 
-/// Talks to one sked API with one key.
+/// Talks to one sked API with one key, or signing its requests.
 pub struct Client {
     http: reqwest::Client,
     base: Url,
     api_key: Option<String>,
+    signer: Option<sigv4::Signer>,
 }
 
 impl Client {
@@ -147,10 +150,15 @@ impl Client {
             .connect_timeout(std::time::Duration::from_secs(5))
             .build()
             .context("building the HTTP client")?;
+        let scope = sigv4::SigningScope::of(args, &base)?;
+        if scope.is_some() && !cfg!(feature = "aws") {
+            anyhow::bail!("--sigv4 needs a sked built with the aws feature (cargo build -p sked --features aws)");
+        }
         Ok(Client {
             http,
             base,
-            api_key: api_key(args)?,
+            api_key: if scope.is_some() { None } else { api_key(args)? },
+            signer: scope.map(sigv4::Signer::new),
         })
     }
 
@@ -176,6 +184,18 @@ impl Client {
         }
     }
 
+    /// Sends what `builder` built, signed first with `--sigv4`.
+    pub async fn send(&self, builder: reqwest::RequestBuilder) -> anyhow::Result<reqwest::Response> {
+        let mut request = builder.build().context("building the request")?;
+        if let Some(signer) = &self.signer {
+            signer.sign(&mut request).await?;
+        }
+        self.http
+            .execute(request)
+            .await
+            .with_context(|| format!("cannot reach sked at {}", self.base))
+    }
+
     /// Sends a request and reads the whole answer; a non-2xx status is an [`ApiError`].
     pub async fn call(
         &self,
@@ -189,10 +209,7 @@ impl Client {
         if let Some(body) = body {
             builder = builder.json(body);
         }
-        let response = builder
-            .send()
-            .await
-            .with_context(|| format!("cannot reach sked at {}", self.base))?;
+        let response = self.send(builder).await?;
         read_answer(response)
             .await
             .with_context(|| format!("{method} {}", url.path()))
@@ -304,6 +321,9 @@ mod tests {
             api_key: None,
             key_file: "/nonexistent/admin.key".into(),
             json: false,
+            sigv4: false,
+            sigv4_service: None,
+            sigv4_region: None,
         })
         .unwrap()
     }
