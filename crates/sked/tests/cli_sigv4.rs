@@ -45,6 +45,51 @@ fn auth_part<'a>(authorization: &'a str, name: &str) -> Option<&'a str> {
         .find_map(|part| part.strip_prefix(name)?.strip_prefix('='))
 }
 
+/// A request to sign as the test's credentials would: what the signature covers.
+struct ToSign<'a> {
+    method: &'a str,
+    url: &'a str,
+    headers: Vec<(&'a str, &'a str)>,
+    body: &'a [u8],
+    /// The session token, if the credentials are temporary.
+    token: Option<String>,
+    /// Region and service.
+    scope: (&'a str, &'a str),
+    time: SystemTime,
+}
+
+/// Its signature, and the headers that carry it.
+struct Signed {
+    signature: String,
+    headers: Vec<(String, String)>,
+}
+
+fn sign_as_the_test(request: ToSign<'_>) -> Result<Signed, String> {
+    let identity: Identity = Credentials::new(ACCESS_KEY, SECRET_KEY, request.token, None, "test").into();
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region(request.scope.0)
+        .name(request.scope.1)
+        .time(request.time)
+        .settings(SigningSettings::default())
+        .build()
+        .map_err(|e| e.to_string())?
+        .into();
+    let signable = SignableRequest::new(
+        request.method,
+        request.url,
+        request.headers.into_iter(),
+        SignableBody::Bytes(request.body),
+    )
+    .map_err(|e| e.to_string())?;
+    let (instructions, signature) = sign(signable, &params).map_err(|e| e.to_string())?.into_parts();
+    let headers = instructions
+        .headers()
+        .map(|(name, value)| (name.to_string(), value.to_string()))
+        .collect();
+    Ok(Signed { signature, headers })
+}
+
 /// Rebuilds the request's signature from what arrived; the checked request, or why not.
 fn verify(method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Result<Verified, String> {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -71,19 +116,16 @@ fn verify(method: &Method, uri: &Uri, headers: &HeaderMap, body: &[u8]) -> Resul
     let host = header("host").ok_or("no host")?;
     let url = format!("http://{host}{}", uri.path_and_query().map_or("/", |p| p.as_str()));
     let token = header("x-amz-security-token").map(String::from);
-    let identity: Identity = Credentials::new(ACCESS_KEY, SECRET_KEY, token, None, "test").into();
-    let params = v4::SigningParams::builder()
-        .identity(&identity)
-        .region(region)
-        .name(service)
-        .time(SystemTime::UNIX_EPOCH + Duration::from_secs(time.timestamp() as u64))
-        .settings(SigningSettings::default())
-        .build()
-        .map_err(|e| e.to_string())?
-        .into();
-    let signable = SignableRequest::new(method.as_str(), &url, pairs.into_iter(), SignableBody::Bytes(body))
-        .map_err(|e| e.to_string())?;
-    let (_, expected) = sign(signable, &params).map_err(|e| e.to_string())?.into_parts();
+    let expected = sign_as_the_test(ToSign {
+        method: method.as_str(),
+        url: &url,
+        headers: pairs,
+        body,
+        token,
+        scope: (region, service),
+        time: SystemTime::UNIX_EPOCH + Duration::from_secs(time.timestamp() as u64),
+    })?
+    .signature;
     if expected != signature {
         return Err(format!("signature {signature}, expected {expected}"));
     }
@@ -210,26 +252,18 @@ async fn the_test_server_refuses_an_unsigned_request_and_a_body_other_than_the_o
 
     // Signed for one body, sent with another.
     let jobs_url = format!("{url}/v1/jobs");
-    let identity: Identity = Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "test").into();
-    let params = v4::SigningParams::builder()
-        .identity(&identity)
-        .region("eu-west-1")
-        .name("lambda")
-        .time(SystemTime::now())
-        .settings(SigningSettings::default())
-        .build()
-        .unwrap()
-        .into();
-    let signable = SignableRequest::new(
-        "POST",
-        &jobs_url,
-        std::iter::empty(),
-        SignableBody::Bytes(br#"{"id":"a"}"#),
-    )
+    let signature = sign_as_the_test(ToSign {
+        method: "POST",
+        url: &jobs_url,
+        headers: Vec::new(),
+        body: br#"{"id":"a"}"#,
+        token: None,
+        scope: ("eu-west-1", "lambda"),
+        time: SystemTime::now(),
+    })
     .unwrap();
-    let (instructions, _) = sign(signable, &params).unwrap().into_parts();
     let mut tampered = http.post(&jobs_url).body(r#"{"id":"b"}"#);
-    for (name, value) in instructions.headers() {
+    for (name, value) in &signature.headers {
         tampered = tampered.header(name, value);
     }
     let answer = tampered.send().await.unwrap();
