@@ -17,6 +17,9 @@ use crate::timestamp::{Timestamp, trunc_ms};
 pub const WORKER_LOST: &str = "worker lost";
 /// Reason of a run that ended CANCELLED at claim time because a cancel was requested.
 pub const CANCELLED: &str = "cancelled";
+/// Reason of a run cancelled because its job was deleted (by the delete, or by the worker
+/// that met it).
+pub const JOB_DELETED: &str = "job deleted";
 /// Reason of a run cancelled by the `replace` overlap policy.
 pub const REPLACED: &str = "replaced by a newer run";
 
@@ -281,10 +284,12 @@ pub trait ClaimTx {
 /// Whether a claim reading `job` holds its run back for the worker ([`JobClaim::Held`])
 /// without reading the run: the job's overlap policy is one the worker checks at claim
 /// (`hold`), or the job is PAUSED — a run of its schedule fired before the pause (ahead of
-/// its time, as on AWS, or due and still queued) is skipped by the worker, not started.
+/// its time, as on AWS, or due and still queued) is skipped by the worker, not started — or
+/// DELETED: its delete cancels its runs waiting to start as a step after its write, and the
+/// worker ends any that step missed or raced instead of starting it.
 /// (Some runs are held once read: [`held_once_read`].)
 pub fn held_at_claim(job: &Job, hold: &[Overlap]) -> bool {
-    job.state == JobState::Paused || hold.contains(&job.spec.overlap_policy())
+    matches!(job.state, JobState::Paused | JobState::Deleted) || hold.contains(&job.spec.overlap_policy())
 }
 
 /// Whether a claim reading `job` must read the run `run_id` to decide [`held_once_read`].

@@ -552,3 +552,42 @@ async fn a_change_of_priority_retries_concurrency_or_notify_reaches_the_runs_fir
         .expect("the next run's message");
     assert_eq!(next.dispatch.priority, 9);
 }
+
+/// A job deleted after its runs were fired ahead starts none of them, even where the delete's
+/// own step that cancels them did not happen (it comes after the delete's write, and a crash
+/// or a race with the firing can leave runs PENDING): the worker that meets such a run reads
+/// its job DELETED and ends the run CANCELLED (`job deleted`) instead of starting it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_job_s_runs_fired_ahead_start_nothing_even_when_the_delete_did_not_cancel_them() {
+    let h = Harness::new();
+    let sked = h.sked();
+    let id = JobId::from("minutely");
+    assert_eq!(
+        h.create_and_fire_ahead(&sked, "minutely", h.every("60s", "allow"))
+            .await,
+        10
+    );
+    // The delete's write, without its step that cancels the runs.
+    let job = h.store.get_job(&h.tenant, &id).await.unwrap().unwrap();
+    let mut deleted = job.clone();
+    deleted.state = JobState::Deleted;
+    deleted.next_fire_at = None;
+    deleted.version += 1;
+    h.store
+        .update_job(&deleted, job.version, job.next_fire_at)
+        .await
+        .unwrap();
+    h.start_worker();
+
+    h.clock.set(h.in_secs(61));
+    let runs = h
+        .until("the first run CANCELLED", |runs| runs[0].state == RunState::Cancelled)
+        .await;
+    assert_eq!(runs[0].reason.as_deref(), Some(sked_core::lifecycle::JOB_DELETED));
+    assert!(runs[0].attempts.is_empty(), "never started");
+    assert!(
+        runs[1..].iter().all(|r| r.state == RunState::Pending),
+        "the others not due yet"
+    );
+    assert_eq!(h.executor.calls(), 0);
+}

@@ -387,7 +387,7 @@ impl Sked {
                 let ended = self
                     .ports
                     .store
-                    .cancel_run(tenant, &run.run_id, now, "job deleted")
+                    .cancel_run(tenant, &run.run_id, now, crate::lifecycle::JOB_DELETED)
                     .await?;
                 super::enqueue_released(&self.ports, &ended).await;
             }

@@ -135,6 +135,7 @@ macro_rules! store_contract {
             take_settings_reaches_unstarted_runs_only,
             claim_reading_jobs_holds_backfill_runs_that_take_turns,
             claim_reading_jobs_holds_runs_of_paused_jobs,
+            claim_reading_jobs_holds_runs_of_deleted_jobs,
             claim_reading_jobs_holds_runs_at_times_the_timing_dropped,
             fire_writes_its_skip_records_and_a_window_reads_them_back,
         );

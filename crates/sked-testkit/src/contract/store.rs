@@ -1028,6 +1028,31 @@ pub async fn claim_reading_jobs_holds_runs_of_paused_jobs(store: Store) {
     assert_eq!(run.state, RunState::Running);
 }
 
+/// `claim` with `read_jobs` holds back a run of a DELETED job (answered with the job: the
+/// worker ends it, as the delete would have), and claims it when the job is not read.
+pub async fn claim_reading_jobs_holds_runs_of_deleted_jobs(store: Store) {
+    let d = job("t1", "d");
+    create(&store, std::slice::from_ref(&d)).await;
+    let held = run("t1", "d", 0);
+    insert(&store, &held).await;
+    let deleted = Job {
+        state: JobState::Deleted,
+        next_fire_at: None,
+        version: d.version + 1,
+        ..d.clone()
+    };
+    store.update_job(&deleted, d.version, d.next_fire_at).await.unwrap();
+    let batch = ClaimBatch {
+        read_jobs: true,
+        ..claims(run_keys(&[&held]), "w1", at(1), at(31))
+    };
+    let answers = store.claim(&batch).await.unwrap();
+    assert_eq!(answers[0].as_ref().ok(), Some(&JobClaim::Held(deleted)));
+    assert_eq!(get(&store, &held).await, held, "a held run is not claimed");
+    let (run, _) = claim(&store, &held, "w1", at(2), at(32)).await;
+    assert_eq!(run.state, RunState::Running);
+}
+
 /// `claim` with `read_jobs` holds back a run of the schedule never tried whose time, after the
 /// job's last change, is not an occurrence of its timing (fired ahead before a schedule change
 /// dropped that time: the worker skips it), unchanged; a manual run at such a time, and a run

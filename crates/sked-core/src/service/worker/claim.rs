@@ -15,7 +15,7 @@ use crate::firing::{SkipReason, replaced_by_newer};
 use crate::ids::RunId;
 use crate::job::{Job, JobState, Overlap};
 use crate::ledger::{RESCHEDULED, SKIPPED_AT_CLAIM};
-use crate::lifecycle::{REPLACED, another_run_leased_until, queue_one_already_waiting, retimed_away};
+use crate::lifecycle::{JOB_DELETED, REPLACED, another_run_leased_until, queue_one_already_waiting, retimed_away};
 use crate::paused::{self, PARKED_RECHECK};
 use crate::ports::CLAIM_CHECK_HORIZON;
 use crate::ports::queue::EARLY_DELIVERY;
@@ -309,6 +309,10 @@ impl Worker {
     async fn admit(&self, delivery: &Delivery, job: Option<Job>) -> Result<Admission, CoreError> {
         let store = &self.ports.store;
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        if job.as_ref().is_some_and(|j| j.state == JobState::Deleted) {
+            self.end_for_deleted_job(delivery).await?;
+            return Ok(Admission::Done);
+        }
         // A paused job starts nothing of its schedule, not even a run fired before the pause
         // (ahead of its time, or due and still queued): such a run waits for the resume, or
         // ends if the misfire policy would drop it then; a manual or backfill run, or a retry,
@@ -482,6 +486,32 @@ impl Worker {
         end_unstarted(&self.ports, &run, timestamp::trunc_ms(now), reason, why).await?;
         self.ack(delivery).await?;
         Ok(true)
+    }
+
+    /// A delivery of a DELETED job's run: the job starts nothing more. A run waiting to start
+    /// ends CANCELLED as the delete ends it (a step after the delete's write, which this
+    /// catches if it failed or raced the run's firing); a running one is left to its worker
+    /// (a delete stops those only when asked to). The delivery is acked either way.
+    async fn end_for_deleted_job(&self, delivery: &Delivery) -> Result<(), CoreError> {
+        let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
+        let store = &self.ports.store;
+        if store
+            .get_run(tenant, run_id)
+            .await?
+            .is_some_and(|r| r.state == RunState::Pending)
+        {
+            let now = timestamp::trunc_ms(self.ports.clock.now());
+            let ended = store.cancel_run(tenant, run_id, now, JOB_DELETED).await?;
+            crate::service::enqueue_released(&self.ports, &ended).await;
+            let ended = ended.run;
+            if ended.state == RunState::Cancelled && ended.reason.as_deref() == Some(JOB_DELETED) {
+                tracing::info!(worker = %self.config.id, %tenant, job_id = %ended.job_id, %run_id, "run cancelled at claim: its job was deleted");
+                if let Some(outcome) = Outcome::of(ended.state) {
+                    self.ports.observe(Event::Finished { tenant, outcome });
+                }
+            }
+        }
+        self.ack(delivery).await
     }
 
     /// After a claim made at `now`: the attempt to run (with its job), or `None` once the
