@@ -110,6 +110,14 @@ impl Plan {
     }
 }
 
+/// The run of `job`'s occurrence at `t`, as a firing at `now` creates it: its settings from
+/// the job, its `not_before` the nominal time pushed by the job's start jitter.
+pub fn scheduled_run(job: &Job, t: Timestamp, now: Timestamp) -> Run {
+    let mut run = Run::of_job(job, t, Trigger::Schedule, t, now);
+    run.not_before = t + start_jitter(job.spec.jitter, run.run_id.as_str()).to_chrono();
+    run
+}
+
 /// Plans the firing of `job` at `now`: every occurrence from `job.next_fire_at` up to
 /// `now + lookahead` is considered, and at most [`MAX_RUNS_PER_FIRING`] of them become runs
 /// (the earliest; the job's `next_fire_at` stays at the first one left, see [`Plan::capped`]).
@@ -202,14 +210,7 @@ pub fn plan(job: &Job, active: &[Run], now: Timestamp, lookahead: Dur) -> Option
         fire.truncate(MAX_RUNS_PER_FIRING);
     }
 
-    let runs = fire
-        .into_iter()
-        .map(|t| {
-            let mut run = Run::of_job(job, t, Trigger::Schedule, t, now);
-            run.not_before = t + start_jitter(spec.jitter, run.run_id.as_str()).to_chrono();
-            run
-        })
-        .collect();
+    let runs = fire.into_iter().map(|t| scheduled_run(job, t, now)).collect();
     let mut skip_records = crate::ledger::records_of(&skipped);
     crate::alert::arm_skips(spec.notify.as_ref(), &mut skip_records, now);
     Some(Plan {

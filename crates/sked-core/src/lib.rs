@@ -56,6 +56,7 @@ pub mod secret;
 pub mod service;
 pub mod task;
 pub mod timestamp;
+pub mod unwritten_firing;
 pub mod validate;
 pub mod work;
 

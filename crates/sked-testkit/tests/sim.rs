@@ -16,6 +16,9 @@
 //!   default every other one takes the one-transaction work port).
 //! - `SKED_SIM_TRACE_LINES=<n>` shows the last n events of a failing seed (default 60).
 //! - `RUST_LOG=<filter>` with `SKED_SIM_SEED` prints the services' own log lines as well.
+//! - `SKED_SIM_LEAN=1` (or `0`) has the store leave one-shots' plain firings unwritten, as
+//!   the lean DynamoDB layout does (or not); by default seeds whose remainder by 4 is 2 or 3
+//!   do (`SimConfig::lean_one_shots`).
 //! - `SKED_SIM_RACE_API=0` keeps user changes from racing sweeps (they race by default; see
 //!   `SimConfig::race_api_with_sweeps`).
 //!
@@ -68,6 +71,9 @@ fn config(seed: u64) -> SimConfig {
     }
     if let Some(ms) = env_u64("SKED_SIM_FIRE_AHEAD_MS") {
         c.fire_ahead = Dur::millis(ms);
+    }
+    if let Some(n) = env_u64("SKED_SIM_LEAN") {
+        c.lean_one_shots = n != 0;
     }
     c
 }
@@ -193,6 +199,7 @@ fn the_seeds_that_once_broke_keep_every_invariant() {
         tenants: 1,
         one_transaction_workers: false,
         fire_ahead: Dur::ZERO,
+        lean_one_shots: false,
         ..config(seed)
     });
 }

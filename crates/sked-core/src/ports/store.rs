@@ -317,7 +317,10 @@ pub trait JobStore: Send + Sync + 'static {
     /// whose job moved on is [`StoreError::Conflict`] (and changes nothing), and does not stop
     /// the others; answers in order. A store that can writes them in one transaction. The
     /// outer error is a failure of the call as a whole (nothing was written). The runs are
-    /// not enqueued: [`crate::ports::WorkPort::fire`] does both.
+    /// not enqueued: [`crate::ports::WorkPort::fire`] does both. A store may leave a
+    /// one-shot's plain firing unwritten and answer every read as if written
+    /// ([`crate::unwritten_firing`]); its run is then dated by the job's last write, not by
+    /// `firing.at`.
     async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError>;
 
     // ----- runs -----

@@ -64,6 +64,31 @@ pub fn job(tenant_name: &str, id: &str) -> Job {
     }
 }
 
+/// An ACTIVE one-shot of `tenant` at `at(secs)`, version 1, due then, with a start jitter
+/// (so a store that rebuilds its run must rebuild the jittered `not_before` too).
+pub fn one_shot(tenant_name: &str, id: &str, secs: i64) -> Job {
+    let spec: JobSpec = serde_json::from_value(serde_json::json!({
+        "name": id,
+        "schedule": {"at": sked_core::timestamp::format(&at(secs))},
+        "task": {"command": {"argv": ["ok"]}},
+        "jitter": "5s",
+    }))
+    .expect("fixture spec parses");
+    Job {
+        spec: spec.normalised(t0()),
+        next_fire_at: Some(at(secs)),
+        ..job(tenant_name, id)
+    }
+}
+
+/// The firing a sweep at `at(secs)` plans for `j` (ten minutes of look-ahead), as
+/// [`sked_core::firing::plan`] makes it.
+pub fn planned_firing(j: &Job, secs: i64) -> Firing {
+    sked_core::firing::plan(j, &[], at(secs), sked_core::duration::Dur::secs(600))
+        .expect("the job is due within the look-ahead")
+        .firing
+}
+
 /// `job` with labels replaced by `labels`.
 pub fn job_with_labels(tenant_name: &str, id: &str, labels: &[(&str, &str)]) -> Job {
     let mut j = job(tenant_name, id);

@@ -96,6 +96,8 @@ macro_rules! store_contract {
             fire_returns_only_inserted_runs,
             fire_cancels_listed_runs,
             fire_can_complete_the_job,
+            fire_of_a_one_shot_reads_back_by_every_read,
+            a_fired_one_shot_changed_before_its_claim_keeps_its_run,
             fire_applies_each_firing_on_its_own,
             insert_run_is_idempotent,
             insert_run_same_id_in_two_tenants,

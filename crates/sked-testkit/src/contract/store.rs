@@ -12,7 +12,8 @@ pub use sked_core::ports::store::JobStore;
 
 use super::claiming::without_jobs;
 use super::fixtures::{
-    at, claims, completion, firing, job, job_with_labels, result, run, run_keys, spec, t0, tenant, worker,
+    at, claims, completion, firing, job, job_with_labels, one_shot, planned_firing, result, run, run_keys, spec, t0,
+    tenant, worker,
 };
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState, Overlap};
@@ -601,6 +602,131 @@ pub async fn fire_can_complete_the_job(store: Store) {
     );
     assert!(store.due_jobs(at(10_000), 10).await.unwrap().is_empty());
     assert_eq!(store.next_due_at().await.unwrap(), None);
+}
+
+/// The firing of a one-shot (as a sweep plans it) reads back as written, by every read: the
+/// job COMPLETED with nothing left to fire, its run PENDING — got, listed, active, ready for
+/// the repair pass — and nothing else. It is not fired or inserted again; no attempt of its
+/// run can be renewed or closed before a claim, and the claim starts it. The run is the one
+/// planned, dated by the firing or by its job's last write (a store that leaves a one-shot's
+/// firing unwritten, `sked_core::unwritten_firing`, knows only the latter).
+pub async fn fire_of_a_one_shot_reads_back_by_every_read(store: Store) {
+    let a = one_shot("t1", "a", 60);
+    create(&store, std::slice::from_ref(&a)).await;
+    let f = planned_firing(&a, 10);
+    let fired = store.fire_one(&f).await.unwrap();
+    let [r] = fired.as_slice() else {
+        panic!("one run fired: {fired:?}")
+    };
+    assert!(
+        [f.at, a.updated_at].contains(&r.created_at),
+        "dated {} by neither the firing nor the job",
+        r.created_at
+    );
+    assert_eq!(
+        Run {
+            created_at: f.at,
+            ..r.clone()
+        },
+        f.runs[0],
+        "the run planned"
+    );
+    assert_eq!(&get(&store, r).await, r);
+    let after = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (after.state, after.next_fire_at, after.version),
+        (JobState::Completed, None, 1)
+    );
+    assert!(store.due_jobs(at(10_000), 10).await.unwrap().is_empty());
+    assert_eq!(store.next_due_at().await.unwrap(), None);
+    assert_eq!(store.active_runs_of(&a.tenant, &a.id).await.unwrap(), vec![r.clone()]);
+    assert_eq!(all_runs(&store, &a.tenant).await, vec![r.clone()]);
+    let pending = RunFilter {
+        state: Some(RunState::Pending),
+        ..RunFilter::default()
+    };
+    let listed = store.list_runs(&a.tenant, &pending, &page(10, None)).await.unwrap();
+    assert_eq!(listed.items, vec![r.clone()]);
+    assert_eq!(store.stale_pending(at(100), 10).await.unwrap(), vec![r.clone()]);
+    let completed = JobFilter {
+        state: Some(JobState::Completed),
+        ..JobFilter::default()
+    };
+    let jobs = store.list_jobs(&a.tenant, &completed, &page(10, None)).await.unwrap();
+    assert_eq!(jobs.items, vec![after]);
+
+    assert!(is_conflict(&store.fire_one(&f).await), "fired once");
+    assert!(!store.insert_run(r).await.unwrap(), "its run exists");
+    let fenced = store.heartbeat(&r.tenant, &r.run_id, 1, at(60), at(90)).await;
+    assert!(is_fenced(&fenced), "no attempt to renew: {fenced:?}");
+    let done = completion(
+        r,
+        1,
+        &result(AttemptOutcome::Succeeded, at(61)),
+        RunTransition::Finish(RunState::Succeeded),
+    );
+    assert!(is_fenced(&store.complete(&done).await), "no attempt to close");
+
+    let (running, _) = claim(
+        &store,
+        r,
+        "w1",
+        r.not_before,
+        r.not_before + chrono::Duration::seconds(30),
+    )
+    .await;
+    assert_eq!((running.state, running.attempts.len()), (RunState::Running, 1));
+    assert_eq!(get(&store, r).await, running);
+    let job_now = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!((job_now.state, job_now.version), (JobState::Completed, 1));
+}
+
+/// A fired one-shot changed before its run is claimed keeps its run: a pause leaves it
+/// PENDING and active, a cancel ends it, a deferral moves it, and none of them makes the job
+/// due again.
+pub async fn a_fired_one_shot_changed_before_its_claim_keeps_its_run(store: Store) {
+    let (a, b) = (one_shot("t1", "a", 60), one_shot("t1", "b", 60));
+    create(&store, &[a.clone(), b.clone()]).await;
+    let fired = store
+        .fire(&[planned_firing(&a, 10), planned_firing(&b, 10)])
+        .await
+        .unwrap();
+    let (ra, rb) = match fired.as_slice() {
+        [Ok(ra), Ok(rb)] => (ra[0].clone(), rb[0].clone()),
+        other => panic!("both fired: {other:?}"),
+    };
+
+    let read = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    let paused = Job {
+        state: JobState::Paused,
+        version: read.version + 1,
+        ..read.clone()
+    };
+    store
+        .update_job(&paused, read.version, read.next_fire_at)
+        .await
+        .unwrap();
+    assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap().unwrap(), paused);
+    assert_eq!(get(&store, &ra).await, ra, "the pause leaves its run");
+    assert_eq!(store.active_runs_of(&a.tenant, &a.id).await.unwrap(), vec![ra.clone()]);
+    let cancelled = store
+        .cancel_run(&ra.tenant, &ra.run_id, at(20), "by hand")
+        .await
+        .unwrap()
+        .run;
+    assert_eq!(
+        (cancelled.state, cancelled.reason.as_deref()),
+        (RunState::Cancelled, Some("by hand"))
+    );
+    assert_eq!(get(&store, &ra).await, cancelled);
+    assert_eq!(store.get_job(&a.tenant, &a.id).await.unwrap().unwrap(), paused);
+
+    assert!(store.defer_pending(&rb.tenant, &rb.run_id, at(90)).await.unwrap());
+    let deferred = get(&store, &rb).await;
+    assert_eq!((deferred.state, deferred.not_before), (RunState::Pending, at(90)));
+    let b_now = store.get_job(&b.tenant, &b.id).await.unwrap().unwrap();
+    assert_eq!((b_now.state, b_now.next_fire_at), (JobState::Completed, None));
+    assert!(store.due_jobs(at(10_000), 10).await.unwrap().is_empty());
 }
 
 /// `fire` applies each firing on its own, in order: one that conflicts changes nothing and

@@ -5,6 +5,12 @@
 //! DynamoDB. Every timestamp is truncated to milliseconds on write, as the durable stores
 //! do. All state sits behind one std `Mutex`, never held across an `.await`; each method
 //! is one critical section, which is what makes `create_jobs` and `fire` atomic.
+//!
+//! [`MemStore::lean`] fires one-shots as the lean DynamoDB layout does
+//! ([`sked_core::unwritten_firing`]): a one-shot's plain firing writes nothing but a mark of
+//! the job's version, every read shows the job and the run as if it had been written, and the
+//! first write that touches either puts them first. The same contract, so the contract suites
+//! and the simulation check that store's semantics here.
 
 use async_trait::async_trait;
 use sked_core::alert::{Alert, AlertKey, DueAlert, WebhookSecret};
@@ -22,6 +28,7 @@ use sked_core::quota::{self, Quota};
 use sked_core::run::{Run, RunState};
 use sked_core::run_settings::RunSettings;
 use sked_core::timestamp::{Timestamp, trunc_ms};
+use sked_core::unwritten_firing;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard};
 
@@ -62,6 +69,11 @@ pub(crate) struct State {
     skips: BTreeMap<(TenantId, JobId, Timestamp), SkipRecord>,
     /// Webhook secrets by tenant.
     webhook_secrets: HashMap<TenantId, WebhookSecret>,
+    /// Whether one-shots' plain firings are left unwritten ([`MemStore::lean`]).
+    lean: bool,
+    /// The jobs whose firing was left unwritten, with the job's version then: the mark holds
+    /// while the job is stored at that version.
+    sent: HashMap<(TenantId, JobId), u64>,
 }
 
 impl State {
@@ -75,11 +87,80 @@ impl State {
     }
 }
 
+/// Reads and writes through an unwritten firing ([`unwritten_firing`]).
+impl State {
+    /// The stored job whose firing was left unwritten, while it is unchanged since.
+    fn sent_job(&self, key: &(TenantId, JobId)) -> Option<&Job> {
+        let version = self.sent.get(key)?;
+        self.jobs.get(key).filter(|job| job.version == *version)
+    }
+
+    /// A job as read: as its unwritten firing leaves it, if it has one.
+    fn job_view(&self, key: &(TenantId, JobId)) -> Option<Job> {
+        match self.sent_job(key) {
+            Some(job) => Some(unwritten_firing::job_after(job)),
+            None => self.jobs.get(key).cloned(),
+        }
+    }
+
+    /// Every job as read.
+    fn job_views(&self) -> impl Iterator<Item = Job> + '_ {
+        self.jobs.keys().filter_map(|key| self.job_view(key))
+    }
+
+    /// The run an unwritten firing of the job stands for, while no run of its id is stored.
+    fn unwritten_run(&self, key: &(TenantId, JobId)) -> Option<Run> {
+        let run = unwritten_firing::pending_run(self.sent_job(key)?)?;
+        let stored = self.runs.contains_key(&(run.tenant.clone(), run.run_id.clone()));
+        (!stored).then_some(run)
+    }
+
+    /// Every run that an unwritten firing stands for.
+    fn unwritten_runs(&self) -> impl Iterator<Item = Run> + '_ {
+        self.sent.keys().filter_map(|key| self.unwritten_run(key))
+    }
+
+    /// A run as read: stored, or stood for by its job's unwritten firing.
+    fn run_view(&self, tenant: &TenantId, run_id: &RunId) -> Option<Run> {
+        if let Some(run) = self.runs.get(&(tenant.clone(), run_id.clone())) {
+            return Some(run.clone());
+        }
+        let (job_id, _) = run_id.parts()?;
+        self.unwritten_run(&(tenant.clone(), job_id))
+            .filter(|run| &run.run_id == run_id)
+    }
+
+    /// Every run as read.
+    fn run_views(&self) -> impl Iterator<Item = Run> + '_ {
+        self.runs.values().cloned().chain(self.unwritten_runs())
+    }
+
+    /// Writes what the job's unwritten firing left unwritten (its run, unless one of its id
+    /// is stored, and the job as the firing leaves it): before any other write touches them.
+    fn settle(&mut self, key: &(TenantId, JobId)) {
+        let Some(job) = self.sent_job(key).cloned() else {
+            self.sent.remove(key);
+            return;
+        };
+        if let Some(run) = self.unwritten_run(key) {
+            self.runs.insert((run.tenant.clone(), run.run_id.clone()), run);
+        }
+        self.jobs.insert(key.clone(), unwritten_firing::job_after(&job));
+        self.sent.remove(key);
+    }
+
+    /// [`State::settle`] for the job of `run_id`.
+    fn settle_job_of(&mut self, tenant: &TenantId, run_id: &RunId) {
+        if let Some((job_id, _)) = run_id.parts() {
+            self.settle(&(tenant.clone(), job_id));
+        }
+    }
+}
+
 impl State {
     /// The tenant's jobs that count against `max_active_jobs`.
     fn active_jobs(&self, tenant: &TenantId) -> u64 {
-        self.jobs
-            .values()
+        self.job_views()
             .filter(|j| &j.tenant == tenant && quota::counts_as_active(j.state))
             .count() as u64
     }
@@ -119,11 +200,14 @@ pub struct MemState<'a>(&'a mut State);
 impl MemState<'_> {
     /// A job, to change in place.
     pub fn job_mut(&mut self, tenant: &TenantId, id: &JobId) -> Option<&mut Job> {
-        self.0.jobs.get_mut(&(tenant.clone(), id.clone()))
+        let key = (tenant.clone(), id.clone());
+        self.0.settle(&key);
+        self.0.jobs.get_mut(&key)
     }
 
     /// A run, to change in place.
     pub fn run_mut(&mut self, tenant: &TenantId, run_id: &RunId) -> Option<&mut Run> {
+        self.0.settle_job_of(tenant, run_id);
         self.0.run_mut(tenant, run_id)
     }
 }
@@ -151,14 +235,27 @@ impl MemStore {
         Self::default()
     }
 
-    /// Number of runs stored (all tenants), for assertions.
-    pub fn run_count(&self) -> usize {
-        self.lock().runs.len()
+    /// An empty store that leaves one-shots' plain firings unwritten, as the lean DynamoDB
+    /// layout does ([`unwritten_firing`]); it answers every call as [`MemStore::new`]'s does.
+    pub fn lean() -> Self {
+        let store = Self::default();
+        store.lock().lean = true;
+        store
     }
 
-    /// Every run stored (all tenants), for invariant checks in simulations.
+    /// Number of runs (all tenants, as read), for assertions.
+    pub fn run_count(&self) -> usize {
+        self.lock().run_views().count()
+    }
+
+    /// Every run (all tenants, as read), for invariant checks in simulations.
     pub fn all_runs(&self) -> Vec<Run> {
-        self.lock().runs.values().cloned().collect()
+        self.lock().run_views().collect()
+    }
+
+    /// Number of runs that unwritten firings stand for, for assertions.
+    pub fn unwritten_run_count(&self) -> usize {
+        self.lock().unwritten_runs().count()
     }
 
     /// Has another caller's write land just before the next `defer_pending` takes effect (a
@@ -168,9 +265,9 @@ impl MemStore {
         *self.before_defer.lock().expect("hook lock") = Some(Interleaved(step));
     }
 
-    /// Every job stored (all tenants, deleted ones too), for invariant checks in simulations.
+    /// Every job (all tenants, deleted ones too, as read), for invariant checks in simulations.
     pub fn all_jobs(&self) -> Vec<Job> {
-        self.lock().jobs.values().cloned().collect()
+        self.lock().job_views().collect()
     }
 
     /// The store's state, locked (for a step of [`super::MemWork`] made with the queue's).
@@ -234,7 +331,7 @@ impl JobStore for MemStore {
             if !seen.insert(key.clone()) {
                 return Err(conflict(format!("job {} appears twice in the batch", job.id)));
             }
-            if st.jobs.get(&key).is_some_and(|j| j.state != JobState::Deleted) {
+            if st.job_view(&key).is_some_and(|j| j.state != JobState::Deleted) {
                 return Err(conflict(format!("job {} exists", job.id)));
             }
         }
@@ -258,8 +355,7 @@ impl JobStore for MemStore {
                 .iter()
                 .filter(|j| &j.tenant == tenant)
                 .filter(|j| {
-                    st.jobs
-                        .get(&(j.tenant.clone(), j.id.clone()))
+                    st.job_view(&(j.tenant.clone(), j.id.clone()))
                         .is_some_and(|old| quota::counts_as_active(old.state))
                 })
                 .count() as u64;
@@ -270,7 +366,9 @@ impl JobStore for MemStore {
             st.check_active_jobs(tenant, before, before - replaced + added)?;
         }
         for job in jobs {
-            st.jobs.insert((job.tenant.clone(), job.id.clone()), trunc_job(job));
+            let key = (job.tenant.clone(), job.id.clone());
+            st.settle(&key);
+            st.jobs.insert(key, trunc_job(job));
         }
         if let Some((k, fp)) = idem {
             st.idempotency
@@ -289,7 +387,7 @@ impl JobStore for MemStore {
 
     async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
         let st = self.lock();
-        Ok(ids.iter().map(|key| st.jobs.get(key).cloned()).collect())
+        Ok(ids.iter().map(|key| st.job_view(key)).collect())
     }
 
     async fn update_job(
@@ -299,10 +397,8 @@ impl JobStore for MemStore {
         expected_next_fire_at: Option<Timestamp>,
     ) -> Result<(), StoreError> {
         let mut st = self.lock();
-        let stored = st
-            .jobs
-            .get_mut(&(job.tenant.clone(), job.id.clone()))
-            .ok_or(StoreError::NotFound)?;
+        let key = (job.tenant.clone(), job.id.clone());
+        let stored = st.job_view(&key).ok_or(StoreError::NotFound)?;
         if stored.version != expected_version {
             return Err(conflict(format!(
                 "job {} is at version {}, not {expected_version}",
@@ -316,11 +412,8 @@ impl JobStore for MemStore {
             let before = st.active_jobs(&job.tenant);
             st.check_active_jobs(&job.tenant, before, before + 1)?;
         }
-        let stored = st
-            .jobs
-            .get_mut(&(job.tenant.clone(), job.id.clone()))
-            .ok_or(StoreError::NotFound)?;
-        *stored = trunc_job(job);
+        st.settle(&key);
+        st.jobs.insert(key, trunc_job(job));
         Ok(())
     }
 
@@ -333,8 +426,7 @@ impl JobStore for MemStore {
         let st = self.lock();
         let after = page.cursor.as_deref().map(|c| JobId(c.to_string()));
         let mut matching = st
-            .jobs
-            .values()
+            .job_views()
             .filter(|j| &j.tenant == tenant)
             .filter(|j| after.as_ref().is_none_or(|a| &j.id > a))
             .filter(|j| match filter.state {
@@ -342,7 +434,7 @@ impl JobStore for MemStore {
                 None => j.state != JobState::Deleted,
             })
             .filter(|j| filter.labels.iter().all(|(k, v)| j.spec.labels.get(k) == Some(v)));
-        let items: Vec<Job> = matching.by_ref().take(page.limit).cloned().collect();
+        let items: Vec<Job> = matching.by_ref().take(page.limit).collect();
         let more = matching.next().is_some();
         let next_cursor = if more {
             items.last().map(|j| j.id.0.clone())
@@ -354,20 +446,19 @@ impl JobStore for MemStore {
 
     async fn due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError> {
         let st = self.lock();
-        let mut due: Vec<&Job> = st
-            .jobs
-            .values()
+        let mut due: Vec<Job> = st
+            .job_views()
             .filter(|j| j.state == JobState::Active && j.next_fire_at.is_some_and(|t| t <= horizon))
             .collect();
         due.sort_by(|a, b| (a.next_fire_at, &a.tenant, &a.id).cmp(&(b.next_fire_at, &b.tenant, &b.id)));
-        Ok(due.into_iter().take(limit).cloned().collect())
+        due.truncate(limit);
+        Ok(due)
     }
 
     async fn next_due_at(&self) -> Result<Option<Timestamp>, StoreError> {
         let st = self.lock();
         Ok(st
-            .jobs
-            .values()
+            .job_views()
             .filter(|j| j.state == JobState::Active)
             .filter_map(|j| j.next_fire_at)
             .min())
@@ -379,17 +470,11 @@ impl JobStore for MemStore {
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
-        let mut st = self.lock();
-        let k = (run.tenant.clone(), run.run_id.clone());
-        if st.runs.contains_key(&k) {
-            return Ok(false);
-        }
-        st.runs.insert(k, trunc_run(run));
-        Ok(true)
+        Locked(&mut self.lock()).insert_run(run)
     }
 
     async fn get_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError> {
-        Ok(self.lock().runs.get(&(tenant.clone(), run_id.clone())).cloned())
+        Ok(self.lock().run_view(tenant, run_id))
     }
 
     async fn list_runs(
@@ -400,9 +485,8 @@ impl JobStore for MemStore {
     ) -> Result<Page<Run>, StoreError> {
         let after = page.cursor.as_deref().map(parse_run_cursor).transpose()?;
         let st = self.lock();
-        let mut runs: Vec<&Run> = st
-            .runs
-            .values()
+        let mut runs: Vec<Run> = st
+            .run_views()
             .filter(|r| &r.tenant == tenant)
             .filter(|r| filter.job_id.as_ref().is_none_or(|j| &r.job_id == j))
             .filter(|r| filter.state.is_none_or(|s| r.state == s))
@@ -416,7 +500,8 @@ impl JobStore for MemStore {
             .collect();
         runs.sort_by(|a, b| (b.scheduled_for, &b.run_id).cmp(&(a.scheduled_for, &a.run_id)));
         let more = runs.len() > page.limit;
-        let items: Vec<Run> = runs.into_iter().take(page.limit).cloned().collect();
+        runs.truncate(page.limit);
+        let items = runs;
         let next_cursor = if more {
             items
                 .last()
@@ -454,10 +539,13 @@ impl JobStore for MemStore {
         lease_until: Timestamp,
     ) -> Result<Run, StoreError> {
         let mut st = self.lock();
-        let run = st
-            .runs
-            .get_mut(&(tenant.clone(), run_id.clone()))
-            .ok_or(StoreError::NotFound)?;
+        let Some(run) = st.runs.get_mut(&(tenant.clone(), run_id.clone())) else {
+            // A run an unwritten firing stands for holds no lease.
+            return Err(match st.run_view(tenant, run_id) {
+                Some(_) => StoreError::Fenced,
+                None => StoreError::NotFound,
+            });
+        };
         run.renew_lease(token, now, lease_until)?;
         Ok(run.clone())
     }
@@ -474,6 +562,7 @@ impl JobStore for MemStore {
         reason: &str,
     ) -> Result<Ended, StoreError> {
         let mut st = self.lock();
+        st.settle_job_of(tenant, run_id);
         let run = st
             .runs
             .get_mut(&(tenant.clone(), run_id.clone()))
@@ -495,6 +584,7 @@ impl JobStore for MemStore {
         if let Some(Interleaved(step)) = interleaved {
             step(&mut st);
         }
+        st.settle_job_of(tenant, run_id);
         Ok(st
             .runs
             .get_mut(&(tenant.clone(), run_id.clone()))
@@ -508,6 +598,9 @@ impl JobStore for MemStore {
         settings: &RunSettings,
     ) -> Result<Option<Run>, StoreError> {
         let mut st = self.lock();
+        if st.run_view(tenant, run_id).is_some_and(|run| run.is_unstarted()) {
+            st.settle_job_of(tenant, run_id);
+        }
         let run = st.runs.get_mut(&(tenant.clone(), run_id.clone()));
         Ok(run.and_then(|run| run.take_settings(settings).then(|| run.clone())))
     }
@@ -525,15 +618,15 @@ impl JobStore for MemStore {
 
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         let st = self.lock();
-        let mut runs: Vec<&Run> = st
-            .runs
-            .values()
+        let mut runs: Vec<Run> = st
+            .run_views()
             .filter(|r| r.state == RunState::Pending && r.not_before <= ready_before)
             .collect();
         runs.sort_by(|a, b| {
             (a.not_before, a.scheduled_for, &a.run_id).cmp(&(b.not_before, b.scheduled_for, &b.run_id))
         });
-        Ok(runs.into_iter().take(limit).cloned().collect())
+        runs.truncate(limit);
+        Ok(runs)
     }
 
     async fn skip_records(
@@ -643,10 +736,13 @@ impl WebhookSecrets for MemStore {
 
 /// [`JobStore::complete`] on the locked state.
 pub(crate) fn complete_locked(st: &mut State, done: &Completion) -> Result<Ended, StoreError> {
-    let run = st
-        .runs
-        .get_mut(&(done.tenant.clone(), done.run_id.clone()))
-        .ok_or(StoreError::NotFound)?;
+    let Some(run) = st.runs.get_mut(&(done.tenant.clone(), done.run_id.clone())) else {
+        // A run an unwritten firing stands for has no attempt to close.
+        return Err(match st.run_view(&done.tenant, &done.run_id) {
+            Some(_) => StoreError::Fenced,
+            None => StoreError::NotFound,
+        });
+    };
     run.finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
     let run = run.clone();
     st.ended(run)
@@ -665,10 +761,17 @@ fn dependents_locked(st: &State, tenant: &TenantId, upstream: &JobId) -> Vec<Job
 /// One firing ([`JobStore::fire`]) on the locked state.
 pub(crate) fn fire_locked(st: &mut State, firing: &Firing) -> Result<Vec<Run>, StoreError> {
     let key = (firing.tenant.clone(), firing.job_id.clone());
-    let job = st.jobs.get(&key).ok_or(StoreError::NotFound)?;
-    if !firing.still_applies_to(job) {
+    let job = st.job_view(&key).ok_or(StoreError::NotFound)?;
+    if !firing.still_applies_to(&job) {
         return Err(conflict(format!("job {} moved on", firing.job_id)));
     }
+    if st.lean && unwritten_firing::can_leave_unwritten(&job, firing) {
+        st.sent.insert(key.clone(), job.version);
+        // Its run, unless one of its id is stored: then nothing is sent, as a written
+        // firing would insert nothing.
+        return Ok(st.unwritten_run(&key).into_iter().collect());
+    }
+    st.settle(&key);
     let mut released = Vec::new();
     for id in &firing.cancel {
         if let Some(run) = st.runs.get_mut(&(firing.tenant.clone(), id.clone()))
@@ -701,7 +804,7 @@ impl ClaimTx for Locked<'_> {
     type Error = StoreError;
 
     fn job(&mut self, tenant: &TenantId, id: &JobId) -> Result<Option<Job>, StoreError> {
-        Ok(self.0.jobs.get(&(tenant.clone(), id.clone())).cloned())
+        Ok(self.0.job_view(&(tenant.clone(), id.clone())))
     }
 
     fn active_runs(&mut self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<Run>, StoreError> {
@@ -709,7 +812,7 @@ impl ClaimTx for Locked<'_> {
     }
 
     fn run(&mut self, tenant: &TenantId, run_id: &RunId) -> Result<Option<Run>, StoreError> {
-        Ok(self.0.runs.get(&(tenant.clone(), run_id.clone())).cloned())
+        Ok(self.0.run_view(tenant, run_id))
     }
 
     fn claim_run(
@@ -730,7 +833,7 @@ impl DependencyTx for Locked<'_> {
 
     fn insert_run(&mut self, run: &Run) -> Result<bool, StoreError> {
         let k = (run.tenant.clone(), run.run_id.clone());
-        if self.0.runs.contains_key(&k) {
+        if self.0.run_view(&run.tenant, &run.run_id).is_some() {
             return Ok(false);
         }
         self.0.runs.insert(k, trunc_run(run));
@@ -758,6 +861,7 @@ fn active_locked(st: &State, tenant: &TenantId, job_id: &JobId) -> Vec<Run> {
         .values()
         .filter(|r| &r.tenant == tenant && &r.job_id == job_id && !r.state.is_terminal())
         .cloned()
+        .chain(st.unwritten_run(&(tenant.clone(), job_id.clone())))
         .collect();
     runs.sort_by(|a, b| (a.scheduled_for, &a.run_id).cmp(&(b.scheduled_for, &b.run_id)));
     runs
@@ -773,7 +877,8 @@ fn claim_locked(
     let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
     let next_token = st.last_token + 1;
     let key = (tenant.clone(), run_id.clone());
-    let mut run = st.runs.get(&key).cloned().ok_or(StoreError::NotFound)?;
+    // A run an unwritten firing stands for is put by its claim's write.
+    let mut run = st.run_view(tenant, run_id).ok_or(StoreError::NotFound)?;
     if let ClaimStep::Answer { outcome, changed } = run.decide_claim(now) {
         if changed {
             st.runs.insert(key, run.clone());

@@ -66,6 +66,11 @@ pub struct SimConfig {
     /// Zero: runs are fired when due, as the local deployment fires them. By the seed, no
     /// draw from its stream ([`fire_ahead_of`]).
     pub fire_ahead: Dur,
+    /// Whether the store leaves one-shots' plain firings unwritten, as the lean DynamoDB
+    /// layout does ([`MemStore::lean`](crate::memory::MemStore::lean)): for seeds whose
+    /// remainder by 4 is 2 or 3, so every pairing with the look-ahead's and the tenants'
+    /// choices comes up (no draw from the seeded stream).
+    pub lean_one_shots: bool,
 }
 
 /// The look-ahead of `seed`: none for even seeds; 15 s, 30 s or 60 s for odd ones. (Longer
@@ -97,6 +102,7 @@ impl SimConfig {
             tenants: 1 + seed % 3,
             one_transaction_workers: true,
             fire_ahead: fire_ahead_of(seed),
+            lean_one_shots: seed % 4 >= 2,
         }
     }
 }

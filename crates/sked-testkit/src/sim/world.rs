@@ -160,7 +160,10 @@ impl World {
             + chrono::Duration::milliseconds(rng.range(0, 86_400_000) as i64);
         let clock = Arc::new(ManualClock::new(start));
         let chaos = Chaos::new(rng.fork(), config.faults, clock.clone());
-        let mem = Arc::new(MemStore::new());
+        let mem = Arc::new(match config.lean_one_shots {
+            true => MemStore::lean(),
+            false => MemStore::new(),
+        });
         let audit = Arc::new(AuditStore::new(mem.clone()));
         let store = Arc::new(Faulty::new(audit.clone(), chaos.clone()));
         let mem_queue = Arc::new(MemQueue::recording(clock.clone()));
