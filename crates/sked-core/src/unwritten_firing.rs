@@ -4,13 +4,18 @@
 //! A one-shot's firing would write two things: the job COMPLETED with nothing left to fire,
 //! and the run of its occurrence PENDING. Such a store writes neither. It keeps the fact that
 //! the occurrence was sent (DynamoDB: the sweeper's watermark has passed the job's due
-//! bucket; memory: a mark of the job's version), and until the job or the run is written it
-//! answers every read as if the firing had been written: the job as [`job_after`] leaves it,
-//! the run as [`pending_run`] builds it. The first write that touches either puts what the
-//! firing left unwritten first ("settles" it): a claim puts the run (conditional on its
-//! absence), a cancel, a deferral or a change of the job puts the run and the job as the
-//! firing leaves them. So every reader and writer sees one history, the same as a store that
-//! wrote the firing, and the firing itself costs no write.
+//! bucket; memory: a mark of the job's version, passed at the next sweep), and until the job
+//! or the run is written it answers every read as if the firing had been written: the job as
+//! [`job_after`] leaves it, the run as [`pending_run`] builds it. The first write that touches
+//! either puts what the firing left unwritten first ("settles" it): a claim puts the run
+//! (conditional on its absence), a cancel, a deferral or a change of the job puts the run and
+//! the job as the firing leaves them. So every reader and writer sees one history, the same
+//! as a store that wrote the firing, and the firing itself costs no write.
+//!
+//! Between the send and the mark (the send window) the job reads as not fired: a change then
+//! writes the job alone, and the claim of the occurrence — its message is out — puts the run
+//! the job then has ([`due_run`]), or finds none. A job changed in the window is due, and
+//! sent, again: a second message of the same run, which one claim starts.
 //!
 //! Only the plainest firing is left unwritten ([`can_leave_unwritten`]): a one-shot's one
 //! run, on schedule, with nothing cancelled or skipped. Any other firing is written as before.
@@ -76,6 +81,15 @@ pub fn pending_run(job: &Job) -> Option<Run> {
     let mut run = scheduled_run(job, at, trunc_ms(job.updated_at));
     run.not_before = trunc_ms(run.not_before);
     Some(run)
+}
+
+/// The run of `job`'s occurrence, while `job` (as stored) is an ACTIVE one-shot still due
+/// at it: what a claim of the occurrence puts in the send window when no run of its id is
+/// stored (its message proves the firing). A job changed meanwhile to another time, paused
+/// or deleted has none, and neither has a recurring job.
+pub fn due_run(job: &Job) -> Option<Run> {
+    let run = pending_run(job)?;
+    (job.state == JobState::Active && job.next_fire_at.map(trunc_ms) == Some(run.scheduled_for)).then_some(run)
 }
 
 #[cfg(test)]

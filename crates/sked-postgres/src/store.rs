@@ -631,6 +631,11 @@ impl JobStore for PgStore {
         self.write_locked(move |tx| apply_firings(tx, &firings)).await
     }
 
+    /// Every firing is written: nothing to record once its runs are sent.
+    async fn firings_sent(&self, _firings: &[Firing]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
         let row = RunRow::new(run, 0).map_err(TxError::into_store)?;
         self.write(move |tx| row.insert(tx)).await

@@ -403,6 +403,11 @@ impl JobStore for DynamoStore {
         self.fire_each(firings).await
     }
 
+    /// Every firing is written: nothing to record once its runs are sent.
+    async fn firings_sent(&self, _firings: &[Firing]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
         let stored = StoredRun::new(truncated(run));
         let res = self

@@ -323,6 +323,14 @@ pub trait JobStore: Send + Sync + 'static {
     /// `firing.at`.
     async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError>;
 
+    /// The runs that `firings` answered ([`JobStore::fire`]; those it refused too) are in the
+    /// queue. A store that left a firing unwritten ([`crate::unwritten_firing`]) counts it
+    /// sent from here on (DynamoDB: the sweep may pass its due bucket); a firing whose runs
+    /// did not reach the queue is never named here, stays unfired, and is fired again. Every
+    /// other store has nothing to do. A failure is only logged: the firing is then fired
+    /// again, a second message of the same run.
+    async fn firings_sent(&self, firings: &[Firing]) -> Result<(), StoreError>;
+
     // ----- runs -----
 
     /// Inserts a run unless its id exists. Returns whether it was inserted.

@@ -55,12 +55,18 @@ impl QueueThenStore {
 
     /// Enqueues runs just written; a failure is logged, not answered: they are PENDING, and
     /// the repair pass enqueues them.
-    async fn enqueue_fired(&self, runs: impl IntoIterator<Item = &Run>) {
+    /// Enqueues fired runs; whether they reached the queue.
+    async fn enqueue_fired(&self, runs: impl IntoIterator<Item = &Run>) -> bool {
         let dispatches: Vec<Dispatch> = runs.into_iter().map(Dispatch::from).collect();
-        if !dispatches.is_empty()
-            && let Err(e) = self.queue.enqueue(&dispatches).await
-        {
-            tracing::warn!(error = %e, runs = dispatches.len(), "fired runs not enqueued; the repair pass will");
+        if dispatches.is_empty() {
+            return true;
+        }
+        match self.queue.enqueue(&dispatches).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(error = %e, runs = dispatches.len(), "fired runs not enqueued; the repair pass will");
+                false
+            }
         }
     }
 }
@@ -77,7 +83,11 @@ pub(crate) fn ignore_stale(result: Result<(), QueueError>) -> Result<(), QueueEr
 impl WorkPort for QueueThenStore {
     async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, WorkError> {
         let answers = self.store.fire(firings).await?;
-        self.enqueue_fired(answers.iter().flatten().flatten()).await;
+        if self.enqueue_fired(answers.iter().flatten().flatten()).await
+            && let Err(e) = self.store.firings_sent(firings).await
+        {
+            tracing::warn!(error = %e, firings = firings.len(), "fired runs sent, but not recorded as sent; they will be sent again");
+        }
         Ok(answers)
     }
 

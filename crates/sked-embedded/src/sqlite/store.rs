@@ -440,6 +440,11 @@ impl JobStore for SqliteStore {
         self.write(move |conn| apply_firings(conn, &firings)).await
     }
 
+    /// Every firing is written: nothing to record once its runs are sent.
+    async fn firings_sent(&self, _firings: &[Firing]) -> Result<(), StoreError> {
+        Ok(())
+    }
+
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
         let row = RunRow::new(run, 0).map_err(TxError::into_store)?;
         self.write(move |conn| row.insert(conn)).await

@@ -604,17 +604,21 @@ pub async fn fire_can_complete_the_job(store: Store) {
     assert_eq!(store.next_due_at().await.unwrap(), None);
 }
 
-/// The firing of a one-shot (as a sweep plans it) reads back as written, by every read: the
-/// job COMPLETED with nothing left to fire, its run PENDING — got, listed, active, ready for
-/// the repair pass — and nothing else. It is not fired or inserted again; no attempt of its
-/// run can be renewed or closed before a claim, and the claim starts it. The run is the one
-/// planned, dated by the firing or by its job's last write (a store that leaves a one-shot's
-/// firing unwritten, `sked_core::unwritten_firing`, knows only the latter).
+/// The firing of a one-shot (as a sweep plans it) reads back as written, by every read, once
+/// its run is sent (`firings_sent`) and the next sweep has looked for due jobs: the job COMPLETED with nothing left to fire, its
+/// run PENDING — got, listed, active, ready for the repair pass — and nothing else. It is not
+/// fired or inserted again; no attempt of its run can be renewed or closed before a claim,
+/// and the claim starts it. The run is the one planned, dated by the firing or by its job's
+/// last write. (A store that leaves a one-shot's firing unwritten,
+/// `sked_core::unwritten_firing`, knows only the latter, and shows the firing from the next
+/// sweep on: until then the job reads as not fired yet.)
 pub async fn fire_of_a_one_shot_reads_back_by_every_read(store: Store) {
     let a = one_shot("t1", "a", 60);
     create(&store, std::slice::from_ref(&a)).await;
     let f = planned_firing(&a, 10);
     let fired = store.fire_one(&f).await.unwrap();
+    store.firings_sent(std::slice::from_ref(&f)).await.unwrap();
+    assert!(store.due_jobs(at(10), 10).await.unwrap().is_empty(), "the next sweep");
     let [r] = fired.as_slice() else {
         panic!("one run fired: {fired:?}")
     };
@@ -681,20 +685,21 @@ pub async fn fire_of_a_one_shot_reads_back_by_every_read(store: Store) {
     assert_eq!((job_now.state, job_now.version), (JobState::Completed, 1));
 }
 
-/// A fired one-shot changed before its run is claimed keeps its run: a pause leaves it
+/// A fired one-shot changed before its run is claimed (after the next sweep: see
+/// [`fire_of_a_one_shot_reads_back_by_every_read`]) keeps its run: a pause leaves it
 /// PENDING and active, a cancel ends it, a deferral moves it, and none of them makes the job
 /// due again.
 pub async fn a_fired_one_shot_changed_before_its_claim_keeps_its_run(store: Store) {
     let (a, b) = (one_shot("t1", "a", 60), one_shot("t1", "b", 60));
     create(&store, &[a.clone(), b.clone()]).await;
-    let fired = store
-        .fire(&[planned_firing(&a, 10), planned_firing(&b, 10)])
-        .await
-        .unwrap();
+    let firings = [planned_firing(&a, 10), planned_firing(&b, 10)];
+    let fired = store.fire(&firings).await.unwrap();
+    store.firings_sent(&firings).await.unwrap();
     let (ra, rb) = match fired.as_slice() {
         [Ok(ra), Ok(rb)] => (ra[0].clone(), rb[0].clone()),
         other => panic!("both fired: {other:?}"),
     };
+    assert!(store.due_jobs(at(10), 10).await.unwrap().is_empty(), "the next sweep");
 
     let read = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
     let paused = Job {

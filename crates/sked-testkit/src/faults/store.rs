@@ -154,6 +154,12 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
             .await
     }
 
+    /// Forwarded without a fault (and without a draw from the seeded stream): its failure
+    /// only leaves a firing unmarked, to be sent again, as a change in the send window does.
+    async fn firings_sent(&self, firings: &[Firing]) -> Result<(), StoreError> {
+        self.inner.firings_sent(firings).await
+    }
+
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
         self.before("insert_run").await?;
         let r = self.inner.insert_run(run).await;

@@ -8,9 +8,13 @@
 //!
 //! [`MemStore::lean`] fires one-shots as the lean DynamoDB layout does
 //! ([`sked_core::unwritten_firing`]): a one-shot's plain firing writes nothing but a mark of
-//! the job's version, every read shows the job and the run as if it had been written, and the
-//! first write that touches either puts them first. The same contract, so the contract suites
-//! and the simulation check that store's semantics here.
+//! the job's version, which the next sweep's `due_jobs` passes (as DynamoDB's sweeper passes
+//! its watermark over the due buckets it sent); from then on every read shows the job and the
+//! run as if the firing had been written, and the first write that touches either puts them
+//! first. Until then — the send window — the job reads as not fired yet, a change writes the
+//! job alone, and a claim of the occurrence (its message is out) puts its run from the job if
+//! the job still has it. The same contract (but for that window), so the contract suites and
+//! the simulation check that store's semantics here.
 
 use async_trait::async_trait;
 use sked_core::alert::{Alert, AlertKey, DueAlert, WebhookSecret};
@@ -71,8 +75,14 @@ pub(crate) struct State {
     webhook_secrets: HashMap<TenantId, WebhookSecret>,
     /// Whether one-shots' plain firings are left unwritten ([`MemStore::lean`]).
     lean: bool,
-    /// The jobs whose firing was left unwritten, with the job's version then: the mark holds
-    /// while the job is stored at that version.
+    /// The jobs whose firing was left unwritten, its run not (yet) reported in the queue,
+    /// with the job's version then.
+    unsent: HashMap<(TenantId, JobId), u64>,
+    /// The jobs whose firing was left unwritten and its run sent, not yet passed by a sweep
+    /// (the send window), with the job's version then.
+    sending: HashMap<(TenantId, JobId), u64>,
+    /// The jobs whose firing was left unwritten and passed by a sweep, with the job's version
+    /// then: the mark holds while the job is stored at that version.
     sent: HashMap<(TenantId, JobId), u64>,
 }
 
@@ -89,10 +99,44 @@ impl State {
 
 /// Reads and writes through an unwritten firing ([`unwritten_firing`]).
 impl State {
-    /// The stored job whose firing was left unwritten, while it is unchanged since.
+    /// The stored job whose firing was left unwritten, while it is unchanged since: marked
+    /// by a sweep, or a one-shot still due whose run is stored (claimed in the send window).
     fn sent_job(&self, key: &(TenantId, JobId)) -> Option<&Job> {
-        let version = self.sent.get(key)?;
-        self.jobs.get(key).filter(|job| job.version == *version)
+        let job = self.jobs.get(key)?;
+        let marked = self.sent.get(key).is_some_and(|version| job.version == *version);
+        (marked || self.claimed_in_window(job)).then_some(job)
+    }
+
+    /// Whether `job` (as stored) is a one-shot still due whose occurrence's run is stored.
+    fn claimed_in_window(&self, job: &Job) -> bool {
+        self.lean
+            && unwritten_firing::due_run(job)
+                .is_some_and(|run| self.runs.contains_key(&(run.tenant.clone(), run.run_id.clone())))
+    }
+
+    /// What a claim of `run_id` puts when no run of that id is stored or shown: in the send
+    /// window, the occurrence of a one-shot still due ([`unwritten_firing::due_run`]).
+    fn claimed_from_job(&self, tenant: &TenantId, run_id: &RunId) -> Option<Run> {
+        let (job_id, _) = run_id.parts()?;
+        let job = self.jobs.get(&(tenant.clone(), job_id))?;
+        unwritten_firing::due_run(job).filter(|run| run.run_id == *run_id)
+    }
+
+    /// The unwritten firing of `key`'s job has its run in the queue ([`JobStore::firings_sent`]).
+    pub(crate) fn mark_sending(&mut self, key: &(TenantId, JobId)) {
+        if let Some(version) = self.unsent.remove(key) {
+            self.sending.insert(key.clone(), version);
+        }
+    }
+
+    /// A sweep passes the firings left unwritten so far (DynamoDB: its watermark passes their
+    /// due buckets): those whose job is unchanged since are marked sent.
+    fn pass_sent(&mut self) {
+        for (key, version) in std::mem::take(&mut self.sending) {
+            if self.jobs.get(&key).is_some_and(|job| job.version == version) {
+                self.sent.insert(key, version);
+            }
+        }
     }
 
     /// A job as read: as its unwritten firing leaves it, if it has one.
@@ -445,7 +489,8 @@ impl JobStore for MemStore {
     }
 
     async fn due_jobs(&self, horizon: Timestamp, limit: usize) -> Result<Vec<Job>, StoreError> {
-        let st = self.lock();
+        let mut st = self.lock();
+        st.pass_sent();
         let mut due: Vec<Job> = st
             .job_views()
             .filter(|j| j.state == JobState::Active && j.next_fire_at.is_some_and(|t| t <= horizon))
@@ -467,6 +512,14 @@ impl JobStore for MemStore {
     async fn fire(&self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
         let mut st = self.lock();
         Ok(firings.iter().map(|firing| fire_locked(&mut st, firing)).collect())
+    }
+
+    async fn firings_sent(&self, firings: &[Firing]) -> Result<(), StoreError> {
+        let mut st = self.lock();
+        for firing in firings {
+            st.mark_sending(&(firing.tenant.clone(), firing.job_id.clone()));
+        }
+        Ok(())
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
@@ -766,10 +819,12 @@ pub(crate) fn fire_locked(st: &mut State, firing: &Firing) -> Result<Vec<Run>, S
         return Err(conflict(format!("job {} moved on", firing.job_id)));
     }
     if st.lean && unwritten_firing::can_leave_unwritten(&job, firing) {
-        st.sent.insert(key.clone(), job.version);
+        st.unsent.insert(key.clone(), job.version);
         // Its run, unless one of its id is stored: then nothing is sent, as a written
         // firing would insert nothing.
-        return Ok(st.unwritten_run(&key).into_iter().collect());
+        let run = unwritten_firing::due_run(&job);
+        let stored = |r: &Run| st.runs.contains_key(&(r.tenant.clone(), r.run_id.clone()));
+        return Ok(run.filter(|r| !stored(r)).into_iter().collect());
     }
     st.settle(&key);
     let mut released = Vec::new();
@@ -878,7 +933,10 @@ fn claim_locked(
     let next_token = st.last_token + 1;
     let key = (tenant.clone(), run_id.clone());
     // A run an unwritten firing stands for is put by its claim's write.
-    let mut run = st.run_view(tenant, run_id).ok_or(StoreError::NotFound)?;
+    let mut run = st
+        .run_view(tenant, run_id)
+        .or_else(|| st.claimed_from_job(tenant, run_id))
+        .ok_or(StoreError::NotFound)?;
     if let ClaimStep::Answer { outcome, changed } = run.decide_claim(now) {
         if changed {
             st.runs.insert(key, run.clone());

@@ -79,8 +79,13 @@ impl ClaimTx for MemTx<'_> {
 }
 
 impl WorkTx for MemTx<'_> {
+    /// Its runs are enqueued in the same step: a firing left unwritten is sent with it.
     fn fire(&mut self, firings: &[Firing]) -> Result<Vec<Result<Vec<Run>, StoreError>>, StoreError> {
-        Ok(firings.iter().map(|firing| fire_locked(self.store, firing)).collect())
+        let answers = firings.iter().map(|firing| fire_locked(self.store, firing)).collect();
+        for firing in firings {
+            self.store.mark_sending(&(firing.tenant.clone(), firing.job_id.clone()));
+        }
+        Ok(answers)
     }
 
     fn take(&mut self, max: usize, visibility: Dur, now: Timestamp) -> Result<Vec<Delivery>, StoreError> {

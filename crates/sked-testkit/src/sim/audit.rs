@@ -48,6 +48,11 @@ pub enum JobEvent {
         /// store inserts only those; a firing after a change of timing may plan a time the
         /// old timing fired ahead, whose run it keeps).
         inserted: BTreeSet<Timestamp>,
+        /// A one-shot's firing left unwritten that sent again the run an earlier one sent
+        /// (a store that leaves them unwritten, [`crate::memory::MemStore::lean`], cannot
+        /// refuse a second firing until a sweep has passed the first or a claim has put its
+        /// run): a second message of the same run, which one claim starts — not a second run.
+        resent: bool,
     },
     /// A user change replaced `before` by `after`.
     Updated {
@@ -69,24 +74,39 @@ pub struct AuditLog {
     pub fenced_writes: u64,
     /// Live leases by run.
     leases: BTreeMap<(TenantId, RunId), Held>,
+    /// Whether the store leaves one-shots' plain firings unwritten (its firings may send a
+    /// run again: [`JobEvent::Fired::resent`]).
+    pub lean_one_shots: bool,
 }
 
 impl AuditLog {
     /// A firing that took effect.
     pub fn saw_firing(&mut self, firing: &Firing, answer: &[Run]) {
         let planned: BTreeSet<&RunId> = firing.runs.iter().map(|r| &r.run_id).collect();
-        let inserted = answer
+        let inserted: BTreeSet<Timestamp> = answer
             .iter()
             .filter(|r| planned.contains(&r.run_id))
             .map(|r| r.scheduled_for)
             .collect();
-        self.job_events
+        let events = self
+            .job_events
             .entry((firing.tenant.clone(), firing.job_id.clone()))
-            .or_default()
-            .push(JobEvent::Fired {
-                firing: firing.clone(),
-                inserted,
-            });
+            .or_default();
+        // Sent by a firing of this job since it was (last) created.
+        let sent_before = |at: &Timestamp| {
+            events
+                .iter()
+                .rev()
+                .take_while(|e| !matches!(e, JobEvent::Created(_)))
+                .any(|e| matches!(e, JobEvent::Fired { inserted, .. } if inserted.contains(at)))
+        };
+        let resent =
+            self.lean_one_shots && firing.runs.len() == 1 && !inserted.is_empty() && inserted.iter().all(sent_before);
+        events.push(JobEvent::Fired {
+            firing: firing.clone(),
+            inserted,
+            resent,
+        });
     }
 
     /// The answer of one claim of `batch`.
@@ -273,6 +293,10 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
             }
         }
         Ok(answers)
+    }
+
+    async fn firings_sent(&self, firings: &[Firing]) -> Result<(), StoreError> {
+        self.inner.firings_sent(firings).await
     }
 
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {

@@ -470,7 +470,11 @@ impl Checker {
                         cursor = job.next_fire_at;
                         spec = Some(job.spec.clone());
                     }
-                    JobEvent::Fired { firing: f, inserted } => {
+                    // Counted, and its occurrence accounted, at its first sending.
+                    JobEvent::Fired { resent: true, .. } => {}
+                    JobEvent::Fired {
+                        firing: f, inserted, ..
+                    } => {
                         if f.expected_next_fire_at != cursor {
                             self.report(
                                 now,

@@ -165,6 +165,7 @@ impl World {
             false => MemStore::new(),
         });
         let audit = Arc::new(AuditStore::new(mem.clone()));
+        audit.log().lean_one_shots = config.lean_one_shots;
         let store = Arc::new(Faulty::new(audit.clone(), chaos.clone()));
         let mem_queue = Arc::new(MemQueue::recording(clock.clone()));
         let queue = Arc::new(Faulty::new(mem_queue.clone(), chaos.clone()));
