@@ -18,6 +18,7 @@ pub mod keys;
 pub mod logs;
 pub mod queue;
 pub mod store;
+mod unwritten;
 pub mod work;
 
 pub use executor::FakeExecutor;
