@@ -46,9 +46,19 @@ pub struct MemPorts {
 impl MemPorts {
     /// Fresh ports on a manual clock set to `start` (RFC 3339).
     pub fn at(start: &str) -> MemPorts {
+        Self::over(start, MemStore::new())
+    }
+
+    /// [`MemPorts::at`] over a store that leaves one-shots' plain firings unwritten
+    /// ([`MemStore::lean`]).
+    pub fn lean_at(start: &str) -> MemPorts {
+        Self::over(start, MemStore::lean())
+    }
+
+    fn over(start: &str, store: MemStore) -> MemPorts {
         let start = sked_core::timestamp::parse(start).expect("an RFC 3339 start time");
         let clock = Arc::new(ManualClock::new(start));
-        let store = Arc::new(MemStore::new());
+        let store = Arc::new(store);
         let ports = Ports::new(
             store.clone(),
             Arc::new(MemQueue::new(clock.clone())),

@@ -1,0 +1,158 @@
+//! One-shots on a store that leaves their firings unwritten ([`MemStore::lean`], as the lean
+//! DynamoDB layout will; `sked_core::unwritten_firing`), end to end through the API, the
+//! sweeper and a worker: the run starts once, the job reads as written once a sweep has
+//! passed its firing, and a change made in the send window — after the sweep sent the run,
+//! before the next sweep — is what the worker's claim decides on.
+
+use serde_json::json;
+use sked_core::duration::Dur;
+use sked_core::ids::{JobId, TenantId, WorkerId};
+use sked_core::job::JobState;
+use sked_core::ports::JobStoreExt;
+use sked_core::run::{Run, RunState};
+use sked_core::service::jobs::NewJob;
+use sked_core::service::sweeper::{Sweeper, SweeperConfig};
+use sked_core::service::worker::{Worker, WorkerConfig};
+use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
+use sked_core::task::Task;
+use sked_testkit::clock::ManualClock;
+use sked_testkit::eventually::eventually;
+use sked_testkit::memory::{FakeExecutor, MemPorts, MemStore};
+use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
+
+struct Harness {
+    clock: Arc<ManualClock>,
+    store: Arc<MemStore>,
+    executor: Arc<FakeExecutor>,
+    ports: Ports,
+    sked: Sked,
+    tenant: TenantId,
+    id: JobId,
+    shutdown: CancellationToken,
+}
+
+impl Harness {
+    /// A lean store holding the one-shot `once` (running `argv`) a minute from now.
+    async fn with_one_shot(argv: &[&str]) -> Harness {
+        let MemPorts { ports, clock, store } = MemPorts::lean_at("2026-12-01T10:00:00Z");
+        let executor = Arc::new(FakeExecutor::new(clock.clone()));
+        let sked = Sked::new(ports.clone(), SkedConfig::default(), SweepSignal::default());
+        let h = Harness {
+            clock,
+            store,
+            executor,
+            ports,
+            sked,
+            tenant: TenantId::default(),
+            id: JobId::from("once"),
+            shutdown: CancellationToken::new(),
+        };
+        let new = NewJob {
+            id: Some(h.id.clone()),
+            spec: serde_json::from_value(h.spec(argv)).unwrap(),
+        };
+        h.sked.create_job(&h.tenant, new, None).await.unwrap();
+        h
+    }
+
+    fn spec(&self, argv: &[&str]) -> serde_json::Value {
+        let at = self.clock.now() + chrono::Duration::seconds(60);
+        json!({"schedule": {"at": sked_core::timestamp::format(&at)}, "task": {"command": {"argv": argv}}})
+    }
+
+    /// One sweep looking ten minutes ahead, as on AWS: how many runs it sent.
+    async fn sweep(&self) -> usize {
+        let config = SweeperConfig {
+            lookahead: Dur::secs(600),
+            ..SweeperConfig::default()
+        };
+        let sweeper = Sweeper::new(self.ports.clone(), SweepSignal::default(), config);
+        sweeper.sweep_once().await.unwrap().fired
+    }
+
+    /// A worker as on AWS (runs fired ahead), then the clock at the run's time.
+    fn start_worker_and_reach_the_run(&self) {
+        let mut config = WorkerConfig::new(WorkerId::from("w1"));
+        config.fired_ahead = true;
+        let worker = Worker::new(self.ports.clone(), self.executor.clone(), config);
+        tokio::spawn(worker.run(self.shutdown.clone()));
+        self.clock.advance(Dur::secs(61));
+    }
+
+    async fn job_state(&self) -> JobState {
+        self.store.get_job(&self.tenant, &self.id).await.unwrap().unwrap().state
+    }
+
+    /// Waits (in real time, bounded) until the job's run reaches `state`.
+    async fn until_run(&self, state: RunState) -> Run {
+        let run = eventually(async || self.store.all_runs().into_iter().find(|r| r.state == state)).await;
+        run.unwrap_or_else(|| panic!("no run reached {state}; runs: {:?}", self.store.all_runs()))
+    }
+
+    fn argv_run(&self) -> Vec<Vec<String>> {
+        self.executor
+            .requests()
+            .into_iter()
+            .map(|r| match r.task {
+                Task::Command(c) => c.argv,
+                other => panic!("not a command: {other:?}"),
+            })
+            .collect()
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.shutdown.cancel();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_fired_unwritten_runs_once_and_reads_as_written() {
+    let h = Harness::with_one_shot(&["ok"]).await;
+    assert_eq!(h.sweep().await, 1, "its run is sent");
+    assert_eq!(
+        h.job_state().await,
+        JobState::Active,
+        "in the send window it reads unfired"
+    );
+    assert_eq!(h.sweep().await, 0, "the next sweep passes it");
+    assert_eq!(h.job_state().await, JobState::Completed);
+    assert_eq!(h.store.unwritten_run_count(), 1, "its run shown, not written");
+    h.start_worker_and_reach_the_run();
+    h.until_run(RunState::Succeeded).await;
+    assert_eq!(h.store.unwritten_run_count(), 0, "written by its claim");
+    assert_eq!(h.executor.calls(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_changed_in_the_send_window_is_what_runs() {
+    let h = Harness::with_one_shot(&["ok"]).await;
+    assert_eq!(h.sweep().await, 1);
+    let spec = serde_json::from_value(h.spec(&["print", "new"])).unwrap();
+    // The same time: the one-shot's `at` is a minute from the clock, which has not moved.
+    h.sked.replace_job(&h.tenant, &h.id, spec, None).await.unwrap();
+    h.start_worker_and_reach_the_run();
+    h.until_run(RunState::Succeeded).await;
+    assert_eq!(h.argv_run(), vec![vec!["print".to_string(), "new".to_string()]]);
+    assert_eq!(h.job_state().await, JobState::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_one_shot_deleted_in_the_send_window_runs_nothing() {
+    let h = Harness::with_one_shot(&["ok"]).await;
+    assert_eq!(h.sweep().await, 1);
+    h.sked.delete_job(&h.tenant, &h.id, false, false).await.unwrap();
+    let queued = async || {
+        let depth = h.ports.queue.depth().await.ok()??;
+        Some(depth.iter().map(|d| d.messages).sum::<u64>())
+    };
+    assert_eq!(queued().await, Some(1), "its message is out");
+    h.start_worker_and_reach_the_run();
+    // The worker takes the message, finds no run to start, and acks it.
+    let drained = eventually(async || (queued().await? == 0).then_some(())).await;
+    assert!(drained.is_some(), "the message is dealt with");
+    assert_eq!(h.executor.calls(), 0);
+    assert!(h.store.all_runs().is_empty(), "no run was ever written");
+}
