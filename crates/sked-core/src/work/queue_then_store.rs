@@ -53,9 +53,9 @@ impl QueueThenStore {
         self
     }
 
-    /// Enqueues runs just written; a failure is logged, not answered: they are PENDING, and
-    /// the repair pass enqueues them.
-    /// Enqueues fired runs; whether they reached the queue.
+    /// Enqueues runs just fired; whether they reached the queue. A failure is logged, not
+    /// answered: runs written are PENDING, and the repair pass enqueues them; a firing left
+    /// unwritten is not reported sent ([`JobStore::firings_sent`]), and fires again.
     async fn enqueue_fired(&self, runs: impl IntoIterator<Item = &Run>) -> bool {
         let dispatches: Vec<Dispatch> = runs.into_iter().map(Dispatch::from).collect();
         if dispatches.is_empty() {
