@@ -4,7 +4,7 @@
 //! A one-shot's firing would write two things: the job COMPLETED with nothing left to fire,
 //! and the run of its occurrence PENDING. Such a store writes neither. It keeps the fact that
 //! the occurrence was sent (DynamoDB: the sweeper's watermark has passed the job's due
-//! bucket; memory: a mark of the job's version, passed at the next sweep), and until the job
+//! bucket; memory: a mark of the job as stored, passed at the next sweep), and until the job
 //! or the run is written it answers every read as if the firing had been written: the job as
 //! [`job_after`] leaves it, the run as [`pending_run`] builds it. The first write that touches
 //! either puts what the firing left unwritten first ("settles" it): a claim puts the run

@@ -167,3 +167,22 @@ async fn a_firing_whose_run_never_reached_the_queue_stays_unfired_and_fires_agai
         Some(sent[0].clone())
     );
 }
+
+#[tokio::test]
+async fn a_firing_written_in_the_window_ends_the_mark_of_the_one_left_unwritten() {
+    // A second sweep, the job still reading unfired, decides otherwise: it skips the
+    // occurrence (an earlier run of the job still going, say), and that firing is written.
+    let (store, a, sent) = fired_in_window().await;
+    let mut skip = planned_firing(&a, 10);
+    skip.runs.clear();
+    skip.skipped = sked_core::ledger::records_of(&[(at(60), sked_core::firing::SkipReason::Overlap)]);
+    assert_eq!(store.fire_one(&skip).await.unwrap(), Vec::<Run>::new());
+    // The sweep after it passes nothing: the run sent is not the occurrence's any more.
+    assert!(store.due_jobs(at(600), 10).await.unwrap().is_empty());
+    assert_eq!(
+        store.get_run(&a.tenant, &sent.run_id).await.unwrap(),
+        None,
+        "skipped, not shown"
+    );
+    assert!(matches!(claim(&store, &sent.run_id).await, Err(StoreError::NotFound)));
+}

@@ -8,7 +8,8 @@
 //!
 //! [`MemStore::lean`] fires one-shots as the lean DynamoDB layout does
 //! ([`sked_core::unwritten_firing`]): a one-shot's plain firing writes nothing but a mark of
-//! the job's version, which the next sweep's `due_jobs` passes (as DynamoDB's sweeper passes
+//! the job as stored (any later write of the job ends it), which the next sweep's `due_jobs`
+//! passes (as DynamoDB's sweeper passes
 //! its watermark over the due buckets it sent); from then on every read shows the job and the
 //! run as if the firing had been written, and the first write that touches either puts them
 //! first. Until then — the send window — the job reads as not fired yet, a change writes the
@@ -76,14 +77,16 @@ pub(crate) struct State {
     /// Whether one-shots' plain firings are left unwritten ([`MemStore::lean`]).
     pub(super) lean: bool,
     /// The jobs whose firing was left unwritten, its run not (yet) reported in the queue,
-    /// with the job's version then.
-    pub(super) unsent: HashMap<(TenantId, JobId), u64>,
+    /// with the job as stored then. Each mark holds while the job is stored exactly so: any
+    /// write of the job ends it (a firing's too, which moves no version), as a write files a
+    /// DynamoDB job again past the watermark.
+    pub(super) unsent: HashMap<(TenantId, JobId), Job>,
     /// The jobs whose firing was left unwritten and its run sent, not yet passed by a sweep
-    /// (the send window), with the job's version then.
-    pub(super) sending: HashMap<(TenantId, JobId), u64>,
-    /// The jobs whose firing was left unwritten and passed by a sweep, with the job's version
-    /// then: the mark holds while the job is stored at that version.
-    pub(super) sent: HashMap<(TenantId, JobId), u64>,
+    /// (the send window), with the job as stored then.
+    pub(super) sending: HashMap<(TenantId, JobId), Job>,
+    /// The jobs whose firing was left unwritten and passed by a sweep, with the job as stored
+    /// then.
+    pub(super) sent: HashMap<(TenantId, JobId), Job>,
 }
 
 impl State {
@@ -715,7 +718,7 @@ pub(crate) fn fire_locked(st: &mut State, firing: &Firing) -> Result<Vec<Run>, S
         return Err(conflict(format!("job {} moved on", firing.job_id)));
     }
     if st.lean && unwritten_firing::can_leave_unwritten(&job, firing) {
-        st.unsent.insert(key.clone(), job.version);
+        st.unsent.insert(key.clone(), job.clone());
         // Its run, unless one of its id is stored: then nothing is sent, as a written
         // firing would insert nothing.
         let run = unwritten_firing::due_run(&job);

@@ -15,7 +15,7 @@ impl State {
     /// by a sweep, or a one-shot still due whose run is stored (claimed in the send window).
     fn sent_job(&self, key: &(TenantId, JobId)) -> Option<&Job> {
         let job = self.jobs.get(key)?;
-        let marked = self.sent.get(key).is_some_and(|version| job.version == *version);
+        let marked = self.sent.get(key) == Some(job);
         (marked || self.claimed_in_window(job)).then_some(job)
     }
 
@@ -37,17 +37,17 @@ impl State {
     /// The unwritten firing of `key`'s job has its run in the queue
     /// ([`JobStore::firings_sent`](sked_core::ports::JobStore::firings_sent)).
     pub(crate) fn mark_sending(&mut self, key: &(TenantId, JobId)) {
-        if let Some(version) = self.unsent.remove(key) {
-            self.sending.insert(key.clone(), version);
+        if let Some(job) = self.unsent.remove(key) {
+            self.sending.insert(key.clone(), job);
         }
     }
 
     /// A sweep passes the firings left unwritten so far (DynamoDB: its watermark passes their
     /// due buckets): those whose job is unchanged since are marked sent.
     pub(super) fn pass_sent(&mut self) {
-        for (key, version) in std::mem::take(&mut self.sending) {
-            if self.jobs.get(&key).is_some_and(|job| job.version == version) {
-                self.sent.insert(key, version);
+        for (key, job) in std::mem::take(&mut self.sending) {
+            if self.jobs.get(&key) == Some(&job) {
+                self.sent.insert(key, job);
             }
         }
     }

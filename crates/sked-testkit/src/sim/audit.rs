@@ -48,11 +48,13 @@ pub enum JobEvent {
         /// store inserts only those; a firing after a change of timing may plan a time the
         /// old timing fired ahead, whose run it keeps).
         inserted: BTreeSet<Timestamp>,
-        /// A one-shot's firing left unwritten that sent again the run an earlier one sent
-        /// (a store that leaves them unwritten, [`crate::memory::MemStore::lean`], cannot
-        /// refuse a second firing until a sweep has passed the first or a claim has put its
-        /// run): a second message of the same run, which one claim starts — not a second run.
-        resent: bool,
+        /// A one-shot's plain firing on a store that leaves those unwritten
+        /// ([`crate::memory::MemStore::lean`]): its answer is a run *sent*, which is the
+        /// occurrence's run only once a claim (or a write that settles the firing) puts it.
+        /// Until a sweep has passed it the job still reads unfired, so a later firing may plan
+        /// the occurrence again: send it again (a second message of the same run), or decide
+        /// otherwise (skip it), and then the run sent finds nothing to claim.
+        unwritten: bool,
     },
     /// A user change replaced `before` by `after`.
     Updated {
@@ -74,8 +76,8 @@ pub struct AuditLog {
     pub fenced_writes: u64,
     /// Live leases by run.
     leases: BTreeMap<(TenantId, RunId), Held>,
-    /// Whether the store leaves one-shots' plain firings unwritten (its firings may send a
-    /// run again: [`JobEvent::Fired::resent`]).
+    /// Whether the store leaves one-shots' plain firings unwritten
+    /// ([`JobEvent::Fired::unwritten`]).
     pub lean_one_shots: bool,
 }
 
@@ -92,20 +94,22 @@ impl AuditLog {
             .job_events
             .entry((firing.tenant.clone(), firing.job_id.clone()))
             .or_default();
-        // Sent by a firing of this job since it was (last) created.
-        let sent_before = |at: &Timestamp| {
-            events
-                .iter()
-                .rev()
-                .take_while(|e| !matches!(e, JobEvent::Created(_)))
-                .any(|e| matches!(e, JobEvent::Fired { inserted, .. } if inserted.contains(at)))
-        };
-        let resent =
-            self.lean_one_shots && firing.runs.len() == 1 && !inserted.is_empty() && inserted.iter().all(sent_before);
+        // The job's definition as last written.
+        let one_shot = events.iter().rev().find_map(|e| match e {
+            JobEvent::Created(job) | JobEvent::Updated { after: job, .. } => {
+                Some(matches!(job.spec.schedule, sked_core::schedule::Schedule::At(_)))
+            }
+            JobEvent::Fired { .. } => None,
+        });
+        let plain = firing.runs.len() == 1
+            && firing.cancel.is_empty()
+            && firing.skipped.is_empty()
+            && firing.state == sked_core::job::JobState::Completed
+            && firing.next_fire_at.is_none();
         events.push(JobEvent::Fired {
             firing: firing.clone(),
             inserted,
-            resent,
+            unwritten: self.lean_one_shots && plain && one_shot == Some(true),
         });
     }
 

@@ -461,7 +461,10 @@ impl Checker {
         // Runs inserted before a later change of their job's timing: a firing of a later
         // timing may plan or skip their time again (the ledger shows the run).
         let mut under_earlier_timing: BTreeSet<(&JobId, Timestamp)> = BTreeSet::new();
-        for ((_, job_id), list) in events {
+        // Occurrences sent by firings left unwritten: fired if their run was written
+        // ([`JobEvent::Fired::unwritten`]).
+        let mut sent: BTreeSet<(&sked_core::ids::TenantId, &JobId, Timestamp)> = BTreeSet::new();
+        for ((tenant, job_id), list) in events {
             let mut cursor: Option<Timestamp> = None;
             let mut spec = None;
             for event in list {
@@ -470,12 +473,14 @@ impl Checker {
                         cursor = job.next_fire_at;
                         spec = Some(job.spec.clone());
                     }
-                    // Counted, and its occurrence accounted, at its first sending.
-                    JobEvent::Fired { resent: true, .. } => {}
                     JobEvent::Fired {
-                        firing: f, inserted, ..
+                        firing: f,
+                        inserted,
+                        unwritten,
                     } => {
-                        if f.expected_next_fire_at != cursor {
+                        // A firing left unwritten moves nothing the next firing is checked
+                        // against: until a sweep passes it, the job reads as before.
+                        if !unwritten && f.expected_next_fire_at != cursor {
                             self.report(
                                 now,
                                 format!(
@@ -496,7 +501,10 @@ impl Checker {
                         }
                         let planned: BTreeSet<Timestamp> = f.runs.iter().map(|r| r.scheduled_for).collect();
                         for at in inserted {
-                            *fired.entry((job_id, *at)).or_default() += 1;
+                            match unwritten {
+                                true => _ = sent.insert((tenant, job_id, *at)),
+                                false => *fired.entry((job_id, *at)).or_default() += 1,
+                            }
                         }
                         for at in &planned {
                             if !due.contains(at) {
@@ -521,7 +529,9 @@ impl Checker {
                                 );
                             }
                         }
-                        cursor = f.next_fire_at;
+                        if !unwritten {
+                            cursor = f.next_fire_at;
+                        }
                     }
                     JobEvent::Updated { before, after } => {
                         let timing = before.spec.schedule != after.spec.schedule
@@ -529,6 +539,11 @@ impl Checker {
                             || before.spec.dst != after.spec.dst;
                         if timing {
                             under_earlier_timing.extend(fired.keys().filter(|(j, _)| *j == job_id).copied());
+                            under_earlier_timing.extend(
+                                sent.iter()
+                                    .filter(|(t, j, _)| *t == tenant && *j == job_id)
+                                    .map(|(_, j, at)| (*j, *at)),
+                            );
                         }
                         if after.next_fire_at != before.next_fire_at && !timing && after.state != JobState::Deleted {
                             self.report(
@@ -543,6 +558,13 @@ impl Checker {
                         cursor = after.next_fire_at;
                     }
                 }
+            }
+        }
+        let written: BTreeSet<(&sked_core::ids::TenantId, &RunId)> =
+            runs.iter().map(|r| (&r.tenant, &r.run_id)).collect();
+        for (tenant, job_id, at) in sent {
+            if written.contains(&(tenant, &RunId::derive(job_id, at))) {
+                fired.entry((job_id, at)).or_insert(1);
             }
         }
         for ((job_id, at), n) in &fired {
