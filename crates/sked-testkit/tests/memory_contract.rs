@@ -1,11 +1,11 @@
 //! Runs the store, queue, work, key store, quota and log contract suites against the in-memory
 //! adapters (the work port in both shapes over them: [`QueueThenStore`] and [`MemWork`]).
 
+mod common;
+
 use sked_core::ports::{DispatchQueue, JobStore, KeyStore, LogStore, QuotaStore, WebhookSecrets};
-use sked_core::work::QueueThenStore;
 use sked_testkit::clock::ManualClock;
-use sked_testkit::contract::work::WorkPorts;
-use sked_testkit::memory::{MemKeys, MemLogs, MemQueue, MemStore, MemWork};
+use sked_testkit::memory::{MemKeys, MemLogs, MemQueue, MemStore};
 use std::sync::Arc;
 
 sked_testkit::store_contract!(async || Arc::new(MemStore::new()) as Arc<dyn JobStore>);
@@ -17,27 +17,12 @@ sked_testkit::queue_contract!(|clock: Arc<ManualClock>| async move {
     Arc::new(MemQueue::new(clock)) as Arc<dyn DispatchQueue>
 });
 
-sked_testkit::work_contract!(|clock: Arc<ManualClock>| async move {
-    let store: Arc<dyn JobStore> = Arc::new(MemStore::new());
-    let queue: Arc<dyn DispatchQueue> = Arc::new(MemQueue::new(clock.clone()));
-    let work = Arc::new(QueueThenStore::new(store.clone(), queue.clone(), clock.clone()));
-    WorkPorts {
-        store,
-        queue,
-        work,
-        clock,
-    }
-});
+sked_testkit::work_contract!(
+    |clock: Arc<ManualClock>| async move { common::work_ports(MemStore::new(), clock, false) }
+);
 
 sked_testkit::work_contract!(one_transaction_work_contract, |clock: Arc<ManualClock>| async move {
-    let (store, queue) = (Arc::new(MemStore::new()), Arc::new(MemQueue::new(clock.clone())));
-    let work = Arc::new(MemWork::new(store.clone(), queue.clone(), clock.clone()));
-    WorkPorts {
-        store,
-        queue,
-        work,
-        clock,
-    }
+    common::work_ports(MemStore::new(), clock, true)
 });
 
 sked_testkit::keys_contract!(async || Arc::new(MemKeys::new()) as Arc<dyn KeyStore>);

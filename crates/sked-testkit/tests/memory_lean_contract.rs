@@ -3,11 +3,11 @@
 //! DynamoDB layout does ([`sked_core::unwritten_firing`]), must keep every promise the port
 //! makes.
 
-use sked_core::ports::{DispatchQueue, JobStore, QuotaStore, WebhookSecrets};
-use sked_core::work::QueueThenStore;
+mod common;
+
+use sked_core::ports::{JobStore, QuotaStore, WebhookSecrets};
 use sked_testkit::clock::ManualClock;
-use sked_testkit::contract::work::WorkPorts;
-use sked_testkit::memory::{MemQueue, MemStore, MemWork};
+use sked_testkit::memory::MemStore;
 use std::sync::Arc;
 
 sked_testkit::store_contract!(async || Arc::new(MemStore::lean()) as Arc<dyn JobStore>);
@@ -15,27 +15,12 @@ sked_testkit::store_contract!(async || Arc::new(MemStore::lean()) as Arc<dyn Job
 sked_testkit::concurrency_contract!(async || Arc::new(MemStore::lean()) as Arc<dyn JobStore>);
 sked_testkit::dependency_contract!(async || Arc::new(MemStore::lean()) as Arc<dyn JobStore>);
 
-sked_testkit::work_contract!(|clock: Arc<ManualClock>| async move {
-    let store: Arc<dyn JobStore> = Arc::new(MemStore::lean());
-    let queue: Arc<dyn DispatchQueue> = Arc::new(MemQueue::new(clock.clone()));
-    let work = Arc::new(QueueThenStore::new(store.clone(), queue.clone(), clock.clone()));
-    WorkPorts {
-        store,
-        queue,
-        work,
-        clock,
-    }
-});
+sked_testkit::work_contract!(
+    |clock: Arc<ManualClock>| async move { common::work_ports(MemStore::lean(), clock, false) }
+);
 
 sked_testkit::work_contract!(one_transaction_work_contract, |clock: Arc<ManualClock>| async move {
-    let (store, queue) = (Arc::new(MemStore::lean()), Arc::new(MemQueue::new(clock.clone())));
-    let work = Arc::new(MemWork::new(store.clone(), queue.clone(), clock.clone()));
-    WorkPorts {
-        store,
-        queue,
-        work,
-        clock,
-    }
+    common::work_ports(MemStore::lean(), clock, true)
 });
 
 sked_testkit::quota_contract!(async || {
