@@ -492,11 +492,7 @@ impl JobStore for MemStore {
     ) -> Result<Run, StoreError> {
         let mut st = self.lock();
         let Some(run) = st.runs.get_mut(&(tenant.clone(), run_id.clone())) else {
-            // A run an unwritten firing stands for holds no lease.
-            return Err(match st.run_view(tenant, run_id) {
-                Some(_) => StoreError::Fenced,
-                None => StoreError::NotFound,
-            });
+            return Err(st.no_stored_attempt(tenant, run_id));
         };
         run.renew_lease(token, now, lease_until)?;
         Ok(run.clone())
@@ -550,9 +546,7 @@ impl JobStore for MemStore {
         settings: &RunSettings,
     ) -> Result<Option<Run>, StoreError> {
         let mut st = self.lock();
-        if st.run_view(tenant, run_id).is_some_and(|run| run.is_unstarted()) {
-            st.settle_job_of(tenant, run_id);
-        }
+        st.settle_job_of(tenant, run_id);
         let run = st.runs.get_mut(&(tenant.clone(), run_id.clone()));
         Ok(run.and_then(|run| run.take_settings(settings).then(|| run.clone())))
     }
@@ -689,11 +683,7 @@ impl WebhookSecrets for MemStore {
 /// [`JobStore::complete`] on the locked state.
 pub(crate) fn complete_locked(st: &mut State, done: &Completion) -> Result<Ended, StoreError> {
     let Some(run) = st.runs.get_mut(&(done.tenant.clone(), done.run_id.clone())) else {
-        // A run an unwritten firing stands for has no attempt to close.
-        return Err(match st.run_view(&done.tenant, &done.run_id) {
-            Some(_) => StoreError::Fenced,
-            None => StoreError::NotFound,
-        });
+        return Err(st.no_stored_attempt(&done.tenant, &done.run_id));
     };
     run.finish_attempt(done.token, &done.result, done.next, done.only_if_expired_by)?;
     let run = run.clone();

@@ -7,6 +7,7 @@
 use super::store::State;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::Job;
+use sked_core::ports::StoreError;
 use sked_core::run::Run;
 use sked_core::unwritten_firing;
 
@@ -104,6 +105,15 @@ impl State {
         }
         self.jobs.insert(key.clone(), unwritten_firing::job_after(&job));
         self.sent.remove(key);
+    }
+
+    /// The refusal of a write to an attempt of `run_id`, which no item holds: fenced if an
+    /// unwritten firing shows the run (PENDING, it holds no lease), else not found.
+    pub(super) fn no_stored_attempt(&self, tenant: &TenantId, run_id: &RunId) -> StoreError {
+        match self.run_view(tenant, run_id) {
+            Some(_) => StoreError::Fenced,
+            None => StoreError::NotFound,
+        }
     }
 
     /// [`State::settle`] for the job of `run_id`.
