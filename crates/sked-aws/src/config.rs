@@ -74,6 +74,12 @@ pub struct AwsConfig {
     /// Which run items carry `state`, the attribute the `list` index projects. Default:
     /// [`RunListedState::Ended`].
     pub run_listed_state: RunListedState,
+    /// Leave a one-shot's plain firing unwritten: the sweeper sends its run and writes
+    /// nothing, the claim puts the run, and reads show both as if written
+    /// (`docs/lean-layout.md`, step 1; [`crate::dynamo`]'s `unwritten`). **Being built, not
+    /// for use**: listings and changes of a fired job are not yet shown as written. Once any
+    /// process of a table ran with it, every process must. Default: `false`.
+    pub unwritten_one_shots: bool,
 }
 
 /// Which run items carry `state` (`dynamo::codec::LISTED_STATE`). A run's state is always in
@@ -231,6 +237,7 @@ impl AwsConfig {
             request_counter: None,
             faults: None,
             run_listed_state: RunListedState::Ended,
+            unwritten_one_shots: false,
         }
     }
 

@@ -14,6 +14,7 @@
 //! | `SKED_RUN_RETENTION` | how long ended runs are kept (TTL), e.g. `30d` | `30d` |
 //! | `SKED_IDEMPOTENCY_RETENTION` | how long idempotency keys are kept | `24h` |
 //! | `SKED_RUN_LISTED_STATE` | which run items carry `state`, the attribute the `list` index projects: `ended`, or `always` while processes older than 2026-12-04 may still read the table ([`crate::RunListedState`]) | `ended` |
+//! | `SKED_UNWRITTEN_ONE_SHOTS` | leave one-shots' plain firings unwritten (`true`/`false`; being built, not for use: [`crate::AwsConfig::unwritten_one_shots`]) | `false` |
 //! | `SKED_MAX_RECEIVE_COUNT` | receives before SQS dead-letters a message (the redrive policy's) | 5 |
 //! | `SKED_LOOKAHEAD` | how far ahead the sweeper fires, and the API fires directly (≤ `15m`) | `10m` |
 //! | `SKED_LOG_BUCKET`, `SKED_LOG_GROUP` | S3 bucket and CloudWatch Logs group of attempt logs ([`LogsConfig`]); both or neither | none: no logs |
@@ -62,6 +63,8 @@ pub const RUN_RETENTION: &str = "SKED_RUN_RETENTION";
 pub const IDEMPOTENCY_RETENTION: &str = "SKED_IDEMPOTENCY_RETENTION";
 /// `SKED_RUN_LISTED_STATE`.
 pub const RUN_LISTED_STATE: &str = "SKED_RUN_LISTED_STATE";
+/// `SKED_UNWRITTEN_ONE_SHOTS`.
+pub const UNWRITTEN_ONE_SHOTS: &str = "SKED_UNWRITTEN_ONE_SHOTS";
 /// `SKED_MAX_RECEIVE_COUNT`.
 pub const MAX_RECEIVE_COUNT: &str = "SKED_MAX_RECEIVE_COUNT";
 /// `SKED_LOOKAHEAD`.
@@ -170,6 +173,9 @@ impl Settings {
         if let Some(v) = get(RUN_LISTED_STATE) {
             aws.run_listed_state = v.parse().map_err(|e: String| invalid(RUN_LISTED_STATE, &v, e))?;
         }
+        if let Some(v) = get(UNWRITTEN_ONE_SHOTS) {
+            aws.unwritten_one_shots = parse_switch(UNWRITTEN_ONE_SHOTS, &v)?;
+        }
         let lookahead = match get(LOOKAHEAD) {
             Some(v) => {
                 let d = parse_dur(LOOKAHEAD, &v)?;
@@ -224,11 +230,7 @@ impl Settings {
                     list(ECS_SECURITY_GROUPS),
                 );
                 if let Some(v) = get(ECS_ASSIGN_PUBLIC_IP) {
-                    ecs.assign_public_ip = match v.to_ascii_lowercase().as_str() {
-                        "true" | "1" | "yes" | "enabled" => true,
-                        "false" | "0" | "no" | "disabled" => false,
-                        _ => return Err(invalid(ECS_ASSIGN_PUBLIC_IP, &v, "expected true or false")),
-                    };
+                    ecs.assign_public_ip = parse_switch(ECS_ASSIGN_PUBLIC_IP, &v)?;
                 }
                 Some(ecs)
             }
@@ -289,6 +291,7 @@ impl Settings {
             (RUN_RETENTION, Dur(aws.run_retention).to_string()),
             (IDEMPOTENCY_RETENTION, Dur(aws.idempotency_retention).to_string()),
             (RUN_LISTED_STATE, aws.run_listed_state.to_string()),
+            (UNWRITTEN_ONE_SHOTS, aws.unwritten_one_shots.to_string()),
             (MAX_RECEIVE_COUNT, aws.max_receive_count.to_string()),
             (LOOKAHEAD, self.lookahead.to_string()),
         ];
@@ -337,6 +340,15 @@ fn invalid(name: &'static str, value: &str, problem: impl Into<String>) -> EnvEr
     }
 }
 
+/// A switch: `true`, `1`, `yes`, `enabled`, or `false`, `0`, `no`, `disabled`.
+fn parse_switch(name: &'static str, value: &str) -> Result<bool, EnvError> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "enabled" => Ok(true),
+        "false" | "0" | "no" | "disabled" => Ok(false),
+        _ => Err(invalid(name, value, "expected true or false")),
+    }
+}
+
 fn parse_number(name: &'static str, value: &str) -> Result<u32, EnvError> {
     value
         .parse()
@@ -382,6 +394,7 @@ mod tests {
         assert_eq!(s.aws.credentials, None);
         assert_eq!(s.aws.shards, 4);
         assert_eq!(s.aws.run_listed_state, crate::RunListedState::Ended);
+        assert!(!s.aws.unwritten_one_shots);
         assert_eq!(s.lookahead, DEFAULT_LOOKAHEAD);
         assert_eq!((s.aws.logs, s.aws.ecs), (None, None));
     }
@@ -396,6 +409,7 @@ mod tests {
             (SHARDS, "8"),
             (RUN_RETENTION, "7d"),
             (RUN_LISTED_STATE, "always"),
+            (UNWRITTEN_ONE_SHOTS, "yes"),
             (MAX_RECEIVE_COUNT, "3"),
             (LOOKAHEAD, "5m"),
             (LOG_BUCKET, "logs"),
@@ -413,6 +427,7 @@ mod tests {
         assert_eq!(s.aws.run_retention, Duration::from_secs(7 * 86_400));
         assert_eq!(s.aws.max_receive_count, 3);
         assert_eq!(s.aws.run_listed_state, crate::RunListedState::Always);
+        assert!(s.aws.unwritten_one_shots);
         assert_eq!(s.lookahead, Dur::secs(300));
         let logs = s.aws.logs.unwrap();
         assert_eq!((logs.bucket.as_str(), logs.log_group.as_str()), ("logs", "/sked/runs"));
@@ -435,6 +450,7 @@ mod tests {
             (RUN_RETENTION, "7d"),
             (IDEMPOTENCY_RETENTION, "90m"),
             (RUN_LISTED_STATE, "always"),
+            (UNWRITTEN_ONE_SHOTS, "true"),
             (LOOKAHEAD, "5m"),
             (LOG_BUCKET, "logs"),
             (LOG_GROUP, "/sked/runs"),

@@ -182,7 +182,10 @@ impl DynamoStore {
         limits: &TenantLimits,
     ) -> Result<ClaimOutcome, StoreError> {
         for _ in 0..MAX_RMW_ATTEMPTS {
-            let mut stored = self.load_run(tenant, run_id).await?.ok_or(StoreError::NotFound)?;
+            let mut stored = self
+                .load_run_as(tenant, run_id, true)
+                .await?
+                .ok_or(StoreError::NotFound)?;
             let token = next_token(&stored);
             match stored.run.decide_claim(now) {
                 ClaimStep::Answer { outcome, changed } => {
@@ -231,8 +234,8 @@ impl DynamoStore {
                 .await;
         }
         // `None`: the run has a concurrency key, so its start needs a slot (a second read).
-        let claimed = self
-            .modify_run(tenant, run_id, |stored| match stored.run.decide_claim(now) {
+        let (claimed, _) = self
+            .modify_run_as(tenant, run_id, true, |stored| match stored.run.decide_claim(now) {
                 ClaimStep::Answer { outcome, changed } => Ok((changed, Some(outcome))),
                 ClaimStep::Start if stored.run.concurrency.is_some() => Ok((false, None)),
                 ClaimStep::Start => {

@@ -38,6 +38,10 @@ const DEFAULT_LOOKBACK_MINUTES: i64 = 24 * 60;
 /// Firings written at once by one `fire` call (a sweep's batch): at ~20 ms a transaction, one
 /// at a time fired ~50 jobs a second.
 pub const PARALLEL_FIRINGS: usize = 16;
+/// Due items read of a bucket the watermark may pass, or for the next due time, where
+/// firings are left unwritten: enough to see past the jobs this process sent
+/// (`super::unwritten`). One otherwise.
+const PASSED_READ: usize = 100;
 /// `next_due_at` looks this many minutes past now; beyond it, it answers `None` (callers
 /// sleep their maximum and look again).
 pub const NEXT_DUE_WINDOW_MINUTES: i64 = 15;
@@ -98,6 +102,8 @@ impl DynamoStore {
                 .query_many(self.due_queries(minute..=minute, &below, true), limit)
                 .await?;
             self.lone_jobs.note(&page);
+            // A job whose unwritten firing this process sent is fired (`super::unwritten`).
+            let page: Vec<Item> = page.into_iter().filter(|item| !self.due_item_sent(item)).collect();
             jobs.extend(
                 Self::due_in(&page)?
                     .into_iter()
@@ -122,11 +128,11 @@ impl DynamoStore {
         // holds nothing at all.
         let read_whole = epoch_minute(ms(horizon) + 1 - DUE_FILED_AHEAD_MS);
         for minute in from.max(read_whole)..target {
-            if !self
-                .query_many(self.due_queries(minute..=minute, "~", true), 1)
-                .await?
-                .is_empty()
-            {
+            let found = self
+                .query_many(self.due_queries(minute..=minute, "~", true), self.passed_read())
+                .await?;
+            // Empty but for jobs sent unwritten; a full read of them is taken as busy.
+            if found.len() >= self.passed_read() || found.iter().any(|item| !self.due_item_sent(item)) {
                 target = minute;
                 break;
             }
@@ -145,16 +151,18 @@ impl DynamoStore {
         let below = "~".to_string(); // above every padded time
         // Past and current minutes may hold overdue jobs filed late: read them all.
         let items = self
-            .query_many(self.due_queries(from..=now_min, &below, true), 1)
+            .query_many(self.due_queries(from..=now_min, &below, true), self.passed_read())
             .await?;
-        if let Some(first) = Self::due_order(&items)?.first() {
+        if let Some(first) = self.due_order_unsent(items)?.first() {
             return Ok(first.next_fire_at);
         }
         // A later minute holds only jobs due in the filing lead past it: the first busy
         // minute has the answer.
         for m in now_min + 1..=now_min + NEXT_DUE_WINDOW_MINUTES {
-            let items = self.query_many(self.due_queries(m..=m, &below, true), 1).await?;
-            if let Some(first) = Self::due_order(&items)?.first() {
+            let items = self
+                .query_many(self.due_queries(m..=m, &below, true), self.passed_read())
+                .await?;
+            if let Some(first) = self.due_order_unsent(items)?.first() {
                 return Ok(first.next_fire_at);
             }
         }
@@ -169,8 +177,13 @@ impl DynamoStore {
     /// other on: those of one tenant go one after another.
     pub(super) async fn fire_each(&self, firings: &[Firing]) -> Result<Vec<Fired>, StoreError> {
         let mut out: Vec<Option<Fired>> = firings.iter().map(|_| None).collect();
-        for (i, runs) in self.fire_together(firings).await {
-            out[i] = Some(Ok(runs));
+        for (i, answer) in self.fire_unwritten(firings).await? {
+            out[i] = Some(answer);
+        }
+        let rest: Vec<usize> = (0..firings.len()).filter(|&i| out[i].is_none()).collect();
+        let together: Vec<Firing> = rest.iter().map(|&i| firings[i].clone()).collect();
+        for (j, runs) in self.fire_together(&together).await {
+            out[rest[j]] = Some(Ok(runs));
         }
         let alone: Vec<usize> = (0..firings.len()).filter(|&i| out[i].is_none()).collect();
         let answered: Vec<Vec<(usize, Fired)>> = stream::iter(lanes(firings, alone))
@@ -193,10 +206,21 @@ impl DynamoStore {
             .collect())
     }
 
+    /// Due items a read that looks for a busy bucket takes ([`PASSED_READ`]).
+    fn passed_read(&self) -> usize {
+        match self.unwritten {
+            Some(_) => PASSED_READ,
+            None => 1,
+        }
+    }
+
     /// The due watermark: the stored minute (if any) and the minute scans start from.
-    async fn watermark(&self) -> Result<(Option<i64>, i64), StoreError> {
+    pub(super) async fn watermark(&self) -> Result<(Option<i64>, i64), StoreError> {
         let item = self.get_item(key(SWEEP_PK.into(), WATERMARK_SK.into())).await?;
         let stored = item.as_ref().map(|i| Reader::new(i).n::<i64>("minute")).transpose()?;
+        if let Some(minute) = stored {
+            self.note_watermark(minute);
+        }
         let now_min = epoch_minute(ms(self.now()));
         Ok((stored, stored.unwrap_or(now_min - DEFAULT_LOOKBACK_MINUTES)))
     }
@@ -222,7 +246,10 @@ impl DynamoStore {
             None => req.condition_expression("attribute_not_exists(#m)"),
         };
         match req.send().await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.note_watermark(to);
+                Ok(())
+            }
             Err(e) => match classify("dynamodb:UpdateItem", e, |_| None) {
                 Failure::Condition { .. } => Ok(()),
                 f => Err(f.into_store(String::new)),
@@ -247,9 +274,11 @@ impl DynamoStore {
         specs
     }
 
-    /// Items of `items` decoded as jobs, sorted by due time (then tenant, id).
-    fn due_order(items: &[Item]) -> Result<Vec<Job>, StoreError> {
-        let mut jobs = Self::due_in(items)?;
+    /// Items of `items` decoded as jobs, sorted by due time (then tenant, id), but those this
+    /// process sent unwritten (`super::unwritten`).
+    fn due_order_unsent(&self, mut items: Vec<Item>) -> Result<Vec<Job>, StoreError> {
+        items.retain(|item| !self.due_item_sent(item));
+        let mut jobs = Self::due_in(&items)?;
         Self::by_due_time(&mut jobs);
         Ok(jobs)
     }

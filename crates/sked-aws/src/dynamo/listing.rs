@@ -6,7 +6,7 @@
 //! opaque (hex) encodings of the last item's listing position: a job id, or a run's nominal
 //! time and id.
 
-use super::codec::{Item, LISTED_STATE, RUN_STATE, Reader, job_from_item, key, ms, run_from_item, s};
+use super::codec::{Item, LISTED_STATE, RUN_STATE, Reader, key, ms, run_from_item, s};
 use super::keys::*;
 use super::plumbing::QuerySpec;
 use super::store::DynamoStore;
@@ -126,6 +126,12 @@ impl DynamoStore {
             q = q.name("#sk", GSI2_SK).value(":after", s(a.clone()));
         }
         q = match filter.state {
+            // A COMPLETED one-shot may be one whose firing was left unwritten: stored ACTIVE
+            // (`super::unwritten`), shown so below.
+            Some(JobState::Completed) if self.unwritten.is_some() => q
+                .value(":st", s(JobState::Completed.as_str()))
+                .value(":active", s(JobState::Active.as_str()))
+                .and_filter("(#st = :st OR #st = :active)".into()),
             Some(st) => q.value(":st", s(st.as_str())).and_filter("#st = :st".into()),
             None => q
                 .value(":st", s(JobState::Deleted.as_str()))
@@ -147,7 +153,7 @@ impl DynamoStore {
             key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
         });
         let items = self.fetch_in_order(keys.collect()).await?;
-        let mut jobs: Vec<Job> = items.iter().map(job_from_item).collect::<Result<_, _>>()?;
+        let mut jobs: Vec<Job> = self.jobs_shown(&items).await?;
         // The full item is newer than the index copy: apply the filter again.
         jobs.retain(|j| {
             filter.state.map_or(j.state != JobState::Deleted, |st| j.state == st)
@@ -206,10 +212,18 @@ impl DynamoStore {
                     .and_filter("(#rs = :st OR #st = :st)".into());
             }
             let items = self.query(&q, want).await?;
-            items
+            let mut runs: Vec<Run> = items
                 .iter()
                 .map(|i| run_from_item(i).map(|s| s.run))
-                .collect::<Result<_, _>>()?
+                .collect::<Result<_, _>>()?;
+            // Its one-shot's run shown but not written (`super::unwritten`), if in range.
+            if let Some(shown) = self.unwritten_run_of(tenant, job).await?.map(|stored| stored.run)
+                && (lo..=hi).contains(&ms(shown.scheduled_for))
+                && filter.state.is_none_or(|st| st == shown.state)
+            {
+                runs.push(shown);
+            }
+            runs
         } else {
             // Every job: the tenant's sharded listing partitions, merged.
             self.tenant_runs(tenant, filter, after, want).await?

@@ -10,7 +10,8 @@
 //! (the running runs' index the reaper reads), `lone` (runs whose end reads no edges),
 //! `alerts` (runs' due alerts, webhook secrets), [`sweep_lease`], `written_runs` (the runs this
 //! process wrote last, a read–decide–put's first guess), `undo_create` (what a refused batch
-//! create wrote before it was refused, undone).
+//! create wrote before it was refused, undone), `unwritten` (one-shots' firings left
+//! unwritten, being built behind `AwsConfig::unwritten_one_shots`).
 //!
 //! # Table layout
 //!
@@ -145,6 +146,7 @@ pub mod slots;
 pub mod store;
 pub mod sweep_lease;
 mod undo_create;
+mod unwritten;
 mod written_runs;
 
 pub use store::DynamoStore;

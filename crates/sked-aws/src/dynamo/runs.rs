@@ -9,7 +9,8 @@ use super::codec::{Item, StoredRun, ms, n, run_from_item, run_item, run_key, s};
 use super::keys::*;
 use super::plumbing::QuerySpec;
 use super::store::DynamoStore;
-use crate::error::{Failure, classify};
+use super::unwritten::ABSENT_RV;
+use crate::error::Failure;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::ports::store::StoreError;
@@ -24,7 +25,20 @@ impl DynamoStore {
         run_item(stored, &self.run_layout())
     }
 
+    /// The run as stored — or, where no item holds it, as a firing left unwritten shows it
+    /// (`super::unwritten`, item version [`ABSENT_RV`]).
     pub(super) async fn load_run(&self, tenant: &TenantId, run_id: &RunId) -> Result<Option<StoredRun>, StoreError> {
+        self.load_run_as(tenant, run_id, false).await
+    }
+
+    /// [`DynamoStore::load_run`] for a claim (`claiming`), whose message proves the firing: in
+    /// the send window too.
+    pub(super) async fn load_run_as(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        claiming: bool,
+    ) -> Result<Option<StoredRun>, StoreError> {
         let Some(k) = run_key(tenant, run_id) else {
             return Ok(None);
         };
@@ -33,7 +47,21 @@ impl DynamoStore {
                 let stored = run_from_item(&item)?;
                 Ok((stored.run.tenant == *tenant && stored.run.run_id == *run_id).then_some(stored))
             }
-            None => Ok(None),
+            None => self.shown_run(tenant, run_id, claiming).await,
+        }
+    }
+
+    /// The condition of a put of `stored` (as read): its item version still `rv` — or, for a
+    /// run shown but not written, no item yet.
+    fn put_condition(
+        stored: &StoredRun,
+    ) -> (
+        &'static str,
+        Vec<(&'static str, aws_sdk_dynamodb::types::AttributeValue)>,
+    ) {
+        match stored.rv {
+            ABSENT_RV => ("attribute_not_exists(pk)", Vec::new()),
+            rv => ("rv = :rv", vec![(":rv", n(rv))]),
         }
     }
 
@@ -52,7 +80,8 @@ impl DynamoStore {
             rv: stored.rv + 1,
             ..stored.clone()
         };
-        self.put(self.stored_run_item(&next)?, "rv = :rv", vec![(":rv", n(stored.rv))])
+        let (condition, values) = Self::put_condition(stored);
+        self.put(self.stored_run_item(&next)?, condition, values)
     }
 
     /// Puts `stored` with `rv + 1` if its item still has version `rv`. `Ok(false)` if it moved.
@@ -81,26 +110,16 @@ impl DynamoStore {
     }
 
     /// The plain write of [`DynamoStore::save_run`]: one conditional `PutItem`.
-    async fn put_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
+    pub(super) async fn put_run(&self, stored: &StoredRun) -> Result<bool, StoreError> {
         let next = StoredRun {
             rv: stored.rv + 1,
             ..stored.clone()
         };
-        let res = self
-            .client
-            .put_item()
-            .table_name(&self.table)
-            .set_item(Some(self.stored_run_item(&next)?))
-            .condition_expression("rv = :rv")
-            .expression_attribute_values(":rv", n(stored.rv))
-            .send()
-            .await;
-        match res {
-            Ok(_) => Ok(true),
-            Err(e) => match classify("dynamodb:PutItem", e, |_| None) {
-                Failure::Condition { .. } => Ok(false),
-                f => Err(f.into_store(String::new)),
-            },
+        let (condition, values) = Self::put_condition(stored);
+        match self.put_if(self.stored_run_item(&next)?, condition, values).await {
+            Ok(()) => Ok(true),
+            Err(Failure::Condition { .. }) => Ok(false),
+            Err(f) => Err(f.into_store(String::new)),
         }
     }
 
@@ -122,13 +141,30 @@ impl DynamoStore {
         &self,
         tenant: &TenantId,
         run_id: &RunId,
+        decide: impl FnMut(&mut StoredRun) -> Result<(bool, T), StoreError>,
+    ) -> Result<(T, Vec<Run>), StoreError> {
+        self.modify_run_as(tenant, run_id, false, decide).await
+    }
+
+    /// [`DynamoStore::modify_run_releasing`], reading the run as a claim does with `claiming`
+    /// ([`DynamoStore::load_run_as`]).
+    pub(super) async fn modify_run_as<T>(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        claiming: bool,
         mut decide: impl FnMut(&mut StoredRun) -> Result<(bool, T), StoreError>,
     ) -> Result<(T, Vec<Run>), StoreError> {
         let mut guess = self.written_runs.take(tenant, run_id);
         for _ in 0..MAX_RMW_ATTEMPTS {
             let (mut stored, guessed) = match guess.take() {
                 Some(written) => (written, true),
-                None => (self.load_run(tenant, run_id).await?.ok_or(StoreError::NotFound)?, false),
+                None => (
+                    self.load_run_as(tenant, run_id, claiming)
+                        .await?
+                        .ok_or(StoreError::NotFound)?,
+                    false,
+                ),
             };
             let (changed, answer) = match decide(&mut stored) {
                 Ok(decided) => decided,
@@ -182,10 +218,15 @@ impl DynamoStore {
             .into_iter()
             .map(|entry| entry.into_iter().filter(|(name, _)| name == PK || name == SK).collect())
             .collect();
+        // A one-shot's run shown but not written (`super::unwritten`) is active too.
+        let shown = self
+            .unwritten_run_of(tenant, job_id)
+            .await?
+            .filter(|stored| scheduled_by.is_none_or(|by| stored.run.scheduled_for <= by));
+        let mut runs: Vec<StoredRun> = shown.into_iter().collect();
         if keys.is_empty() {
-            return Ok(Vec::new());
+            return Ok(runs);
         }
-        let mut runs: Vec<StoredRun> = Vec::with_capacity(keys.len());
         for item in self.batch_get(keys).await? {
             let stored = run_from_item(&item)?;
             if !stored.run.state.is_terminal() {

@@ -13,12 +13,13 @@
 //!
 //! This module must not hold scheduling policy: that lives in sked-core.
 
-use super::codec::{Reader, RunLayout, StoredRun, job_from_item, job_item, key, ms, n, run_from_item, s, truncated};
+use super::codec::{Reader, RunLayout, StoredRun, job_item, key, ms, n, run_from_item, s, truncated};
 use super::keys::*;
 use super::lone::{LONE, LoneJobs, named_in_batch};
 use super::plumbing::MAX_TRANSACTION;
 use super::quotas::{QuotaCache, TenantLimits};
 use super::undo_create::WrittenPart;
+use super::unwritten::UnwrittenFirings;
 use super::written_runs::WrittenRuns;
 use crate::config::{AwsConfig, RunListedState};
 use crate::error::{Failure, classify};
@@ -32,8 +33,8 @@ use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::ledger::SkipRecord;
 use sked_core::ports::store::{
-    ClaimBatch, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter, RunTransition,
-    StoreError,
+    ClaimBatch, Completion, Ended, FiredRunListing, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest,
+    RunFilter, RunTransition, StoreError,
 };
 use sked_core::ports::{Clock, JobStoreExt, LogKey};
 use sked_core::quota::counts_as_active;
@@ -63,6 +64,9 @@ pub struct DynamoStore {
     pub(super) lone_jobs: Arc<LoneJobs>,
     /// Small finished logs this process's log writer handed over ([`FoldedLogs`]).
     folded_logs: Option<Arc<FoldedLogs>>,
+    /// One-shots' firings left unwritten, if this store leaves them so
+    /// ([`AwsConfig::unwritten_one_shots`], `super::unwritten`).
+    pub(super) unwritten: Option<Arc<UnwrittenFirings>>,
 }
 
 impl std::fmt::Debug for DynamoStore {
@@ -102,6 +106,7 @@ impl DynamoStore {
             written_runs: Arc::default(),
             lone_jobs: Arc::default(),
             folded_logs: None,
+            unwritten: config.unwritten_one_shots.then(Arc::default),
         }
     }
 
@@ -293,14 +298,13 @@ impl JobStore for DynamoStore {
             // One job: a GetItem (the same read unit, a smaller request).
             let item = self.get_item(job_key(one)).await?;
             self.lone_jobs.note(item.as_slice());
-            return Ok(vec![item.as_ref().map(job_from_item).transpose()?]);
+            return Ok(vec![self.jobs_shown(item.as_slice()).await?.pop()]);
         }
         let unique: HashSet<&(TenantId, JobId)> = ids.iter().collect();
         let items = self.batch_get(unique.into_iter().map(job_key).collect()).await?;
         self.lone_jobs.note(&items);
         let mut by_id: HashMap<(TenantId, JobId), Job> = HashMap::with_capacity(items.len());
-        for item in &items {
-            let job = job_from_item(item)?;
+        for job in self.jobs_shown(&items).await? {
             by_id.insert((job.tenant.clone(), job.id.clone()), job);
         }
         Ok(ids.iter().map(|id| by_id.get(id).cloned()).collect())
@@ -313,6 +317,9 @@ impl JobStore for DynamoStore {
         expected_next_fire_at: Option<Timestamp>,
     ) -> Result<(), StoreError> {
         self.end_lone_upstreams(std::slice::from_ref(job)).await?;
+        let expected_next_fire_at = self
+            .settle_before_change(&job.tenant, &job.id, expected_version, expected_next_fire_at)
+            .await?;
         let item = job_item(job, self.now(), self.shards)?;
         // A sweep moves `next_fire_at` without bumping the version: a user change must not
         // undo it.
@@ -403,12 +410,26 @@ impl JobStore for DynamoStore {
         self.fire_each(firings).await
     }
 
-    /// Every firing is written: nothing to record once its runs are sent.
-    async fn firings_sent(&self, _firings: &[Firing]) -> Result<(), StoreError> {
+    /// Marks sent the firings left unwritten (`super::unwritten`); written ones need nothing.
+    async fn firings_sent(&self, firings: &[Firing]) -> Result<(), StoreError> {
+        self.mark_sent(firings);
         Ok(())
     }
 
+    /// A one-shot's run left unwritten is listed across jobs once written (`super::unwritten`:
+    /// the `list` index holds run items).
+    fn fired_run_listing(&self) -> FiredRunListing {
+        match self.unwritten {
+            Some(_) => FiredRunListing::OnceWritten,
+            None => FiredRunListing::AtFiring,
+        }
+    }
+
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
+        // A run an unwritten firing shows exists (`super::unwritten`).
+        if self.unwritten.is_some() && self.shown_run(&run.tenant, &run.run_id, false).await?.is_some() {
+            return Ok(false);
+        }
         let stored = StoredRun::new(truncated(run));
         let res = self
             .client

@@ -25,7 +25,7 @@ pub use observer::{Event, NoObserver, Observer, Outcome};
 pub use queue::{Delivery, Dispatch, DispatchQueue, QueueDepth, QueueError, Receipt};
 pub use quotas::QuotaStore;
 pub use store::{
-    AttemptResult, CLAIM_CHECK_HORIZON, ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter,
-    JobStore, JobStoreExt, Page, PageRequest, RunFilter, RunTransition, StoreError, scheduled_up_to,
+    AttemptResult, CLAIM_CHECK_HORIZON, ClaimBatch, ClaimOutcome, Completion, Ended, FiredRunListing, Firing, JobClaim,
+    JobFilter, JobStore, JobStoreExt, Page, PageRequest, RunFilter, RunTransition, StoreError, scheduled_up_to,
 };
 pub use work::{ReceiveRequest, Received, Settlement, WorkError, WorkPort};

@@ -141,6 +141,19 @@ impl Firing {
     }
 }
 
+/// When a store lists a run just fired across its tenant's jobs, and to the repair scan
+/// ([`JobStore::fired_run_listing`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FiredRunListing {
+    /// At once.
+    AtFiring,
+    /// Once written: the run of a one-shot's firing left unwritten
+    /// ([`crate::unwritten_firing`]) is listed across jobs once its claim, or any other write
+    /// of it, puts it (at its time, for a run fired ahead); its job's own listing shows it at
+    /// once. The repair scan never needs it: its message was out before the firing counted.
+    OnceWritten,
+}
+
 /// What [`JobStore::claim`] did with one run of a [`ClaimBatch`].
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant)] // a return value, moved once; boxing would only add an allocation
@@ -330,6 +343,13 @@ pub trait JobStore: Send + Sync + 'static {
     /// other store has nothing to do. A failure is only logged: the firing is then fired
     /// again, a second message of the same run.
     async fn firings_sent(&self, firings: &[Firing]) -> Result<(), StoreError>;
+
+    /// When a run just fired is listed across its tenant's jobs (`list_runs` naming no job)
+    /// and to the repair scan (`stale_pending`). Every read of the run or its job shows it
+    /// at once either way.
+    fn fired_run_listing(&self) -> FiredRunListing {
+        FiredRunListing::AtFiring
+    }
 
     // ----- runs -----
 

@@ -18,8 +18,8 @@ use super::fixtures::{
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState, Overlap};
 use sked_core::ports::store::{
-    AttemptResult, ClaimBatch, ClaimOutcome, Completion, JobClaim, JobFilter, JobStoreExt, Page, PageRequest,
-    RunFilter, RunTransition, StoreError,
+    AttemptResult, ClaimBatch, ClaimOutcome, Completion, FiredRunListing, JobClaim, JobFilter, JobStoreExt, Page,
+    PageRequest, RunFilter, RunTransition, StoreError,
 };
 use sked_core::run::{Attempt, AttemptOutcome, Lease, Run, RunState, Trigger};
 use sked_core::timestamp::Timestamp;
@@ -645,14 +645,30 @@ pub async fn fire_of_a_one_shot_reads_back_by_every_read(store: Store) {
     assert_eq!(&get(&store, r).await, r);
     let after = completed_for_good(&store, &a).await;
     assert_eq!(store.active_runs_of(&a.tenant, &a.id).await.unwrap(), vec![r.clone()]);
-    assert_eq!(all_runs(&store, &a.tenant).await, vec![r.clone()]);
     let pending = RunFilter {
         state: Some(RunState::Pending),
         ..RunFilter::default()
     };
-    let listed = store.list_runs(&a.tenant, &pending, &page(10, None)).await.unwrap();
-    assert_eq!(listed.items, vec![r.clone()]);
-    assert_eq!(store.stale_pending(at(100), 10).await.unwrap(), vec![r.clone()]);
+    let of_a = RunFilter {
+        job_id: Some(a.id.clone()),
+        ..pending.clone()
+    };
+    let listed = store.list_runs(&a.tenant, &of_a, &page(10, None)).await.unwrap();
+    assert_eq!(listed.items, vec![r.clone()], "its job's runs");
+    let across_jobs = store.list_runs(&a.tenant, &pending, &page(10, None)).await.unwrap();
+    let stale = store.stale_pending(at(100), 10).await.unwrap();
+    let listing = store.fired_run_listing();
+    match listing {
+        FiredRunListing::AtFiring => {
+            assert_eq!(all_runs(&store, &a.tenant).await, vec![r.clone()]);
+            assert_eq!(across_jobs.items, vec![r.clone()]);
+            assert_eq!(stale, vec![r.clone()]);
+        }
+        FiredRunListing::OnceWritten => {
+            assert!(across_jobs.items.is_empty(), "listed across jobs once written");
+            assert!(stale.is_empty(), "its message is out: nothing to repair");
+        }
+    }
     let completed = JobFilter {
         state: Some(JobState::Completed),
         ..JobFilter::default()
@@ -682,6 +698,7 @@ pub async fn fire_of_a_one_shot_reads_back_by_every_read(store: Store) {
     .await;
     assert_eq!((running.state, running.attempts.len()), (RunState::Running, 1));
     assert_eq!(get(&store, r).await, running);
+    assert_eq!(all_runs(&store, &a.tenant).await, vec![running], "listed across jobs");
     let job_now = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
     assert_eq!((job_now.state, job_now.version), (JobState::Completed, 1));
 }

@@ -160,6 +160,10 @@ impl<P: JobStore + ?Sized> JobStore for Faulty<P> {
         self.inner.firings_sent(firings).await
     }
 
+    fn fired_run_listing(&self) -> sked_core::ports::FiredRunListing {
+        self.inner.fired_run_listing()
+    }
+
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
         self.before("insert_run").await?;
         let r = self.inner.insert_run(run).await;

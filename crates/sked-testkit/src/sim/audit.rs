@@ -303,6 +303,10 @@ impl<S: JobStore + ?Sized> JobStore for AuditStore<S> {
         self.inner.firings_sent(firings).await
     }
 
+    fn fired_run_listing(&self) -> sked_core::ports::FiredRunListing {
+        self.inner.fired_run_listing()
+    }
+
     async fn insert_run(&self, run: &Run) -> Result<bool, StoreError> {
         self.inner.insert_run(run).await
     }

@@ -1,0 +1,442 @@
+//! One-shots' firings left unwritten (`docs/lean-layout.md`, step 1, being built behind
+//! [`AwsConfig::unwritten_one_shots`](crate::AwsConfig)): what [`sked_core::unwritten_firing`]
+//! decides, on this table.
+//!
+//! - **Firing**: a firing that [`can_leave_unwritten`] its job, of a tenant that does not
+//!   count its active jobs, writes nothing. `fire` reads the job and the occurrence's run
+//!   (one consistent `BatchGetItem` for the sweep's batch), answers the run the firing stands
+//!   for ([`pending_run`]), and remembers the job; `firings_sent` marks it sent once its
+//!   message is out.
+//! - **Sent**: a job's unwritten firing is known sent — the job reads COMPLETED
+//!   ([`job_after`]) and its run PENDING until either is written — when this process sent
+//!   it and the job is unchanged, when the due watermark has passed its bucket (the sweep
+//!   passes a bucket holding only sent jobs, never within the watermark's margin), or when
+//!   the occurrence's run item exists (claimed before the mark, or by another process).
+//! - **Send window**: before then the job reads as not fired, and only a claim shows the run:
+//!   from the job as it then stands ([`due_run`]), since the message proves the firing.
+//! - **Run writes**: a run shown but not written is a [`StoredRun`] of item version 0
+//!   ([`ABSENT_RV`]); the read–decide–put loop (`runs`) puts it on condition the item does
+//!   not exist, so of two writers one puts it and the other reads it and decides again.
+
+use super::codec::{Item, Reader, StoredRun, job_from_item, key, ms, run_key};
+use super::firing::MAX_DUE_AHEAD_MINUTES;
+use super::keys::*;
+use super::store::{DynamoStore, conflict};
+use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::job::{Job, JobState};
+use sked_core::ports::store::{Firing, StoreError};
+use sked_core::schedule::Schedule;
+use sked_core::unwritten_firing::{can_leave_unwritten, due_run, job_after, pending_run};
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+/// The item version of a run shown but not written: its put is conditional on the item's
+/// absence, and writes it as version 1.
+pub const ABSENT_RV: u64 = 0;
+
+/// How old the watermark a view goes by may be: a job's bucket passed since shows as sent
+/// by the run item's existence (a read), or, where no item holds the run yet, up to this late.
+const WATERMARK_READ_EVERY_MS: i64 = 30_000;
+
+/// A job whose plain firing this process left unwritten: the job as read then, and the
+/// minute of the due bucket holding it.
+#[derive(Debug, Clone)]
+struct LeftUnwritten {
+    job: Job,
+    minute: i64,
+}
+
+type JobKey = (TenantId, JobId);
+
+/// The firings this process left unwritten, and the due watermark as it last saw it.
+#[derive(Debug)]
+pub(super) struct UnwrittenFirings {
+    /// Answered by `fire`, not yet reported sent.
+    fired: Mutex<HashMap<JobKey, LeftUnwritten>>,
+    /// Sent (or found fired): the watermark may pass their buckets.
+    sent: Mutex<HashMap<JobKey, LeftUnwritten>>,
+    /// The due watermark as last read or moved (it only moves forward); `i64::MIN` unknown.
+    watermark: AtomicI64,
+    /// When the watermark was last read for a view (epoch ms).
+    read_at: AtomicI64,
+}
+
+impl Default for UnwrittenFirings {
+    fn default() -> Self {
+        UnwrittenFirings {
+            fired: Mutex::default(),
+            sent: Mutex::default(),
+            watermark: AtomicI64::new(i64::MIN),
+            read_at: AtomicI64::new(0),
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn job_key(job: &Job) -> JobKey {
+    (job.tenant.clone(), job.id.clone())
+}
+
+impl UnwrittenFirings {
+    /// Notes the watermark read or moved to `minute`.
+    pub(super) fn note_watermark(&self, minute: i64) {
+        self.watermark.fetch_max(minute, Ordering::Relaxed);
+        lock(&self.sent).retain(|_, left| left.minute >= minute);
+    }
+
+    /// The watermark as last seen, if seen.
+    fn watermark(&self) -> Option<i64> {
+        Some(self.watermark.load(Ordering::Relaxed)).filter(|&m| m != i64::MIN)
+    }
+
+    /// Whether `job` (as stored) is one this process knows sent, unchanged since.
+    pub(super) fn known_sent(&self, job: &Job) -> bool {
+        lock(&self.sent).get(&job_key(job)).is_some_and(|left| &left.job == job)
+    }
+
+    /// Remembers `job` (in its due bucket `minute`) as fired unwritten, or as sent.
+    fn remember(&self, job: &Job, minute: i64, sent: bool) {
+        let left = LeftUnwritten {
+            job: job.clone(),
+            minute,
+        };
+        match sent {
+            true => lock(&self.sent).insert(job_key(job), left),
+            false => lock(&self.fired).insert(job_key(job), left),
+        };
+    }
+
+    /// Marks sent the firings of `firings` this process left unwritten.
+    pub(super) fn mark_sent(&self, firings: &[Firing]) {
+        let mut fired = lock(&self.fired);
+        let mut sent = lock(&self.sent);
+        for f in firings {
+            let k = (f.tenant.clone(), f.job_id.clone());
+            if let Some(left) = fired.remove(&k) {
+                sent.insert(k, left);
+            }
+        }
+    }
+}
+
+/// Whether `firing` may be a plain one-shot firing (the job decides: [`can_leave_unwritten`]).
+fn looks_plain(firing: &Firing) -> bool {
+    firing.state == JobState::Completed
+        && firing.next_fire_at.is_none()
+        && firing.runs.len() == 1
+        && firing.cancel.is_empty()
+        && firing.skipped.is_empty()
+}
+
+/// The minute of the due bucket `item` (a job's) is filed in, if it is filed.
+fn due_minute_of(item: &Item) -> Option<i64> {
+    minute_of_due_pk(&Reader::new(item).s(GSI1_PK).ok()?)
+}
+
+/// The key of the run of `job`'s one-shot occurrence, if `job` is a one-shot.
+fn occurrence_key(job: &Job) -> Option<Item> {
+    let run = pending_run(job)?;
+    run_key(&job.tenant, &run.run_id)
+}
+
+/// Whether `job` (as stored) may stand for a firing left unwritten: an ACTIVE one-shot,
+/// filed due, no further ahead than a sweep reads.
+fn may_be_unwritten(job: &Job, now_ms: i64) -> bool {
+    matches!(job.spec.schedule, Schedule::At(_))
+        && job.state == JobState::Active
+        && job
+            .next_fire_at
+            .is_some_and(|t| ms(t) <= now_ms + (MAX_DUE_AHEAD_MINUTES + 10) * 60_000)
+}
+
+impl DynamoStore {
+    fn unwritten(&self) -> Option<&UnwrittenFirings> {
+        self.unwritten.as_deref()
+    }
+
+    /// The firings of `firings` left unwritten, answered (by index): plain one-shot firings
+    /// whose job still applies. A firing whose occurrence's run exists is answered as a
+    /// conflict (fired already), one whose job is gone as not found; the others are the
+    /// caller's to write.
+    pub(super) async fn fire_unwritten(
+        &self,
+        firings: &[Firing],
+    ) -> Result<Vec<(usize, Result<Vec<sked_core::run::Run>, StoreError>)>, StoreError> {
+        let Some(unwritten) = self.unwritten() else {
+            return Ok(Vec::new());
+        };
+        let plain: Vec<usize> = (0..firings.len()).filter(|&i| looks_plain(&firings[i])).collect();
+        if plain.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut keys = Vec::with_capacity(plain.len() * 2);
+        for &i in &plain {
+            let f = &firings[i];
+            keys.push(key(job_pk(f.tenant.as_str(), f.job_id.as_str()), JOB_SK.into()));
+            keys.extend(run_key(&f.tenant, &f.runs[0].run_id));
+        }
+        let items = self.batch_get(dedup(keys)).await?;
+        let mut jobs: HashMap<JobKey, &Item> = HashMap::new();
+        let mut runs: HashSet<(String, String)> = HashSet::new();
+        for item in &items {
+            match key_of(item) {
+                Some((_, sk)) if sk == JOB_SK => {
+                    let job = job_from_item(item)?;
+                    jobs.insert(job_key(&job), item);
+                }
+                Some(k) => {
+                    runs.insert(k);
+                }
+                None => {}
+            }
+        }
+        let mut answers = Vec::new();
+        for i in plain {
+            let f = &firings[i];
+            let Some(item) = jobs.get(&(f.tenant.clone(), f.job_id.clone())) else {
+                answers.push((i, Err(StoreError::NotFound)));
+                continue;
+            };
+            let job = job_from_item(item)?;
+            let minute = due_minute_of(item);
+            let run_exists = run_key(&f.tenant, &f.runs[0].run_id)
+                .and_then(|k| key_of(&k))
+                .is_some_and(|k| runs.contains(&k));
+            let passed = minute.zip(unwritten.watermark()).is_some_and(|(m, w)| m < w);
+            if run_exists || passed || unwritten.known_sent(&job) {
+                // Fired already: sent, as far as the watermark goes.
+                if let Some(minute) = minute {
+                    unwritten.remember(&job, minute, true);
+                }
+                answers.push((i, Err(conflict(format!("job {} moved on", f.job_id)))));
+                continue;
+            }
+            if !f.still_applies_to(&job) {
+                answers.push((i, Err(conflict(format!("job {} moved on", f.job_id)))));
+                continue;
+            }
+            let counts = self.tenant_limits(&f.tenant).await?.counting;
+            let (Some(minute), false, true) = (minute, counts, can_leave_unwritten(&job, f)) else {
+                continue;
+            };
+            let Some(run) = pending_run(&job) else {
+                continue;
+            };
+            unwritten.remember(&job, minute, false);
+            answers.push((i, Ok(vec![run])));
+        }
+        Ok(answers)
+    }
+
+    /// Marks sent what `firings` left unwritten (`JobStore::firings_sent`).
+    pub(super) fn mark_sent(&self, firings: &[Firing]) {
+        if let Some(unwritten) = self.unwritten() {
+            unwritten.mark_sent(firings);
+        }
+    }
+
+    /// Notes the due watermark read or moved.
+    pub(super) fn note_watermark(&self, minute: i64) {
+        if let Some(unwritten) = self.unwritten() {
+            unwritten.note_watermark(minute);
+        }
+    }
+
+    /// Whether the due item `item` is a job this process knows sent (left out of due reads;
+    /// its bucket may be passed).
+    pub(super) fn due_item_sent(&self, item: &Item) -> bool {
+        self.unwritten()
+            .is_some_and(|u| job_from_item(item).is_ok_and(|job| u.known_sent(&job)))
+    }
+
+    /// The jobs of `items` (job items) as reads show them: a one-shot whose unwritten firing
+    /// is known sent, COMPLETED ([`job_after`]).
+    pub(super) async fn jobs_shown(&self, items: &[Item]) -> Result<Vec<Job>, StoreError> {
+        let mut jobs: Vec<Job> = items.iter().map(job_from_item).collect::<Result<_, _>>()?;
+        let Some(unwritten) = self.unwritten() else {
+            return Ok(jobs);
+        };
+        let now_ms = ms(self.now());
+        let candidates: Vec<usize> = (0..jobs.len())
+            .filter(|&i| may_be_unwritten(&jobs[i], now_ms))
+            .collect();
+        if candidates.is_empty() {
+            return Ok(jobs);
+        }
+        self.fresh_watermark().await?;
+        let passed = |i: usize| {
+            due_minute_of(&items[i])
+                .zip(unwritten.watermark())
+                .is_some_and(|(m, w)| m < w)
+        };
+        let (mut sent, unknown): (Vec<usize>, Vec<usize>) = candidates
+            .into_iter()
+            .partition(|&i| passed(i) || unwritten.known_sent(&jobs[i]));
+        // The others are sent if their occurrence's run item exists.
+        let keys: Vec<Item> = unknown.iter().filter_map(|&i| occurrence_key(&jobs[i])).collect();
+        if !keys.is_empty() {
+            let found: HashSet<(String, String)> =
+                self.batch_get(dedup(keys)).await?.iter().filter_map(key_of).collect();
+            sent.extend(unknown.into_iter().filter(|&i| {
+                occurrence_key(&jobs[i])
+                    .and_then(|k| key_of(&k))
+                    .is_some_and(|k| found.contains(&k))
+            }));
+        }
+        for i in sent {
+            jobs[i] = job_after(&jobs[i]);
+        }
+        Ok(jobs)
+    }
+
+    /// Whether `job` (its `item`) stands for a firing left unwritten that this process sent,
+    /// or whose due bucket the watermark (as last read, at most [`WATERMARK_READ_EVERY_MS`]
+    /// ago) has passed.
+    async fn known_sent_or_passed(&self, job: &Job, item: &Item) -> Result<bool, StoreError> {
+        let Some(unwritten) = self.unwritten() else {
+            return Ok(false);
+        };
+        if !may_be_unwritten(job, ms(self.now())) {
+            return Ok(false);
+        }
+        if unwritten.known_sent(job) {
+            return Ok(true);
+        }
+        self.fresh_watermark().await?;
+        Ok(due_minute_of(item)
+            .zip(unwritten.watermark())
+            .is_some_and(|(m, w)| m < w))
+    }
+
+    /// Reads the due watermark if this process last saw it over [`WATERMARK_READ_EVERY_MS`]
+    /// ago (or never).
+    async fn fresh_watermark(&self) -> Result<(), StoreError> {
+        let Some(unwritten) = self.unwritten() else {
+            return Ok(());
+        };
+        let now_ms = ms(self.now());
+        if unwritten.watermark().is_none()
+            || now_ms - unwritten.read_at.load(Ordering::Relaxed) > WATERMARK_READ_EVERY_MS
+        {
+            self.watermark().await?;
+            unwritten.read_at.store(now_ms, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// The run `run_id` shows while no item holds it: the run of its job's one-shot firing
+    /// left unwritten and known sent — or, for a claim (`claiming`: its message proves the
+    /// firing), the run the job still due has ([`due_run`]). Of item version [`ABSENT_RV`].
+    pub(super) async fn shown_run(
+        &self,
+        tenant: &TenantId,
+        run_id: &RunId,
+        claiming: bool,
+    ) -> Result<Option<StoredRun>, StoreError> {
+        if self.unwritten().is_none() {
+            return Ok(None);
+        }
+        let Some((job_id, _)) = run_id.parts() else {
+            return Ok(None);
+        };
+        let Some(item) = self
+            .get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let job = job_from_item(&item)?;
+        // No item holds the run: the job is sent only if this process sent it or the
+        // watermark passed it. A claim needs no more than the job still due at the run's time.
+        let run = match claiming {
+            true => due_run(&job),
+            false if self.known_sent_or_passed(&job, &item).await? => pending_run(&job),
+            false => None,
+        };
+        Ok(run.filter(|run| &run.run_id == run_id).map(|run| StoredRun {
+            rv: ABSENT_RV,
+            ends_its_job: true,
+            ..StoredRun::new(run)
+        }))
+    }
+}
+
+impl DynamoStore {
+    /// The run of `job_id`'s one-shot firing left unwritten and known sent, while no item
+    /// holds it (for a job's run listings: `list_runs` of one job, `active_runs`).
+    pub(super) async fn unwritten_run_of(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+    ) -> Result<Option<StoredRun>, StoreError> {
+        if self.unwritten().is_none() {
+            return Ok(None);
+        }
+        let Some(item) = self
+            .get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let job = job_from_item(&item)?;
+        let Some(run) = pending_run(&job).filter(|_| may_be_unwritten(&job, ms(self.now()))) else {
+            return Ok(None);
+        };
+        Ok(self
+            .load_run(tenant, &run.run_id)
+            .await?
+            .filter(|stored| stored.rv == ABSENT_RV))
+    }
+
+    /// Settles a change of a job whose firing was left unwritten and is known sent: its run
+    /// is put first (on condition no item holds it), so the change, which files the job
+    /// again, loses nothing. Answers the `next_fire_at` the change's condition names: the
+    /// stored one for such a job (its caller read it as fired, with none), else `expected`.
+    pub(super) async fn settle_before_change(
+        &self,
+        tenant: &TenantId,
+        job_id: &JobId,
+        expected_version: u64,
+        expected: Option<sked_core::timestamp::Timestamp>,
+    ) -> Result<Option<sked_core::timestamp::Timestamp>, StoreError> {
+        if self.unwritten().is_none() || expected.is_some() {
+            return Ok(expected);
+        }
+        let Some(item) = self
+            .get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
+            .await?
+        else {
+            return Ok(expected);
+        };
+        let stored = job_from_item(&item)?;
+        let [shown] = self
+            .jobs_shown(std::slice::from_ref(&item))
+            .await?
+            .try_into()
+            .map_err(|_| StoreError::Other("one job read, another number shown".into()))?;
+        if stored.version != expected_version || shown.state == stored.state {
+            return Ok(expected);
+        }
+        if let Some(run) = self.unwritten_run_of(tenant, job_id).await? {
+            // Refused: another writer put it first.
+            self.put_run(&run).await?;
+        }
+        Ok(stored.next_fire_at)
+    }
+}
+
+/// The primary key (`pk`, `sk`) of `item`.
+fn key_of(item: &Item) -> Option<(String, String)> {
+    let r = Reader::new(item);
+    Some((r.s(PK).ok()?, r.s(SK).ok()?))
+}
+
+/// `keys` without repeats (a `BatchGetItem` refuses a key named twice).
+fn dedup(keys: Vec<Item>) -> Vec<Item> {
+    let mut seen = HashSet::new();
+    keys.into_iter().filter(|k| seen.insert(key_of(k))).collect()
+}

@@ -1,0 +1,33 @@
+//! The contract suites against [`DynamoStore`] leaving one-shots' plain firings unwritten
+//! (`AwsConfig::unwritten_one_shots`, `docs/lean-layout.md` step 1, being built): each case on
+//! a fresh table of a real moto server, as `dynamo_contract` runs them on the store that
+//! writes every firing.
+
+mod common;
+
+use sked_aws::DynamoStore;
+use sked_core::ports::{JobStore, QuotaStore, SystemClock, WebhookSecrets};
+use std::sync::Arc;
+
+async fn fresh_dynamo() -> Arc<DynamoStore> {
+    let (clients, mut config) = common::fresh_table().await;
+    config.unwritten_one_shots = true;
+    Arc::new(DynamoStore::new(clients.dynamodb, &config, Arc::new(SystemClock)))
+}
+
+async fn fresh_store() -> Arc<dyn JobStore> {
+    fresh_dynamo().await
+}
+
+sked_testkit::store_contract!(fresh_store);
+sked_testkit::concurrency_contract!(fresh_store);
+sked_testkit::dependency_contract!(fresh_store);
+sked_testkit::quota_contract!(async || {
+    let store = fresh_dynamo().await;
+    (store.clone() as Arc<dyn JobStore>, store as Arc<dyn QuotaStore>)
+});
+
+sked_testkit::alert_contract!(async || {
+    let store = fresh_dynamo().await;
+    (store.clone() as Arc<dyn JobStore>, store as Arc<dyn WebhookSecrets>)
+});
