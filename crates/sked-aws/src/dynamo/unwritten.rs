@@ -343,10 +343,7 @@ impl DynamoStore {
         let Some((job_id, _)) = run_id.parts() else {
             return Ok(None);
         };
-        let Some(item) = self
-            .get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
-            .await?
-        else {
+        let Some(item) = self.job_item_of(tenant, &job_id).await? else {
             return Ok(None);
         };
         let job = job_from_item(&item)?;
@@ -363,9 +360,12 @@ impl DynamoStore {
             ..StoredRun::new(run)
         }))
     }
-}
 
-impl DynamoStore {
+    /// The item of `tenant`'s job `job_id`, read strongly consistent.
+    async fn job_item_of(&self, tenant: &TenantId, job_id: &JobId) -> Result<Option<Item>, StoreError> {
+        self.get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
+            .await
+    }
     /// The run of `job_id`'s one-shot firing left unwritten and known sent, while no item
     /// holds it (for a job's run listings: `list_runs` of one job, `active_runs`).
     pub(super) async fn unwritten_run_of(
@@ -376,10 +376,7 @@ impl DynamoStore {
         if self.unwritten().is_none() {
             return Ok(None);
         }
-        let Some(item) = self
-            .get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
-            .await?
-        else {
+        let Some(item) = self.job_item_of(tenant, job_id).await? else {
             return Ok(None);
         };
         let job = job_from_item(&item)?;
@@ -406,10 +403,7 @@ impl DynamoStore {
         if self.unwritten().is_none() || expected.is_some() {
             return Ok(expected);
         }
-        let Some(item) = self
-            .get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
-            .await?
-        else {
+        let Some(item) = self.job_item_of(tenant, job_id).await? else {
             return Ok(expected);
         };
         let stored = job_from_item(&item)?;
