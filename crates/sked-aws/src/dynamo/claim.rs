@@ -5,7 +5,7 @@
 //! job's other active runs moved meanwhile. What a claim decides is sked-core's
 //! ([`sked_core::lifecycle`]); fencing tokens grow per run.
 
-use super::codec::{StoredRun, n, run_key};
+use super::codec::{Item, StoredRun, n, run_key};
 use super::plumbing::MAX_TRANSACTION;
 use super::quotas::TenantLimits;
 use super::runs::MAX_RMW_ATTEMPTS;
@@ -20,12 +20,12 @@ use sked_core::run::Run;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 
 /// The fencing token of a run's next attempt: above every token it was ever given.
-fn next_token(stored: &StoredRun) -> u64 {
+pub(super) fn next_token(stored: &StoredRun) -> u64 {
     stored.last_token.max(stored.run.attempts.len() as u64) + 1
 }
 
 /// Starts attempt `token` of the run: the claim's answer.
-fn start(
+pub(super) fn start(
     stored: &mut StoredRun,
     token: u64,
     worker: &WorkerId,
@@ -51,21 +51,29 @@ impl DynamoStore {
             .iter()
             .map(|(tenant, run_id)| Some((tenant.clone(), run_id.parts()?.0)))
             .collect();
-        let jobs: Vec<Option<Job>> = match batch.read_jobs {
-            true => {
-                let wanted: Vec<(TenantId, JobId)> = named.iter().flatten().cloned().collect();
-                let mut read = self.get_jobs(&wanted).await?.into_iter();
-                named
-                    .iter()
-                    .map(|n| n.as_ref().and_then(|_| read.next().flatten()))
-                    .collect()
-            }
-            false => vec![None; batch.runs.len()],
+        let wanted: Vec<(TenantId, JobId)> = named.iter().flatten().cloned().collect();
+        // Where firings may be left unwritten, the jobs as stored, with their items (a claim of
+        // such a run builds it from its job: `super::claim_unwritten`).
+        let read: Vec<Option<(Job, Item)>> = match (batch.read_jobs, self.unwritten.is_some()) {
+            (false, _) => vec![None; wanted.len()],
+            (true, true) => self.jobs_as_stored(&wanted).await?,
+            (true, false) => self
+                .get_jobs(&wanted)
+                .await?
+                .into_iter()
+                .map(|job| job.map(|job| (job, Item::new())))
+                .collect(),
         };
+        let mut read = read.into_iter();
+        let jobs: Vec<Option<(Job, Item)>> = named
+            .iter()
+            .map(|n| n.as_ref().and_then(|_| read.next().flatten()))
+            .collect();
         let (now, lease_until) = (trunc_ms(batch.now), trunc_ms(batch.lease_until));
-        let mut out = Vec::with_capacity(batch.runs.len());
-        for (index, ((tenant, run_id), job)) in batch.runs.iter().zip(jobs).enumerate() {
-            if let Some(job) = job.as_ref() {
+        let mut out: Vec<Option<Result<JobClaim, StoreError>>> = (0..batch.runs.len()).map(|_| None).collect();
+        let mut to_claim = Vec::new();
+        for (index, ((tenant, run_id), job)) in batch.runs.iter().zip(&jobs).enumerate() {
+            if let Some((job, _)) = job.as_ref() {
                 // A backfill run waits its turn, a run at a time the job's timing dropped is
                 // skipped; where the wiring holds every policy but `allow` (runs fired ahead),
                 // the first costs no read, and the second is read only at such a time.
@@ -76,18 +84,36 @@ impl DynamoStore {
                             .await?
                             .is_some_and(|stored| held_once_read(job, &stored.run)));
                 if held {
-                    out.push(Ok(JobClaim::Held(job.clone())));
+                    out[index] = Some(Ok(JobClaim::Held(job.clone())));
                     continue;
                 }
             }
+            to_claim.push(index);
+        }
+        for (index, outcome) in self
+            .claim_unwritten(batch, &to_claim, &jobs, (now, lease_until))
+            .await?
+        {
+            let job = jobs[index].as_ref().map(|(job, _)| job.clone());
+            out[index] = Some(Ok(JobClaim::Claimed(outcome, job)));
+        }
+        for index in to_claim {
+            if out[index].is_some() {
+                continue;
+            }
+            let (tenant, run_id) = &batch.runs[index];
             let owner = batch.owner_of(index);
             let outcome = match batch.alone {
                 true => self.claim_alone(tenant, run_id, owner, now, lease_until).await,
                 false => self.claim_run(tenant, run_id, owner, now, lease_until).await,
             };
-            out.push(outcome.map(|outcome| JobClaim::Claimed(outcome, job)));
+            let job = jobs[index].as_ref().map(|(job, _)| job.clone());
+            out[index] = Some(outcome.map(|outcome| JobClaim::Claimed(outcome, job)));
         }
-        Ok(out)
+        Ok(out
+            .into_iter()
+            .map(|answer| answer.unwrap_or_else(|| Err(StoreError::Other("a claim went unanswered".into()))))
+            .collect())
     }
 
     /// A claim of a [`ClaimBatch`] with `alone` for one run: the job's active runs are read; if none

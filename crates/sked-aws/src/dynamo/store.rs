@@ -19,7 +19,7 @@ use super::lone::{LONE, LoneJobs, named_in_batch};
 use super::plumbing::MAX_TRANSACTION;
 use super::quotas::{QuotaCache, TenantLimits};
 use super::undo_create::WrittenPart;
-use super::unwritten::UnwrittenFirings;
+use super::unwritten::{SETTLED, UnwrittenFirings};
 use super::written_runs::WrittenRuns;
 use crate::config::{AwsConfig, RunListedState};
 use crate::error::{Failure, classify};
@@ -317,10 +317,16 @@ impl JobStore for DynamoStore {
         expected_next_fire_at: Option<Timestamp>,
     ) -> Result<(), StoreError> {
         self.end_lone_upstreams(std::slice::from_ref(job)).await?;
-        let expected_next_fire_at = self
-            .settle_before_change(&job.tenant, &job.id, expected_version, expected_next_fire_at)
+        // Where firings may be left unwritten (`super::unwritten`).
+        let change = self
+            .prepare_change(&job.tenant, &job.id, expected_version, expected_next_fire_at)
             .await?;
-        let item = job_item(job, self.now(), self.shards)?;
+        let expected_next_fire_at = change.expected_next_fire_at;
+        let mut item = job_item(job, self.now(), self.shards)?;
+        if let Some(at) = change.settled {
+            item.insert(SETTLED.into(), n(at));
+        }
+        let run_absent = change.run_absent.map(|k| self.absent_check(k)).transpose()?;
         // A sweep moves `next_fire_at` without bumping the version: a user change must not
         // undo it.
         let mut values = vec![(":v", n(expected_version))];
@@ -340,10 +346,11 @@ impl JobStore for DynamoStore {
             },
             false => 0,
         };
+        let counted = self.active_jobs_write(&job.tenant, &limits, delta)?.is_some();
         // The job's put, then the counter (if any), so that index 1 names a refused quota;
-        // then the job's dependency edges, unconditional. A job read lone at this version
-        // stays lone, on condition its item still is (`lone`); refused, it goes again as
-        // before.
+        // then the job's dependency edges, unconditional; last, the check that no item holds
+        // a run a claim may be putting. A job read lone at this version stays lone, on
+        // condition its item still is (`lone`); refused, it goes again as before.
         let write = async |lone: bool| {
             let (mut item, mut condition) = (item.clone(), condition.to_string());
             if lone {
@@ -352,30 +359,33 @@ impl JobStore for DynamoStore {
             }
             let counter = self.active_jobs_write(&job.tenant, &limits, delta)?;
             let edges = self.edge_writes(job)?;
-            Ok::<_, StoreError>(match (counter, edges.is_empty()) {
-                (None, true) => self.put_if(item, &condition, values.clone()).await,
-                // Edges have no condition: a refused item 1 is the counter.
-                (counter, _) => {
+            Ok::<_, StoreError>(match (counter, edges.is_empty(), run_absent.clone()) {
+                (None, true, None) => self.put_if(item, &condition, values.clone()).await,
+                (counter, _, check) => {
                     let mut items = vec![self.put(item, &condition, values.clone())?];
                     items.extend(counter);
                     items.extend(edges);
+                    items.extend(check);
                     self.transact(items).await
                 }
             })
         };
+        let counter_refused = |failed: &[usize]| counted && failed.contains(&1);
         let lone = match self.lone_jobs.at(&job.tenant, &job.id, expected_version) {
             true => Some(write(true).await?),
             false => None,
         };
         let written = match lone {
             // Refused on the job's own condition (not the counter's): as before.
-            Some(Err(Failure::Condition { failed_items, .. })) if !failed_items.contains(&1) => write(false).await?,
+            Some(Err(Failure::Condition { failed_items, .. })) if !counter_refused(&failed_items) => {
+                write(false).await?
+            }
             Some(done) => done,
             None => write(false).await?,
         };
         match written {
             Ok(()) => Ok(()),
-            Err(Failure::Condition { failed_items, .. }) if failed_items.contains(&1) => {
+            Err(Failure::Condition { failed_items, .. }) if counter_refused(&failed_items) => {
                 Err(self.active_jobs_refused(&job.tenant, &limits, delta).await)
             }
             Err(Failure::Condition { .. }) => match self.get_job(&job.tenant, &job.id).await? {

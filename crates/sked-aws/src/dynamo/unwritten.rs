@@ -22,14 +22,20 @@ use super::codec::{Item, Reader, StoredRun, job_from_item, key, ms, run_key};
 use super::firing::MAX_DUE_AHEAD_MINUTES;
 use super::keys::*;
 use super::store::{DynamoStore, conflict};
+use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::ports::store::{Firing, StoreError};
 use sked_core::schedule::Schedule;
+use sked_core::timestamp::Timestamp;
 use sked_core::unwritten_firing::{can_leave_unwritten, due_run, job_after, pending_run};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
+
+/// The attribute of a job item written by a change that settled the firing of its run at
+/// this nominal time (ms): a claim that put the run meanwhile keeps it.
+pub const SETTLED: &str = "settled";
 
 /// The item version of a run shown but not written: its put is conditional on the item's
 /// absence, and writes it as version 1.
@@ -361,6 +367,17 @@ impl DynamoStore {
         }))
     }
 
+    /// A transaction's check that no item holds the run of key `run`.
+    pub(super) fn absent_check(&self, run: Item) -> Result<TransactWriteItem, StoreError> {
+        let check = ConditionCheck::builder()
+            .table_name(&self.table)
+            .set_key(Some(run))
+            .condition_expression("attribute_not_exists(pk)")
+            .build()
+            .map_err(crate::error::build_error)?;
+        Ok(TransactWriteItem::builder().condition_check(check).build())
+    }
+
     /// The item of `tenant`'s job `job_id`, read strongly consistent.
     async fn job_item_of(&self, tenant: &TenantId, job_id: &JobId) -> Result<Option<Item>, StoreError> {
         self.get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
@@ -389,38 +406,73 @@ impl DynamoStore {
             .filter(|stored| stored.rv == ABSENT_RV))
     }
 
-    /// Settles a change of a job whose firing was left unwritten and is known sent: its run
-    /// is put first (on condition no item holds it), so the change, which files the job
-    /// again, loses nothing. Answers the `next_fire_at` the change's condition names: the
-    /// stored one for such a job (its caller read it as fired, with none), else `expected`.
-    pub(super) async fn settle_before_change(
+    /// What a change of `tenant`'s job `job_id` (read at `expected_version`, with
+    /// `expected` due) must carry where firings may be left unwritten:
+    /// - a job read as fired whose firing was left unwritten and is known sent: its run is
+    ///   put first (on condition no item holds it), so the change, which files the job again,
+    ///   loses nothing; the change names the stored `next_fire_at` (its caller read none) and
+    ///   marks the job [`SETTLED`] (a claim putting the run meanwhile keeps it:
+    ///   `super::claim_unwritten`);
+    /// - a job read as not fired that may stand for a firing left unwritten: the change is
+    ///   written only while no item holds its run (a claim may be putting it).
+    pub(super) async fn prepare_change(
         &self,
         tenant: &TenantId,
         job_id: &JobId,
         expected_version: u64,
-        expected: Option<sked_core::timestamp::Timestamp>,
-    ) -> Result<Option<sked_core::timestamp::Timestamp>, StoreError> {
-        if self.unwritten().is_none() || expected.is_some() {
-            return Ok(expected);
+        expected: Option<Timestamp>,
+    ) -> Result<Change, StoreError> {
+        let unchanged = Change {
+            expected_next_fire_at: expected,
+            settled: None,
+            run_absent: None,
+        };
+        if self.unwritten().is_none() {
+            return Ok(unchanged);
         }
         let Some(item) = self.job_item_of(tenant, job_id).await? else {
-            return Ok(expected);
+            return Ok(unchanged);
         };
         let stored = job_from_item(&item)?;
+        if stored.version != expected_version || !may_be_unwritten(&stored, ms(self.now())) {
+            return Ok(unchanged);
+        }
+        if expected.is_some() {
+            return Ok(Change {
+                run_absent: occurrence_key(&stored),
+                ..unchanged
+            });
+        }
         let [shown] = self
             .jobs_shown(std::slice::from_ref(&item))
             .await?
             .try_into()
             .map_err(|_| StoreError::Other("one job read, another number shown".into()))?;
-        if stored.version != expected_version || shown.state == stored.state {
-            return Ok(expected);
+        if shown.state == stored.state {
+            return Ok(unchanged);
         }
         if let Some(run) = self.unwritten_run_of(tenant, job_id).await? {
             // Refused: another writer put it first.
             self.put_run(&run).await?;
         }
-        Ok(stored.next_fire_at)
+        Ok(Change {
+            expected_next_fire_at: stored.next_fire_at,
+            settled: pending_run(&stored).map(|run| ms(run.scheduled_for)),
+            run_absent: None,
+        })
     }
+}
+
+/// What a change of a job carries where firings may be left unwritten
+/// ([`DynamoStore::prepare_change`]).
+pub(super) struct Change {
+    /// The `next_fire_at` the change's condition names.
+    pub expected_next_fire_at: Option<Timestamp>,
+    /// The nominal time (ms) of the run whose firing the change settled: the job's item
+    /// carries it as [`SETTLED`].
+    pub settled: Option<i64>,
+    /// The key of a run no item may hold for the change to be written.
+    pub run_absent: Option<Item>,
 }
 
 /// The primary key (`pk`, `sk`) of `item`.
@@ -430,7 +482,7 @@ fn key_of(item: &Item) -> Option<(String, String)> {
 }
 
 /// `keys` without repeats (a `BatchGetItem` refuses a key named twice).
-fn dedup(keys: Vec<Item>) -> Vec<Item> {
+pub(super) fn dedup(keys: Vec<Item>) -> Vec<Item> {
     let mut seen = HashSet::new();
     keys.into_iter().filter(|k| seen.insert(key_of(k))).collect()
 }

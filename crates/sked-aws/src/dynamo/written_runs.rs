@@ -45,6 +45,11 @@ impl WrittenRuns {
         self.lock().remove(&(tenant.clone(), run_id.clone()))
     }
 
+    /// Whether a copy of the run is kept.
+    pub(super) fn holds(&self, tenant: &TenantId, run_id: &RunId) -> bool {
+        self.lock().contains_key(&(tenant.clone(), run_id.clone()))
+    }
+
     /// Keeps `written`, the run as its item now stands after this process's write; a run that
     /// ended is not kept.
     pub(super) fn keep(&self, written: &StoredRun) {

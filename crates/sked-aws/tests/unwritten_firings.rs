@@ -1,0 +1,150 @@
+//! One-shots' firings left unwritten on moto (`AwsConfig::unwritten_one_shots`; module
+//! `unwritten` and `claim_unwritten` of `sked_aws::dynamo`): the claim that reads its job is
+//! the run's first write, built from the job — and a change of the job in the send window
+//! decides what, if anything, the claim starts. Two stores on one table: the sweeper's and
+//! worker's process (its requests counted), and the API's (another process, which knows
+//! nothing of what the first one sent).
+
+mod common;
+
+use sked_aws::DynamoStore;
+use sked_core::ids::WorkerId;
+use sked_core::job::{Job, JobState};
+use sked_core::ports::store::{ClaimBatch, ClaimOutcome, JobClaim, JobStore, JobStoreExt, StoreError};
+use sked_core::ports::{FiredRunListing, SystemClock};
+use sked_core::run::{Run, RunState};
+use sked_testkit::contract::fixtures::{at, one_shot, planned_firing};
+use std::sync::Arc;
+
+struct Setup {
+    store: DynamoStore,
+    api: DynamoStore,
+    counter: sked_aws::RequestCounter,
+}
+
+async fn setup() -> Setup {
+    let (clients, mut config) = common::fresh_table().await;
+    config.unwritten_one_shots = true;
+    let counter = sked_aws::RequestCounter::new();
+    let counted = sked_aws::connect(&sked_aws::AwsConfig {
+        request_counter: Some(counter.clone()),
+        ..config.clone()
+    })
+    .await;
+    Setup {
+        store: DynamoStore::new(counted.dynamodb, &config, Arc::new(SystemClock)),
+        api: DynamoStore::new(clients.dynamodb, &config, Arc::new(SystemClock)),
+        counter,
+    }
+}
+
+impl Setup {
+    /// Creates the one-shot `a` (due at `at(60)`) and fires it unwritten; the run it stands for.
+    async fn fired(&self, sent: bool) -> (Job, Run) {
+        let a = one_shot("t1", "a", 60);
+        self.store.create_jobs(std::slice::from_ref(&a), None).await.unwrap();
+        let firing = planned_firing(&a, 10);
+        let fired = self.store.fire_one(&firing).await.unwrap();
+        if sent {
+            self.store.firings_sent(std::slice::from_ref(&firing)).await.unwrap();
+        }
+        let [run] = fired.as_slice() else {
+            panic!("one run fired: {fired:?}")
+        };
+        (a, run.clone())
+    }
+
+    /// The worker's claim of `run` at its time, reading its job.
+    async fn claim(&self, run: &Run) -> Result<JobClaim, StoreError> {
+        let batch = ClaimBatch {
+            runs: vec![(run.tenant.clone(), run.run_id.clone())],
+            worker: WorkerId::from("w1"),
+            owners: vec![],
+            now: run.not_before,
+            lease_until: run.not_before + chrono::Duration::seconds(30),
+            read_jobs: true,
+            hold: vec![],
+            alone: false,
+        };
+        let mut answers = self.store.claim(&batch).await.unwrap();
+        answers.pop().expect("one answer")
+    }
+}
+
+#[tokio::test]
+async fn a_claim_reading_its_job_puts_the_run_a_firing_left_unwritten() {
+    let s = setup().await;
+    assert_eq!(s.store.fired_run_listing(), FiredRunListing::OnceWritten);
+    let (a, run) = s.fired(true).await;
+    assert_eq!(
+        s.counter.of("DynamoDB", "TransactWriteItems"),
+        0,
+        "the firing wrote nothing"
+    );
+    assert!(
+        s.api.get_run(&run.tenant, &run.run_id).await.unwrap().is_none(),
+        "no item holds it yet"
+    );
+    s.counter.reset();
+    let claim = s.claim(&run).await.unwrap();
+    let JobClaim::Claimed(ClaimOutcome::Claimed { run: started, token: 1 }, Some(job)) = claim else {
+        panic!("claimed: {claim:?}")
+    };
+    assert_eq!(
+        (started.run_id.clone(), started.state),
+        (run.run_id.clone(), RunState::Running)
+    );
+    assert_eq!(job.version, a.version);
+    // The job read once, the run put, the job read again (no read of the run).
+    assert_eq!(s.counter.of("DynamoDB", "PutItem"), 1);
+    assert_eq!(
+        s.counter.of("DynamoDB", "GetItem") + s.counter.of("DynamoDB", "BatchGetItem"),
+        2
+    );
+    // Another process sees what was written: the run, and its job COMPLETED.
+    assert_eq!(s.api.get_run(&run.tenant, &run.run_id).await.unwrap(), Some(started));
+    let shown = s.api.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!((shown.state, shown.next_fire_at), (JobState::Completed, None));
+}
+
+#[tokio::test]
+async fn a_job_moved_in_the_send_window_leaves_its_claim_nothing() {
+    let s = setup().await;
+    let (a, run) = s.fired(false).await;
+    // The API read the job as not fired (nothing was marked sent) and moves it.
+    let read = s.api.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!(read.state, JobState::Active);
+    let moved = Job {
+        next_fire_at: Some(at(120)),
+        version: read.version + 1,
+        ..one_shot("t1", "a", 120)
+    };
+    s.api.update_job(&moved, read.version, read.next_fire_at).await.unwrap();
+    let claim = s.claim(&run).await;
+    assert!(matches!(claim, Err(StoreError::NotFound)), "{claim:?}");
+    assert!(s.api.get_run(&run.tenant, &run.run_id).await.unwrap().is_none());
+    assert_eq!(s.api.get_job(&a.tenant, &a.id).await.unwrap().unwrap(), moved);
+}
+
+#[tokio::test]
+async fn a_change_read_before_the_claim_is_refused_once_the_claim_put_the_run() {
+    let s = setup().await;
+    let (a, run) = s.fired(false).await;
+    let read = s.api.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!(read.state, JobState::Active, "read in the send window");
+    let claim = s.claim(&run).await.unwrap();
+    assert!(
+        matches!(claim, JobClaim::Claimed(ClaimOutcome::Claimed { .. }, _)),
+        "{claim:?}"
+    );
+    let moved = Job {
+        version: read.version + 1,
+        ..one_shot("t1", "a", 120)
+    };
+    let refused = s.api.update_job(&moved, read.version, read.next_fire_at).await;
+    assert!(matches!(refused, Err(StoreError::Conflict(_))), "{refused:?}");
+    let shown = s.api.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!((shown.state, shown.version), (JobState::Completed, read.version));
+    let running = s.api.get_run(&run.tenant, &run.run_id).await.unwrap().unwrap();
+    assert_eq!(running.state, RunState::Running);
+}
