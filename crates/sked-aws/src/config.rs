@@ -76,9 +76,10 @@ pub struct AwsConfig {
     pub run_listed_state: RunListedState,
     /// Leave a one-shot's plain firing unwritten: the sweeper sends its run and writes
     /// nothing, the claim puts the run, and reads show both as if written
-    /// (`docs/lean-layout.md`, step 1; [`crate::dynamo`]'s `unwritten`). **Being built, not
-    /// for use**: listings and changes of a fired job are not yet shown as written. Once any
-    /// process of a table ran with it, every process must. Default: `false`.
+    /// (`docs/lean-layout.md`, step 1; [`crate::dynamo`]'s `unwritten`). A run so fired is
+    /// listed across jobs once written (`JobStore::fired_run_listing`). Every process of a
+    /// table must have the same setting: one without it cannot claim such a run (README,
+    /// "Costs": the rollout). Default: `false`.
     pub unwritten_one_shots: bool,
 }
 

@@ -578,6 +578,7 @@ fn the_template_sets_the_variables_the_code_reads() {
         env::SHARDS,
         env::RUN_RETENTION,
         env::RUN_LISTED_STATE,
+        env::UNWRITTEN_ONE_SHOTS,
         env::IDEMPOTENCY_RETENTION,
         env::MAX_RECEIVE_COUNT,
         env::LOOKAHEAD,
@@ -628,6 +629,13 @@ fn the_template_sets_the_variables_the_code_reads() {
             "RunListedState",
             "{who}: {}",
             env::RUN_LISTED_STATE
+        );
+        // Every process reads a firing left unwritten alike: the stack's one switch.
+        assert_eq!(
+            Template::referenced(vars, env::UNWRITTEN_ONE_SHOTS),
+            "UnwrittenOneShots",
+            "{who}: {}",
+            env::UNWRITTEN_ONE_SHOTS
         );
         // The redrive count the code is told is the one the queues have.
         let told = text(&vars[env::MAX_RECEIVE_COUNT], env::MAX_RECEIVE_COUNT);

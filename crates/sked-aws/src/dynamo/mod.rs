@@ -11,7 +11,7 @@
 //! `alerts` (runs' due alerts, webhook secrets), [`sweep_lease`], `written_runs` (the runs this
 //! process wrote last, a read–decide–put's first guess), `undo_create` (what a refused batch
 //! create wrote before it was refused, undone), `unwritten` (one-shots' firings left
-//! unwritten, being built behind `AwsConfig::unwritten_one_shots`; `claim_unwritten`, their
+//! unwritten, behind `AwsConfig::unwritten_one_shots`; `claim_unwritten`, their
 //! runs' claims).
 //!
 //! # Table layout

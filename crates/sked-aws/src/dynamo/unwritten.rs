@@ -1,6 +1,6 @@
-//! One-shots' firings left unwritten (`docs/lean-layout.md`, step 1, being built behind
+//! One-shots' firings left unwritten (`docs/lean-layout.md`, step 1, behind
 //! [`AwsConfig::unwritten_one_shots`](crate::AwsConfig)): what [`sked_core::unwritten_firing`]
-//! decides, on this table.
+//! decides, on this table (their claims: `super::claim_unwritten`).
 //!
 //! - **Firing**: a firing that [`can_leave_unwritten`] its job, of a tenant that does not
 //!   count its active jobs, writes nothing. `fire` reads the job and the occurrence's run
@@ -17,6 +17,13 @@
 //! - **Run writes**: a run shown but not written is a [`StoredRun`] of item version 0
 //!   ([`ABSENT_RV`]); the read–decide–put loop (`runs`) puts it on condition the item does
 //!   not exist, so of two writers one puts it and the other reads it and decides again.
+//! - **Changes of the job** ([`DynamoStore::prepare_change`]): one read as fired puts the run
+//!   first and marks the job [`SETTLED`]; one read as not fired is written only while no
+//!   item holds the run (a claim may be putting it).
+//! - **Listings**: a job's runs show the run at once; the listing across jobs (the `list`
+//!   index of run items) once it is written ([`FiredRunListing::OnceWritten`]).
+//!
+//! [`FiredRunListing::OnceWritten`]: sked_core::ports::FiredRunListing::OnceWritten
 
 use super::codec::{Item, Reader, StoredRun, job_from_item, key, ms, run_key};
 use super::firing::MAX_DUE_AHEAD_MINUTES;
