@@ -210,3 +210,133 @@ impl DynamoStore {
         }
     }
 }
+
+/// The claim's checks after its put, each with a change landing between the claim's read of
+/// the job and its put (the read is taken first, the change written, then the claim made on
+/// that read) — what no test through the port can interleave.
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::*;
+    use crate::testing::fresh_table;
+    use sked_core::ids::WorkerId;
+    use sked_core::job::JobSpec;
+    use sked_core::ports::store::{JobStore, JobStoreExt};
+    use sked_core::ports::{Clock, SystemClock};
+    use sked_core::run::{Run, RunState};
+    use sked_testkit::contract::fixtures::{one_shot, planned_firing};
+    use std::sync::Arc;
+
+    async fn store() -> DynamoStore {
+        let (clients, mut config) = fresh_table().await;
+        config.unwritten_one_shots = true;
+        DynamoStore::new(clients.dynamodb, &config, Arc::new(SystemClock))
+    }
+
+    /// Creates `job`, fires it unwritten (and marks it sent); the run it stands for.
+    async fn fired(store: &DynamoStore, job: &Job) -> Run {
+        store.create_jobs(std::slice::from_ref(job), None).await.unwrap();
+        let firing = planned_firing(job, 10);
+        let mut fired = store.fire_one(&firing).await.unwrap();
+        store.firings_sent(std::slice::from_ref(&firing)).await.unwrap();
+        fired.pop().expect("one run fired")
+    }
+
+    /// The claim's first read of `job`'s item.
+    async fn read(store: &DynamoStore, job: &Job) -> Vec<Option<(Job, Item)>> {
+        store
+            .jobs_as_stored(&[(job.tenant.clone(), job.id.clone())])
+            .await
+            .unwrap()
+    }
+
+    /// The claim of `run` on `read`.
+    async fn claim(store: &DynamoStore, run: &Run, read: &[Option<(Job, Item)>]) -> Vec<(usize, ClaimOutcome)> {
+        let batch = ClaimBatch {
+            runs: vec![(run.tenant.clone(), run.run_id.clone())],
+            worker: WorkerId::from("w1"),
+            owners: vec![],
+            now: run.not_before,
+            lease_until: run.not_before + chrono::Duration::seconds(30),
+            read_jobs: true,
+            hold: vec![],
+            alone: false,
+        };
+        let times = (batch.now, batch.lease_until);
+        store.claim_unwritten(&batch, &[0], read, times).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_put_built_on_a_job_moved_meanwhile_is_undone_and_decided_again() {
+        let store = store().await;
+        let a = one_shot("t1", "a", 60);
+        let run = fired(&store, &a).await;
+        let first_read = read(&store, &a).await;
+        let stored = store.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+        let moved = Job {
+            version: stored.version + 1,
+            ..one_shot("t1", "a", 120)
+        };
+        // Read as fired (known sent): the change settles the firing first, putting the run.
+        store
+            .update_job(&moved, stored.version, stored.next_fire_at)
+            .await
+            .unwrap();
+        let settled = store.load_run(&a.tenant, &run.run_id).await.unwrap().unwrap();
+        assert_eq!((settled.rv, settled.run.state), (1, RunState::Pending), "settled");
+        // A claim on the read before the change: the item holds the run, so the claim
+        // leaves it to the read–decide–put path.
+        assert!(claim(&store, &run, &first_read).await.is_empty());
+
+        // In the send window (not marked sent): the change is written alone, and the claim
+        // that read the job before it puts a run the job no longer has.
+        let b = one_shot("t1", "b", 60);
+        store.create_jobs(std::slice::from_ref(&b), None).await.unwrap();
+        let mut fired_b = store.fire_one(&planned_firing(&b, 10)).await.unwrap();
+        let run_b = fired_b.pop().expect("one run fired");
+        let first_read = read(&store, &b).await;
+        let moved = Job {
+            version: b.version + 1,
+            ..one_shot("t1", "b", 120)
+        };
+        store.update_job(&moved, b.version, b.next_fire_at).await.unwrap();
+        assert!(claim(&store, &run_b, &first_read).await.is_empty(), "nothing started");
+        let key = super::super::codec::run_key(&b.tenant, &run_b.run_id).unwrap();
+        assert!(store.get_item(key).await.unwrap().is_none(), "the put undone");
+    }
+
+    #[tokio::test]
+    async fn a_run_put_lone_loses_the_mark_its_job_lost_meanwhile() {
+        let store = store().await;
+        let a = one_shot("t1", "a", 60);
+        let run = fired(&store, &a).await;
+        let first_read = read(&store, &a).await;
+        assert!(
+            Reader::new(&first_read[0].as_ref().unwrap().1).flag(LONE).unwrap(),
+            "created lone"
+        );
+        // A downstream comes: the upstream's item loses the mark (its run has no item to lose it).
+        let spec: JobSpec = serde_json::from_value(serde_json::json!({
+            "schedule": {"after": {"jobs": ["a"]}},
+            "task": {"command": {"argv": ["ok"]}},
+        }))
+        .unwrap();
+        let now = sked_core::timestamp::trunc_ms(SystemClock.now());
+        let down = Job {
+            id: "down".into(),
+            spec,
+            next_fire_at: None,
+            created_at: now,
+            updated_at: now,
+            ..a.clone()
+        };
+        store.create_jobs(std::slice::from_ref(&down), None).await.unwrap();
+        let answers = claim(&store, &run, &first_read).await;
+        assert!(
+            matches!(answers.as_slice(), [(0, ClaimOutcome::Claimed { .. })]),
+            "{answers:?}"
+        );
+        let stored = store.load_run(&a.tenant, &run.run_id).await.unwrap().unwrap();
+        assert_eq!(stored.run.state, RunState::Running);
+        assert!(!stored.lone, "its end reads the edges");
+    }
+}
