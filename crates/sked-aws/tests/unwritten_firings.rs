@@ -8,6 +8,8 @@
 mod common;
 
 use sked_aws::DynamoStore;
+use sked_aws::dynamo::codec::{key, ms};
+use sked_aws::dynamo::keys::{ACTIVE_SK, job_pk, run_sk};
 use sked_core::ids::WorkerId;
 use sked_core::job::{Job, JobState};
 use sked_core::ports::store::{ClaimBatch, ClaimOutcome, JobClaim, JobStore, JobStoreExt, StoreError};
@@ -20,6 +22,8 @@ struct Setup {
     store: DynamoStore,
     api: DynamoStore,
     counter: sked_aws::RequestCounter,
+    client: aws_sdk_dynamodb::Client,
+    table: String,
 }
 
 async fn setup() -> Setup {
@@ -33,12 +37,32 @@ async fn setup() -> Setup {
     .await;
     Setup {
         store: DynamoStore::new(counted.dynamodb, &config, Arc::new(SystemClock)),
-        api: DynamoStore::new(clients.dynamodb, &config, Arc::new(SystemClock)),
+        api: DynamoStore::new(clients.dynamodb.clone(), &config, Arc::new(SystemClock)),
         counter,
+        client: clients.dynamodb,
+        table: config.table.clone(),
     }
 }
 
 impl Setup {
+    /// The item of `run`, read directly.
+    async fn item(&self, run: &Run) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+        let (pk, sk) = (
+            job_pk(run.tenant.as_str(), run.job_id.as_str()),
+            run_sk(ms(run.scheduled_for)),
+        );
+        self.client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key(pk, sk)))
+            .consistent_read(true)
+            .send()
+            .await
+            .unwrap()
+            .item
+            .expect("the run's item")
+    }
+
     /// Creates the one-shot `a` (due at `at(60)`) and fires it unwritten; the run it stands for.
     async fn fired(&self, sent: bool) -> (Job, Run) {
         let a = one_shot("t1", "a", 60);
@@ -147,4 +171,44 @@ async fn a_change_read_before_the_claim_is_refused_once_the_claim_put_the_run() 
     assert_eq!((shown.state, shown.version), (JobState::Completed, read.version));
     let running = s.api.get_run(&run.tenant, &run.run_id).await.unwrap().unwrap();
     assert_eq!(running.state, RunState::Running);
+}
+
+/// A run put by its claim has no `active` entry: its job's active runs read it by key — by
+/// its job's one-shot time, and, once a change moved the job, by the time that change
+/// settled — so the overlap check and a new downstream's pass over them still find it.
+#[tokio::test]
+async fn a_claimed_run_is_found_by_its_key_even_after_its_job_moved() {
+    let s = setup().await;
+    let (a, run) = s.fired(true).await;
+    let claim = s.claim(&run).await.unwrap();
+    let JobClaim::Claimed(ClaimOutcome::Claimed { run: running, .. }, _) = claim else {
+        panic!("claimed: {claim:?}")
+    };
+    let item = s.item(&run).await;
+    assert!(!item.contains_key(ACTIVE_SK), "no active entry: {item:?}");
+    assert!(item.contains_key("lone"), "fired from a lone job");
+    assert_eq!(
+        s.api.active_runs_of(&a.tenant, &a.id).await.unwrap(),
+        vec![running.clone()]
+    );
+
+    // Moved (read as fired): the change settles the firing, and the job names another time.
+    let read = s.api.get_job(&a.tenant, &a.id).await.unwrap().unwrap();
+    assert_eq!(read.state, JobState::Completed);
+    let moved = Job {
+        version: read.version + 1,
+        ..one_shot("t1", "a", 120)
+    };
+    s.api.update_job(&moved, read.version, read.next_fire_at).await.unwrap();
+    assert_eq!(
+        s.api.active_runs_of(&a.tenant, &a.id).await.unwrap(),
+        vec![running.clone()]
+    );
+
+    // A downstream comes: the run still running loses its lone mark (its end reads edges).
+    let mut down = one_shot("t1", "down", 600);
+    down.spec.schedule = serde_json::from_value(serde_json::json!({"after": {"jobs": ["a"]}})).unwrap();
+    down.next_fire_at = None;
+    s.api.create_jobs(std::slice::from_ref(&down), None).await.unwrap();
+    assert!(!s.item(&run).await.contains_key("lone"), "the mark taken off");
 }

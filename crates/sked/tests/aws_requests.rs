@@ -79,9 +79,10 @@ const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 
 /// Index writes per one-shot run created ahead whose firing is left unwritten
 /// (`AwsConfig::unwritten_one_shots`): create 2 (`sched`, `list`), fire 0 (the job is not
-/// written: its entries stay), claim 3 (the run's first put: `live`, `list`, `active`),
-/// complete 2 (as above).
-const INDEX_WRU_PER_ONE_SHOT_LEFT_UNWRITTEN: f64 = 7.0;
+/// written: its entries stay), claim 2 (the run's first put: `live`, `list`; none in
+/// `active`, the run is read by its key: `sked_aws::dynamo::codec::KEYED`), complete 2 (as
+/// above).
+const INDEX_WRU_PER_ONE_SHOT_LEFT_UNWRITTEN: f64 = 6.0;
 
 /// Index writes per one-shot run created due at once, its job written with its first firing
 /// (`sked_aws::dynamo::create_fired`): the job's `list` entry (put COMPLETED; it never enters

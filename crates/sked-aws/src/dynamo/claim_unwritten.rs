@@ -9,7 +9,7 @@
 //!   run: one after the put is refused). The put is undone (deleted on condition it is still
 //!   as put) and the run decided again on the job as it now stands — built again, or none if
 //!   the change took the occurrence away. A change that settled the firing first
-//!   ([`SETTLED`]) saw the run: the claim stands.
+//!   ([`SETTLED`](super::unwritten::SETTLED)) saw the run: the claim stands.
 //! - **the lone mark** (`super::lone`): a run put lone whose job lost the mark in between may
 //!   have been missed by the new downstream's pass over the job's active runs, so it loses
 //!   the mark itself.
@@ -19,7 +19,7 @@ use super::codec::{Item, Reader, StoredRun, key, ms};
 use super::keys::*;
 use super::lone::LONE;
 use super::store::DynamoStore;
-use super::unwritten::{ABSENT_RV, SETTLED, dedup};
+use super::unwritten::{ABSENT_RV, dedup, settled_times};
 use crate::error::{Failure, classify};
 use sked_core::ids::{JobId, TenantId};
 use sked_core::job::Job;
@@ -108,6 +108,7 @@ impl DynamoStore {
                     rv: ABSENT_RV,
                     lone: Reader::new(item).flag(LONE).unwrap_or(false),
                     ends_its_job: true,
+                    keyed: true,
                     ..StoredRun::new(run)
                 };
                 match stored.run.decide_claim(now) {
@@ -165,7 +166,7 @@ impl DynamoStore {
             };
             let now = super::codec::job_from_item(item)?;
             let r = Reader::new(item);
-            let settled = r.opt_n::<i64>(SETTLED).ok().flatten() == Some(ms(put.stored.run.scheduled_for));
+            let settled = settled_times(item).contains(&ms(put.stored.run.scheduled_for));
             if !same_job(&put.job, &now) && !settled {
                 self.undo_put(&put.stored).await?;
                 again.insert(put.index, (now, item.clone()));

@@ -270,7 +270,16 @@ pub struct StoredRun {
     /// The one run of the firing that ended its job (a one-shot's run): it keeps its entry
     /// in the `active` local index when it ends ([`ENDS_ITS_JOB`]).
     pub ends_its_job: bool,
+    /// Read by its key, never through the `active` local index ([`KEYED`]).
+    pub keyed: bool,
 }
+
+/// The attribute (`true`, or absent) of a run read by its key, with no entry in the `active`
+/// local index: the run of a one-shot whose firing was left unwritten (`super::unwritten`),
+/// first put by its claim or another write of it. Its job's readers of active runs read it
+/// by the key of its job's one-shot time, or of a time a change of the job settled
+/// (`runs::active_stored_runs`), so the entry and its write unit are spared.
+pub const KEYED: &str = "keyed";
 
 /// The attribute (`true`, or absent) of a run fired alone by the firing that ended its job —
 /// a one-shot's run, or the last occurrence of a schedule that ends. Such a run keeps its
@@ -297,6 +306,7 @@ impl StoredRun {
             logs: FoldedLogLines::new(),
             lone: false,
             ends_its_job: false,
+            keyed: false,
         }
     }
 }
@@ -386,7 +396,7 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
         item.insert("lease_token".into(), n(l.token));
         item.insert("lease_expires".into(), n(ms(l.expires_at)));
     }
-    if !run.state.is_terminal() || stored.ends_its_job {
+    if (!run.state.is_terminal() || stored.ends_its_job) && !stored.keyed {
         item.insert(ACTIVE_SK.into(), s(run_sk(ms(run.scheduled_for))));
     }
     match (run.state, &run.lease) {
@@ -415,6 +425,9 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
     }
     if stored.ends_its_job {
         item.insert(ENDS_ITS_JOB.into(), AttributeValue::Bool(true));
+    }
+    if stored.keyed {
+        item.insert(KEYED.into(), AttributeValue::Bool(true));
     }
     if !stored.logs.is_empty() {
         let by_attempt = stored.logs.iter().map(|(a, lines)| (a.to_string(), s(lines.clone())));
@@ -501,6 +514,7 @@ pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
         logs,
         lone: r.flag(LONE)?,
         ends_its_job: r.flag(ENDS_ITS_JOB)?,
+        keyed: r.flag(KEYED)?,
     })
 }
 

@@ -195,7 +195,8 @@ impl DynamoStore {
     /// bounds the range read), read strongly consistent, then those runs' items (a consistent
     /// `BatchGetItem`), kept if still active. Small reads however long the job's history (a
     /// per-second job keeps 86,400 runs a day in its partition) and, bounded, however far
-    /// ahead it is fired (600 runs at ten minutes).
+    /// ahead it is fired (600 runs at ten minutes). Where firings are left unwritten, with
+    /// the runs read by key (`codec::KEYED`, [`DynamoStore::keyed_runs_of`]).
     pub(super) async fn active_stored_runs(
         &self,
         tenant: &TenantId,
@@ -218,19 +219,19 @@ impl DynamoStore {
             .into_iter()
             .map(|entry| entry.into_iter().filter(|(name, _)| name == PK || name == SK).collect())
             .collect();
-        // A one-shot's run shown but not written (`super::unwritten`) is active too.
-        let shown = self
-            .unwritten_run_of(tenant, job_id)
+        // Runs of firings left unwritten are read by key (`super::unwritten`, `codec::KEYED`).
+        let mut runs: Vec<StoredRun> = self
+            .keyed_runs_of(tenant, job_id)
             .await?
-            .filter(|stored| scheduled_by.is_none_or(|by| stored.run.scheduled_for <= by));
-        let mut runs: Vec<StoredRun> = shown.into_iter().collect();
-        if keys.is_empty() {
-            return Ok(runs);
-        }
-        for item in self.batch_get(keys).await? {
-            let stored = run_from_item(&item)?;
-            if !stored.run.state.is_terminal() {
-                runs.push(stored);
+            .into_iter()
+            .filter(|stored| scheduled_by.is_none_or(|by| stored.run.scheduled_for <= by))
+            .collect();
+        if !keys.is_empty() {
+            for item in self.batch_get(keys).await? {
+                let stored = run_from_item(&item)?;
+                if !stored.run.state.is_terminal() {
+                    runs.push(stored);
+                }
             }
         }
         runs.sort_by(|a, b| (a.run.scheduled_for, &a.run.run_id).cmp(&(b.run.scheduled_for, &b.run.run_id)));

@@ -19,7 +19,7 @@ use super::lone::{LONE, LoneJobs, named_in_batch};
 use super::plumbing::MAX_TRANSACTION;
 use super::quotas::{QuotaCache, TenantLimits};
 use super::undo_create::WrittenPart;
-use super::unwritten::{SETTLED, UnwrittenFirings};
+use super::unwritten::{SETTLED, UnwrittenFirings, settled_attribute};
 use super::written_runs::WrittenRuns;
 use crate::config::{AwsConfig, RunListedState};
 use crate::error::{Failure, classify};
@@ -323,8 +323,8 @@ impl JobStore for DynamoStore {
             .await?;
         let expected_next_fire_at = change.expected_next_fire_at;
         let mut item = job_item(job, self.now(), self.shards)?;
-        if let Some(at) = change.settled {
-            item.insert(SETTLED.into(), n(at));
+        if let Some(settled) = settled_attribute(change.settled) {
+            item.insert(SETTLED.into(), settled);
         }
         let run_absent = change.run_absent.map(|k| self.absent_check(k)).transpose()?;
         // A sweep moves `next_fire_at` without bumping the version: a user change must not

@@ -29,7 +29,7 @@ use super::codec::{Item, Reader, StoredRun, job_from_item, key, ms, run_key};
 use super::firing::MAX_DUE_AHEAD_MINUTES;
 use super::keys::*;
 use super::store::{DynamoStore, conflict};
-use aws_sdk_dynamodb::types::{ConditionCheck, TransactWriteItem};
+use aws_sdk_dynamodb::types::{AttributeValue, ConditionCheck, TransactWriteItem};
 use sked_core::ids::{JobId, RunId, TenantId};
 use sked_core::job::{Job, JobState};
 use sked_core::ports::store::{Firing, StoreError};
@@ -40,9 +40,32 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 
-/// The attribute of a job item written by a change that settled the firing of its run at
-/// this nominal time (ms): a claim that put the run meanwhile keeps it.
+/// The attribute of a job item (a number set) holding the nominal times (ms) of the runs
+/// whose firings, left unwritten, changes of the job settled: a claim that put such a run
+/// meanwhile keeps it, and the job's readers of active runs read them by key (they have no
+/// `active` entry: `codec::KEYED`). Every change carries the set on, keeping the
+/// [`MAX_SETTLED`] latest.
 pub const SETTLED: &str = "settled";
+
+/// Most times [`SETTLED`] keeps (a one-shot moved after each of its firings).
+const MAX_SETTLED: usize = 32;
+
+/// The times [`SETTLED`] holds on the job item `item`.
+pub(super) fn settled_times(item: &Item) -> Vec<i64> {
+    match item.get(SETTLED) {
+        Some(AttributeValue::Ns(times)) => times.iter().filter_map(|t| t.parse().ok()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The [`SETTLED`] attribute holding `times` (the latest [`MAX_SETTLED`]), if any.
+pub(super) fn settled_attribute(mut times: Vec<i64>) -> Option<AttributeValue> {
+    times.sort_unstable();
+    times.dedup();
+    let keep = times.len().saturating_sub(MAX_SETTLED);
+    let times: Vec<String> = times[keep..].iter().map(i64::to_string).collect();
+    (!times.is_empty()).then_some(AttributeValue::Ns(times))
+}
 
 /// The item version of a run shown but not written: its put is conditional on the item's
 /// absence, and writes it as version 1.
@@ -370,6 +393,7 @@ impl DynamoStore {
         Ok(run.filter(|run| &run.run_id == run_id).map(|run| StoredRun {
             rv: ABSENT_RV,
             ends_its_job: true,
+            keyed: true,
             ..StoredRun::new(run)
         }))
     }
@@ -390,8 +414,38 @@ impl DynamoStore {
         self.get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
             .await
     }
+    /// The active runs of `job_id` read by key (`codec::KEYED`: no `active` entry): those of
+    /// its one-shot time — shown, if its firing left unwritten is known sent and no item
+    /// holds it — and of the times changes of it settled ([`SETTLED`]).
+    pub(super) async fn keyed_runs_of(&self, tenant: &TenantId, job_id: &JobId) -> Result<Vec<StoredRun>, StoreError> {
+        if self.unwritten().is_none() {
+            return Ok(Vec::new());
+        }
+        let Some(item) = self.job_item_of(tenant, job_id).await? else {
+            return Ok(Vec::new());
+        };
+        let job = job_from_item(&item)?;
+        let mut runs: Vec<StoredRun> = Vec::new();
+        let mut keys: Vec<Item> = Vec::new();
+        if let Some(run) = pending_run(&job) {
+            // Its own time: stored, or shown.
+            runs.extend(self.load_run(tenant, &run.run_id).await?);
+        }
+        let own = pending_run(&job).map(|run| ms(run.scheduled_for));
+        for at in settled_times(&item).into_iter().filter(|&at| Some(at) != own) {
+            keys.push(key(job_pk(tenant.as_str(), job_id.as_str()), run_sk(at)));
+        }
+        if !keys.is_empty() {
+            for item in self.batch_get(dedup(keys)).await? {
+                runs.push(super::codec::run_from_item(&item)?);
+            }
+        }
+        runs.retain(|stored| stored.keyed && !stored.run.state.is_terminal());
+        Ok(runs)
+    }
+
     /// The run of `job_id`'s one-shot firing left unwritten and known sent, while no item
-    /// holds it (for a job's run listings: `list_runs` of one job, `active_runs`).
+    /// holds it (for its job's run listing, `list_runs` of one job).
     pub(super) async fn unwritten_run_of(
         &self,
         tenant: &TenantId,
@@ -429,9 +483,9 @@ impl DynamoStore {
         expected_version: u64,
         expected: Option<Timestamp>,
     ) -> Result<Change, StoreError> {
-        let unchanged = Change {
+        let mut unchanged = Change {
             expected_next_fire_at: expected,
-            settled: None,
+            settled: Vec::new(),
             run_absent: None,
         };
         if self.unwritten().is_none() {
@@ -440,6 +494,7 @@ impl DynamoStore {
         let Some(item) = self.job_item_of(tenant, job_id).await? else {
             return Ok(unchanged);
         };
+        unchanged.settled = settled_times(&item);
         let stored = job_from_item(&item)?;
         if stored.version != expected_version || !may_be_unwritten(&stored, ms(self.now())) {
             return Ok(unchanged);
@@ -462,9 +517,11 @@ impl DynamoStore {
             // Refused: another writer put it first.
             self.put_run(&run).await?;
         }
+        let mut settled = unchanged.settled;
+        settled.extend(pending_run(&stored).map(|run| ms(run.scheduled_for)));
         Ok(Change {
             expected_next_fire_at: stored.next_fire_at,
-            settled: pending_run(&stored).map(|run| ms(run.scheduled_for)),
+            settled,
             run_absent: None,
         })
     }
@@ -475,9 +532,9 @@ impl DynamoStore {
 pub(super) struct Change {
     /// The `next_fire_at` the change's condition names.
     pub expected_next_fire_at: Option<Timestamp>,
-    /// The nominal time (ms) of the run whose firing the change settled: the job's item
-    /// carries it as [`SETTLED`].
-    pub settled: Option<i64>,
+    /// The nominal times (ms) of the runs whose firings changes of the job settled, this one
+    /// included: the job's item carries them on as [`SETTLED`].
+    pub settled: Vec<i64>,
     /// The key of a run no item may hold for the change to be written.
     pub run_absent: Option<Item>,
 }

@@ -14,8 +14,11 @@
 //! run as if the firing had been written, and the first write that touches either puts them
 //! first. Until then — the send window — the job reads as not fired yet, a change writes the
 //! job alone, and a claim of the occurrence (its message is out) puts its run from the job if
-//! the job still has it. The same contract (but for that window), so the contract suites and
-//! the simulation check that store's semantics here.
+//! the job still has it. Such a run is listed across jobs once written
+//! ([`FiredRunListing::OnceWritten`]) and never repaired (`stale_pending` holds stored runs:
+//! its message was out before the firing counted), as on DynamoDB. The same contract (but
+//! for that window), so the contract suites and the simulation check that store's semantics
+//! here.
 
 use async_trait::async_trait;
 use sked_core::alert::{Alert, AlertKey, DueAlert, WebhookSecret};
@@ -28,7 +31,7 @@ use sked_core::ports::store::{
     ClaimBatch, ClaimOutcome, Completion, Ended, Firing, JobClaim, JobFilter, JobStore, Page, PageRequest, RunFilter,
     StoreError,
 };
-use sked_core::ports::{QuotaStore, WebhookSecrets};
+use sked_core::ports::{FiredRunListing, QuotaStore, WebhookSecrets};
 use sked_core::quota::{self, Quota};
 use sked_core::run::{Run, RunState};
 use sked_core::run_settings::RunSettings;
@@ -413,6 +416,13 @@ impl JobStore for MemStore {
         Ok(firings.iter().map(|firing| fire_locked(&mut st, firing)).collect())
     }
 
+    fn fired_run_listing(&self) -> FiredRunListing {
+        match self.lock().lean {
+            true => FiredRunListing::OnceWritten,
+            false => FiredRunListing::AtFiring,
+        }
+    }
+
     async fn firings_sent(&self, firings: &[Firing]) -> Result<(), StoreError> {
         let mut st = self.lock();
         for firing in firings {
@@ -437,8 +447,13 @@ impl JobStore for MemStore {
     ) -> Result<Page<Run>, StoreError> {
         let after = page.cursor.as_deref().map(parse_run_cursor).transpose()?;
         let st = self.lock();
-        let mut runs: Vec<Run> = st
-            .run_views()
+        // Across jobs, a run an unwritten firing shows is listed once written, as DynamoDB's
+        // `list` index lists it ([`FiredRunListing::OnceWritten`]); its job's runs show it.
+        let runs = match (st.lean, &filter.job_id) {
+            (true, None) => Box::new(st.runs.values().cloned()) as Box<dyn Iterator<Item = Run>>,
+            _ => Box::new(st.run_views()),
+        };
+        let mut runs: Vec<Run> = runs
             .filter(|r| &r.tenant == tenant)
             .filter(|r| filter.job_id.as_ref().is_none_or(|j| &r.job_id == j))
             .filter(|r| filter.state.is_none_or(|s| r.state == s))
@@ -564,9 +579,13 @@ impl JobStore for MemStore {
 
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         let st = self.lock();
+        // A run an unwritten firing shows is not repaired: its message was out before the
+        // firing counted (DynamoDB's `live` index holds run items only).
         let mut runs: Vec<Run> = st
-            .run_views()
+            .runs
+            .values()
             .filter(|r| r.state == RunState::Pending && r.not_before <= ready_before)
+            .cloned()
             .collect();
         runs.sort_by(|a, b| {
             (a.not_before, a.scheduled_for, &a.run_id).cmp(&(b.not_before, b.scheduled_for, &b.run_id))

@@ -16,7 +16,7 @@ use super::payload::{ExecLog, RecordingExecutor};
 use super::trace::Trace;
 use super::{SimConfig, SimReport};
 use crate::clock::ManualClock;
-use crate::faults::{Chaos, FaultKind, Faulty, SimRng};
+use crate::faults::{Chaos, FaultKind, FaultPlan, Faulty, SimRng};
 use crate::memory::{MemLogs, MemQueue, MemStore, MemWork};
 use async_trait::async_trait;
 use futures::FutureExt;
@@ -159,7 +159,18 @@ impl World {
         let start = timestamp::parse("2026-12-01T10:00:00Z").unwrap_or_default()
             + chrono::Duration::milliseconds(rng.range(0, 86_400_000) as i64);
         let clock = Arc::new(ManualClock::new(start));
-        let chaos = Chaos::new(rng.fork(), config.faults, clock.clone());
+        // The lean store repairs no run an unwritten firing shows (nor does DynamoDB's): it
+        // rests on the queue keeping a message it accepted, as SQS does. Its seeds lose none
+        // silently; an enqueue that fails says so.
+        let faults = FaultPlan {
+            queue_lost: if config.lean_one_shots {
+                0.0
+            } else {
+                config.faults.queue_lost
+            },
+            ..config.faults
+        };
+        let chaos = Chaos::new(rng.fork(), faults, clock.clone());
         let mem = Arc::new(match config.lean_one_shots {
             true => MemStore::lean(),
             false => MemStore::new(),
