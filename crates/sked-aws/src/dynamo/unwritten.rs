@@ -75,11 +75,24 @@ pub const ABSENT_RV: u64 = 0;
 /// by the run item's existence (a read), or, where no item holds the run yet, up to this late.
 const WATERMARK_READ_EVERY_MS: i64 = 30_000;
 
-/// A job whose plain firing this process left unwritten: the job as read then, and the
-/// minute of the due bucket holding it.
+/// Most jobs each of [`UnwrittenFirings`]'s maps remembers; a map is emptied when it reaches
+/// this (a forgotten job is read again by the next sweep: a run not yet claimed is sent
+/// again, a second message of the same run, and one claimed is found fired).
+const MAX_REMEMBERED: usize = 100_000;
+
+/// What tells a job's item unchanged since a firing left it unwritten: any write of the job
+/// moves one of them (a change its version, a written firing its state or due time).
+type JobMark = (u64, Option<Timestamp>, JobState);
+
+fn mark_of(job: &Job) -> JobMark {
+    (job.version, job.next_fire_at, job.state)
+}
+
+/// A job whose plain firing this process left unwritten: the job as read then (its mark),
+/// and the minute of the due bucket holding it.
 #[derive(Debug, Clone)]
 struct LeftUnwritten {
-    job: Job,
+    mark: JobMark,
     minute: i64,
 }
 
@@ -131,19 +144,25 @@ impl UnwrittenFirings {
 
     /// Whether `job` (as stored) is one this process knows sent, unchanged since.
     pub(super) fn known_sent(&self, job: &Job) -> bool {
-        lock(&self.sent).get(&job_key(job)).is_some_and(|left| &left.job == job)
+        lock(&self.sent)
+            .get(&job_key(job))
+            .is_some_and(|left| left.mark == mark_of(job))
     }
 
     /// Remembers `job` (in its due bucket `minute`) as fired unwritten, or as sent.
     fn remember(&self, job: &Job, minute: i64, sent: bool) {
         let left = LeftUnwritten {
-            job: job.clone(),
+            mark: mark_of(job),
             minute,
         };
-        match sent {
-            true => lock(&self.sent).insert(job_key(job), left),
-            false => lock(&self.fired).insert(job_key(job), left),
+        let mut map = match sent {
+            true => lock(&self.sent),
+            false => lock(&self.fired),
         };
+        if map.len() >= MAX_REMEMBERED {
+            map.clear();
+        }
+        map.insert(job_key(job), left);
     }
 
     /// Marks sent the firings of `firings` this process left unwritten.
@@ -153,6 +172,9 @@ impl UnwrittenFirings {
         for f in firings {
             let k = (f.tenant.clone(), f.job_id.clone());
             if let Some(left) = fired.remove(&k) {
+                if sent.len() >= MAX_REMEMBERED {
+                    sent.clear();
+                }
                 sent.insert(k, left);
             }
         }
