@@ -212,3 +212,27 @@ async fn a_claimed_run_is_found_by_its_key_even_after_its_job_moved() {
     s.api.create_jobs(std::slice::from_ref(&down), None).await.unwrap();
     assert!(!s.item(&run).await.contains_key("lone"), "the mark taken off");
 }
+
+/// Due reads pass the jobs sent unwritten without counting them against the sweep's batch:
+/// a bucket with more one-shots than a batch is fired whole, one batch after another (a
+/// read that stopped at the first `limit` items would find only sent ones, and starve the
+/// rest of the bucket).
+#[tokio::test]
+async fn sweeps_of_one_job_each_fire_a_bucket_of_one_shots_whole() {
+    let s = setup().await;
+    let jobs: Vec<Job> = (0..6).map(|i| one_shot("t1", &format!("j{i}"), 60)).collect();
+    s.store.create_jobs(&jobs, None).await.unwrap();
+    let horizon = at(600);
+    let mut fired = std::collections::BTreeSet::new();
+    for _ in 0..jobs.len() * 2 {
+        let due = s.store.due_jobs(horizon, 1).await.unwrap();
+        let [job] = due.as_slice() else {
+            break;
+        };
+        let firing = planned_firing(job, 10);
+        s.store.fire_one(&firing).await.unwrap();
+        s.store.firings_sent(std::slice::from_ref(&firing)).await.unwrap();
+        assert!(fired.insert(job.id.clone()), "{} fired twice", job.id);
+    }
+    assert_eq!(fired.len(), jobs.len(), "fired: {fired:?}");
+}

@@ -38,10 +38,6 @@ const DEFAULT_LOOKBACK_MINUTES: i64 = 24 * 60;
 /// Firings written at once by one `fire` call (a sweep's batch): at ~20 ms a transaction, one
 /// at a time fired ~50 jobs a second.
 pub const PARALLEL_FIRINGS: usize = 16;
-/// Due items read of a bucket the watermark may pass, or for the next due time, where
-/// firings are left unwritten: enough to see past the jobs this process sent
-/// (`super::unwritten`). One otherwise.
-const PASSED_READ: usize = 100;
 /// `next_due_at` looks this many minutes past now; beyond it, it answers `None` (callers
 /// sleep their maximum and look again).
 pub const NEXT_DUE_WINDOW_MINUTES: i64 = 15;
@@ -98,11 +94,17 @@ impl DynamoStore {
         let mut items = Vec::new();
         let mut jobs = Vec::new();
         for minute in from..=to {
+            // A job whose unwritten firing this process sent is fired (`super::unwritten`):
+            // each shard's read takes those of the minute on top of `limit`, so that a shard
+            // whose page is short was read whole and one whose page is full holds `limit`
+            // jobs not sent.
             let page = self
-                .query_many(self.due_queries(minute..=minute, &below, true), limit)
+                .query_many(
+                    self.due_queries(minute..=minute, &below, true),
+                    limit.saturating_add(self.sent_in(minute)),
+                )
                 .await?;
             self.lone_jobs.note(&page);
-            // A job whose unwritten firing this process sent is fired (`super::unwritten`).
             let page: Vec<Item> = page.into_iter().filter(|item| !self.due_item_sent(item)).collect();
             jobs.extend(
                 Self::due_in(&page)?
@@ -128,11 +130,12 @@ impl DynamoStore {
         // holds nothing at all.
         let read_whole = epoch_minute(ms(horizon) + 1 - DUE_FILED_AHEAD_MS);
         for minute in from.max(read_whole)..target {
+            let want = 1 + self.sent_in(minute);
             let found = self
-                .query_many(self.due_queries(minute..=minute, "~", true), self.passed_read())
+                .query_many(self.due_queries(minute..=minute, "~", true), want)
                 .await?;
-            // Empty but for jobs sent unwritten; a full read of them is taken as busy.
-            if found.len() >= self.passed_read() || found.iter().any(|item| !self.due_item_sent(item)) {
+            // Empty but for jobs sent unwritten (read whole: `want` passes them all).
+            if found.iter().any(|item| !self.due_item_sent(item)) {
                 target = minute;
                 break;
             }
@@ -150,9 +153,13 @@ impl DynamoStore {
         let (_, from) = self.watermark().await?;
         let below = "~".to_string(); // above every padded time
         // Past and current minutes may hold overdue jobs filed late: read them all.
-        let items = self
-            .query_many(self.due_queries(from..=now_min, &below, true), self.passed_read())
-            .await?;
+        let mut items = Vec::new();
+        for m in from..=now_min {
+            items.extend(
+                self.query_many(self.due_queries(m..=m, &below, true), 1 + self.sent_in(m))
+                    .await?,
+            );
+        }
         if let Some(first) = self.due_order_unsent(items)?.first() {
             return Ok(first.next_fire_at);
         }
@@ -160,7 +167,7 @@ impl DynamoStore {
         // minute has the answer.
         for m in now_min + 1..=now_min + NEXT_DUE_WINDOW_MINUTES {
             let items = self
-                .query_many(self.due_queries(m..=m, &below, true), self.passed_read())
+                .query_many(self.due_queries(m..=m, &below, true), 1 + self.sent_in(m))
                 .await?;
             if let Some(first) = self.due_order_unsent(items)?.first() {
                 return Ok(first.next_fire_at);
@@ -204,14 +211,6 @@ impl DynamoStore {
             .into_iter()
             .map(|answer| answer.unwrap_or_else(|| Err(StoreError::Other("a firing went unanswered".into()))))
             .collect())
-    }
-
-    /// Due items a read that looks for a busy bucket takes ([`PASSED_READ`]).
-    fn passed_read(&self) -> usize {
-        match self.unwritten {
-            Some(_) => PASSED_READ,
-            None => 1,
-        }
     }
 
     /// The due watermark: the stored minute (if any) and the minute scans start from.

@@ -142,6 +142,11 @@ impl UnwrittenFirings {
         Some(self.watermark.load(Ordering::Relaxed)).filter(|&m| m != i64::MIN)
     }
 
+    /// How many jobs of the due bucket `minute` this process knows sent.
+    fn sent_in(&self, minute: i64) -> usize {
+        lock(&self.sent).values().filter(|left| left.minute == minute).count()
+    }
+
     /// Whether `job` (as stored) is one this process knows sent, unchanged since.
     pub(super) fn known_sent(&self, job: &Job) -> bool {
         lock(&self.sent)
@@ -302,6 +307,12 @@ impl DynamoStore {
         if let Some(unwritten) = self.unwritten() {
             unwritten.note_watermark(minute);
         }
+    }
+
+    /// How many jobs of the due bucket `minute` this process knows sent (a due read of the
+    /// minute passes them).
+    pub(super) fn sent_in(&self, minute: i64) -> usize {
+        self.unwritten().map_or(0, |u| u.sent_in(minute))
     }
 
     /// Whether the due item `item` is a job this process knows sent (left out of due reads;
