@@ -12,7 +12,9 @@ use sked_aws::dynamo::codec::{key, ms};
 use sked_aws::dynamo::keys::{ACTIVE_SK, job_pk, run_sk};
 use sked_core::ids::WorkerId;
 use sked_core::job::{Job, JobState};
-use sked_core::ports::store::{ClaimBatch, ClaimOutcome, JobClaim, JobStore, JobStoreExt, StoreError};
+use sked_core::ports::store::{
+    ClaimBatch, ClaimOutcome, JobClaim, JobFilter, JobStore, JobStoreExt, PageRequest, StoreError,
+};
 use sked_core::ports::{FiredRunListing, SystemClock};
 use sked_core::run::{Run, RunState};
 use sked_testkit::contract::fixtures::{at, one_shot, planned_firing};
@@ -235,4 +237,34 @@ async fn sweeps_of_one_job_each_fire_a_bucket_of_one_shots_whole() {
         assert!(fired.insert(job.id.clone()), "{} fired twice", job.id);
     }
     assert_eq!(fired.len(), jobs.len(), "fired: {fired:?}");
+}
+
+/// A listing of COMPLETED jobs reads the ACTIVE ones too (a fired one-shot left unwritten is
+/// stored ACTIVE) and keeps those shown COMPLETED: a page its filter emptied still goes on.
+#[tokio::test]
+async fn completed_jobs_are_listed_past_pages_of_jobs_not_fired() {
+    let s = setup().await;
+    let not_fired: Vec<Job> = ["a", "b"].iter().map(|id| one_shot("t1", id, 60)).collect();
+    s.store.create_jobs(&not_fired, None).await.unwrap();
+    let c = one_shot("t1", "c", 60);
+    s.store.create_jobs(std::slice::from_ref(&c), None).await.unwrap();
+    let firing = planned_firing(&c, 10);
+    s.store.fire_one(&firing).await.unwrap();
+    s.store.firings_sent(std::slice::from_ref(&firing)).await.unwrap();
+    let completed = JobFilter {
+        state: Some(JobState::Completed),
+        ..JobFilter::default()
+    };
+    let mut listed = Vec::new();
+    let mut cursor = None;
+    for _ in 0..10 {
+        let page = PageRequest { cursor, limit: 1 };
+        let got = s.store.list_jobs(&c.tenant, &completed, &page).await.unwrap();
+        listed.extend(got.items.into_iter().map(|j| j.id));
+        cursor = got.next_cursor;
+        if cursor.is_none() {
+            break;
+        }
+    }
+    assert_eq!(listed, vec![c.id]);
 }

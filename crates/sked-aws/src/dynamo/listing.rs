@@ -161,8 +161,16 @@ impl DynamoStore {
         });
         let more = copies.len() > page.limit;
         jobs.truncate(page.limit);
+        // A page its filter emptied (copies of jobs that no longer match: an ACTIVE one-shot
+        // read for COMPLETED that was not fired) goes on from its last copy.
         let next_cursor = if more {
-            jobs.last().map(|j| encode_cursor(j.id.as_str()))
+            jobs.last()
+                .map(|j| j.id.as_str().to_string())
+                .or_else(|| {
+                    let last = copies.get(page.limit.saturating_sub(1))?;
+                    Reader::new(last).s(GSI2_SK).ok()
+                })
+                .map(|id| encode_cursor(&id))
         } else {
             None
         };
