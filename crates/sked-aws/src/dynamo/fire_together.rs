@@ -29,14 +29,15 @@ fn writes_of(firing: &Firing) -> usize {
     1 + firing.skipped.len() + firing.runs.len()
 }
 
-/// The firings (by index) to write together, in groups of one tenant whose writes fit one
-/// transaction with the tenant's counter: those that cancel nothing, in their order; groups
-/// of one are left out (a firing alone is written as before).
-pub(super) fn groups(firings: &[Firing]) -> Vec<Vec<usize>> {
+/// The firings (by index, among `among`) to write together, in groups of one tenant whose
+/// writes fit one transaction with the tenant's counter: those that cancel nothing, in their
+/// order; groups of one are left out (a firing alone is written as before).
+pub(super) fn groups(firings: &[Firing], among: &[usize]) -> Vec<Vec<usize>> {
     let room = MAX_TRANSACTION - 1; // the counter's write
     let mut by_tenant: BTreeMap<&TenantId, Vec<Vec<usize>>> = BTreeMap::new();
     let mut filled: BTreeMap<&TenantId, usize> = BTreeMap::new();
-    for (i, firing) in firings.iter().enumerate() {
+    for &i in among {
+        let firing = &firings[i];
         let writes = writes_of(firing);
         if !firing.cancel.is_empty() || writes > room {
             continue;
@@ -63,11 +64,11 @@ pub(super) fn groups(firings: &[Firing]) -> Vec<Vec<usize>> {
 type Written = Vec<(usize, Vec<Run>)>;
 
 impl DynamoStore {
-    /// Writes the [`groups`] of `firings`, each in one transaction, [`super::firing::PARALLEL_FIRINGS`]
+    /// Writes the [`groups`] of `firings` (among `among`), each in one transaction, [`super::firing::PARALLEL_FIRINGS`]
     /// at a time. Answers the firings written; the others (left out, or in a group refused)
     /// are the caller's to write alone.
-    pub(super) async fn fire_together(&self, firings: &[Firing]) -> Written {
-        stream::iter(groups(firings))
+    pub(super) async fn fire_together(&self, firings: &[Firing], among: &[usize]) -> Written {
+        stream::iter(groups(firings, among))
             .map(|group| async move { self.fire_group(firings, &group).await.unwrap_or_default() })
             .buffer_unordered(super::firing::PARALLEL_FIRINGS)
             .collect::<Vec<Written>>()
@@ -137,6 +138,11 @@ mod tests {
     use sked_core::job::JobState;
     use sked_core::run::Trigger;
 
+    /// Every index of `firings`.
+    fn every(firings: &[Firing]) -> Vec<usize> {
+        (0..firings.len()).collect()
+    }
+
     fn firing(tenant: &str, job: &str, runs: usize, cancel: usize) -> Firing {
         let alone = super::super::firing::tests::firing(tenant, job, JobState::Completed);
         let run = Run::new_pending(
@@ -166,11 +172,11 @@ mod tests {
             firing("b", "5", 98, 0), // 99 writes: a group of its own, so alone
             firing("a", "6", 0, 0),
         ];
-        assert_eq!(groups(&firings), vec![vec![0, 3, 5]]);
+        assert_eq!(groups(&firings, &every(&firings)), vec![vec![0, 3, 5]]);
         // 49 one-run firings fill a transaction with the counter (98 + 1 writes); the 50th
         // starts the next group.
         let many: Vec<Firing> = (0..51).map(|i| firing("a", &i.to_string(), 1, 0)).collect();
-        let grouped = groups(&many);
+        let grouped = groups(&many, &every(&many));
         assert_eq!(grouped.iter().map(Vec::len).collect::<Vec<_>>(), vec![49, 2]);
         assert_eq!(grouped.concat(), (0..51).collect::<Vec<_>>());
     }

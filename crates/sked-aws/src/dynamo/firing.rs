@@ -153,13 +153,11 @@ impl DynamoStore {
         let (_, from) = self.watermark().await?;
         let below = "~".to_string(); // above every padded time
         // Past and current minutes may hold overdue jobs filed late: read them all.
-        let mut items = Vec::new();
-        for m in from..=now_min {
-            items.extend(
-                self.query_many(self.due_queries(m..=m, &below, true), 1 + self.sent_in(m))
-                    .await?,
-            );
-        }
+        // Each shard's read passes the jobs this process sent in any of those minutes.
+        let sent = (from..=now_min).map(|m| self.sent_in(m)).max().unwrap_or(0);
+        let items = self
+            .query_many(self.due_queries(from..=now_min, &below, true), 1 + sent)
+            .await?;
         if let Some(first) = self.due_order_unsent(items)?.first() {
             return Ok(first.next_fire_at);
         }
@@ -188,9 +186,8 @@ impl DynamoStore {
             out[i] = Some(answer);
         }
         let rest: Vec<usize> = (0..firings.len()).filter(|&i| out[i].is_none()).collect();
-        let together: Vec<Firing> = rest.iter().map(|&i| firings[i].clone()).collect();
-        for (j, runs) in self.fire_together(&together).await {
-            out[rest[j]] = Some(Ok(runs));
+        for (i, runs) in self.fire_together(firings, &rest).await {
+            out[i] = Some(Ok(runs));
         }
         let alone: Vec<usize> = (0..firings.len()).filter(|&i| out[i].is_none()).collect();
         let answered: Vec<Vec<(usize, Fired)>> = stream::iter(lanes(firings, alone))

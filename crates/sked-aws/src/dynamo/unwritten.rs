@@ -147,6 +147,11 @@ impl UnwrittenFirings {
         lock(&self.sent).values().filter(|left| left.minute == minute).count()
     }
 
+    /// Whether the watermark, as last seen, has passed the due bucket of the job item `item`.
+    fn passed(&self, item: &Item) -> bool {
+        due_minute_of(item).zip(self.watermark()).is_some_and(|(m, w)| m < w)
+    }
+
     /// Whether `job` (as stored) is one this process knows sent, unchanged since.
     pub(super) fn known_sent(&self, job: &Job) -> bool {
         lock(&self.sent)
@@ -269,8 +274,7 @@ impl DynamoStore {
             let run_exists = run_key(&f.tenant, &f.runs[0].run_id)
                 .and_then(|k| key_of(&k))
                 .is_some_and(|k| runs.contains(&k));
-            let passed = minute.zip(unwritten.watermark()).is_some_and(|(m, w)| m < w);
-            if run_exists || passed || unwritten.known_sent(&job) {
+            if run_exists || unwritten.passed(item) || unwritten.known_sent(&job) {
                 // Fired already: sent, as far as the watermark goes.
                 if let Some(minute) = minute {
                     unwritten.remember(&job, minute, true);
@@ -337,14 +341,9 @@ impl DynamoStore {
             return Ok(jobs);
         }
         self.fresh_watermark().await?;
-        let passed = |i: usize| {
-            due_minute_of(&items[i])
-                .zip(unwritten.watermark())
-                .is_some_and(|(m, w)| m < w)
-        };
         let (mut sent, unknown): (Vec<usize>, Vec<usize>) = candidates
             .into_iter()
-            .partition(|&i| passed(i) || unwritten.known_sent(&jobs[i]));
+            .partition(|&i| unwritten.passed(&items[i]) || unwritten.known_sent(&jobs[i]));
         // The others are sent if their occurrence's run item exists.
         let keys: Vec<Item> = unknown.iter().filter_map(|&i| occurrence_key(&jobs[i])).collect();
         if !keys.is_empty() {
@@ -376,9 +375,7 @@ impl DynamoStore {
             return Ok(true);
         }
         self.fresh_watermark().await?;
-        Ok(due_minute_of(item)
-            .zip(unwritten.watermark())
-            .is_some_and(|(m, w)| m < w))
+        Ok(unwritten.passed(item))
     }
 
     /// Reads the due watermark if this process last saw it over [`WATERMARK_READ_EVERY_MS`]
