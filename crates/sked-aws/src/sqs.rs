@@ -9,9 +9,11 @@
 //!   before, a message became visible up to a second late — by the fraction of a second its
 //!   send happened at — and was received up to another second after that: runs of one job
 //!   sent by different firings started out of step.) SQS allows at most 900 s, so a run due
-//!   later than 15 minutes from now is **not enqueued**: the sweeper's look-ahead is at most
-//!   15 minutes, and the reaper's repair pass (`stale_pending`) enqueues a PENDING run once it
-//!   is ready.
+//!   later than 15 minutes from now is sent with that delay, its time kept in the body: the
+//!   worker that receives it early hands it to a new message, which hops on until the run's
+//!   time ([`LONGEST_DEFER`](sked_core::ports::queue::LONGEST_DEFER)). (Until 2026-12-05 such a
+//!   run was not enqueued, and the reaper's repair pass enqueued it once ready; a run fired
+//!   unwritten is in no index that pass reads.)
 //! - **Send**: `SendMessageBatch` of 10, up to [`PARALLEL_SENDS`] batches in flight at once.
 //!   Every batch is sent even when one fails; the first failure is the answer (the runs whose
 //!   message was not sent stay PENDING, and the repair pass sends them).
@@ -386,11 +388,7 @@ impl DispatchQueue for SqsQueue {
         for lane in [Lane::High, Lane::Normal, Lane::Low] {
             let mut entries = Vec::new();
             for d in items.iter().filter(|d| Lane::for_priority(d.priority) == lane) {
-                let delay = delay_secs((d.not_before - now).num_milliseconds());
-                if delay > MAX_DELAY_SECS {
-                    tracing::debug!(run_id = %d.run_id, delay, "not enqueued yet: beyond SQS's 15-minute delay");
-                    continue;
-                }
+                let delay = delay_secs((d.not_before - now).num_milliseconds()).min(MAX_DELAY_SECS);
                 let body = serde_json::to_string(&Body {
                     tenant: d.tenant.0.clone(),
                     run_id: d.run_id.0.clone(),

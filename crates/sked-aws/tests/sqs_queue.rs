@@ -122,12 +122,16 @@ async fn delay_is_honoured_and_long_poll_waits_for_it() {
     );
 }
 
+/// SQS delays a message at most 15 minutes: a run due later is sent that far (its worker hands
+/// it on to a new message until its time), never dropped — a run fired unwritten has no other
+/// record the reaper reads.
 #[tokio::test]
-async fn runs_due_beyond_fifteen_minutes_are_not_enqueued_yet() {
+async fn runs_due_beyond_fifteen_minutes_are_sent_at_the_longest_delay() {
     let (clients, config, queue) = setup(5).await;
     queue.enqueue(&[dispatch("far", 5, 16 * 60 * 1000)]).await.unwrap();
     queue.enqueue(&[dispatch("near", 5, 14 * 60 * 1000)]).await.unwrap();
-    assert_eq!(depth(&clients, &config.queues.normal).await, 1);
+    assert_eq!(depth(&clients, &config.queues.normal).await, 2);
+    assert!(queue.receive(2, VIS, NO_WAIT).await.unwrap().is_empty(), "both delayed");
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@
 use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
-use sked_core::ports::{ClaimOutcome, JobStore, JobStoreExt};
+use sked_core::ports::{AttemptResult, ClaimOutcome, Completion, JobStore, JobStoreExt, RunTransition};
 use sked_core::run::{AttemptOutcome, Run, RunState};
 use sked_core::service::dead_letter::{DLQ_WORKER, DeadLetterOutcome, dead_letter, dead_letter_reason};
 use sked_core::service::jobs::NewJob;
@@ -71,6 +71,25 @@ impl Harness {
         }
     }
 
+    /// Receives and acks the run's message (the queue's only one): as if it were dead-lettered.
+    async fn take_its_message(&self, run_id: &RunId) {
+        let got = self.ports.queue.receive(10, Dur::secs(30), Dur::ZERO).await.unwrap();
+        assert_eq!(got.len(), 1);
+        assert_eq!(&got[0].dispatch.run_id, run_id);
+        self.ports.queue.ack(&got[0].receipt).await.unwrap();
+    }
+
+    /// The queue holds one message of the run, received at `due` and not before.
+    async fn assert_message_due(&self, run_id: &RunId, due: timestamp::Timestamp) {
+        let receive = || self.ports.queue.receive(10, Dur::secs(30), Dur::ZERO);
+        assert!(receive().await.unwrap().is_empty(), "nothing before its time");
+        self.clock.set(due);
+        let got = receive().await.unwrap();
+        assert_eq!(got.len(), 1, "a new message");
+        assert_eq!(&got[0].dispatch.run_id, run_id);
+        assert_eq!(got[0].dispatch.not_before, due);
+    }
+
     async fn run(&self, run_id: &RunId) -> Run {
         self.store.get_run(&self.tenant, run_id).await.unwrap().unwrap()
     }
@@ -121,12 +140,47 @@ async fn given_a_run_with_no_attempt_left_when_dead_lettered_then_it_ends_by_the
 }
 
 #[tokio::test]
-async fn given_a_run_under_a_live_lease_when_dead_lettered_then_it_is_left_to_its_worker() {
+async fn given_a_run_under_a_live_lease_when_dead_lettered_then_it_is_left_to_its_worker_with_a_message_for_the_lease_end()
+ {
     let (h, run_id) = Harness::with_pending_run(3).await;
+    h.take_its_message(&run_id).await;
     h.claim(&run_id, "w1", Dur::secs(15)).await;
     let outcome = h.dead_letter(&run_id).await;
-    assert!(matches!(outcome, DeadLetterOutcome::StillRunning(_)), "{outcome:?}");
+    let DeadLetterOutcome::StillRunning(until) = outcome else {
+        panic!("not left running: {outcome:?}");
+    };
     assert_eq!(h.run(&run_id).await.state, RunState::Running);
+    h.assert_message_due(&run_id, until).await;
+}
+
+#[tokio::test]
+async fn given_a_run_waiting_out_a_backoff_when_dead_lettered_then_it_is_left_with_a_message_for_its_time() {
+    let (h, run_id) = Harness::with_pending_run(3).await;
+    h.take_its_message(&run_id).await;
+    let token = h.claim(&run_id, "w1", Dur::secs(15)).await;
+    let now = h.clock.now();
+    let retry_at = now + chrono::Duration::seconds(60);
+    let failed = AttemptResult {
+        finished_at: now,
+        outcome: AttemptOutcome::Failed,
+        exit_code: Some(1),
+        http_status: None,
+        error: None,
+        log_bytes: 0,
+        log_truncated: false,
+    };
+    let completion = Completion {
+        tenant: h.tenant.clone(),
+        run_id: run_id.clone(),
+        token,
+        result: failed,
+        next: RunTransition::Retry { not_before: retry_at },
+        only_if_expired_by: None,
+    };
+    h.store.complete(&completion).await.unwrap();
+    assert_eq!(h.dead_letter(&run_id).await, DeadLetterOutcome::Waiting(retry_at));
+    assert_eq!(h.run(&run_id).await.state, RunState::Pending);
+    h.assert_message_due(&run_id, retry_at).await;
 }
 
 #[tokio::test]

@@ -8,9 +8,10 @@ use serde_json::json;
 use sked_core::duration::Dur;
 use sked_core::ids::{JobId, TenantId, WorkerId};
 use sked_core::job::JobState;
-use sked_core::ports::JobStoreExt;
-use sked_core::run::{Run, RunState};
+use sked_core::ports::{JobStore, JobStoreExt};
+use sked_core::run::{AttemptOutcome, Run, RunState};
 use sked_core::service::jobs::NewJob;
+use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
@@ -78,6 +79,19 @@ impl Harness {
         let worker = Worker::new(self.ports.clone(), self.executor.clone(), config);
         tokio::spawn(worker.run(self.shutdown.clone()));
         self.clock.advance(Dur::secs(61));
+    }
+
+    /// A worker as on AWS, driven by the test ([`Worker::take_work`]).
+    fn worker(&self, id: &str) -> Worker {
+        let mut config = WorkerConfig::new(WorkerId::from(id));
+        config.fired_ahead = true;
+        Worker::new(self.ports.clone(), self.executor.clone(), config)
+    }
+
+    /// Messages in the queue, delayed, visible or leased.
+    async fn queued(&self) -> u64 {
+        let depth = self.ports.queue.depth().await.unwrap().unwrap();
+        depth.iter().map(|d| d.messages).sum()
     }
 
     async fn job_state(&self) -> JobState {
@@ -155,4 +169,58 @@ async fn a_one_shot_deleted_in_the_send_window_runs_nothing() {
     assert!(drained.is_some(), "the message is dealt with");
     assert_eq!(h.executor.calls(), 0);
     assert!(h.store.all_runs().is_empty(), "no run was ever written");
+}
+
+/// A run fired unwritten is in no index the reaper reads, as on DynamoDB: a worker that dies
+/// mid-attempt leaves it to its message, which shows again when the lease ends, and the next
+/// claim closes the lost attempt and starts another.
+#[tokio::test]
+async fn a_dead_workers_run_is_taken_over_through_its_message_not_by_the_reaper() {
+    let h = Harness::with_one_shot(&["ok"]).await;
+    assert_eq!(h.sweep().await, 1);
+    h.clock.advance(Dur::secs(61));
+    let claimed = h.worker("w1").take_work(1, Dur::ZERO).await.unwrap();
+    assert_eq!(claimed.len(), 1, "w1 starts it, then dies: no heartbeat, no end");
+    h.clock.advance(Dur::secs(60));
+    let reaper = Reaper::new(h.ports.clone(), ReaperConfig::default());
+    let report = reaper.reap_once().await.unwrap();
+    assert_eq!((report.abandoned, report.requeued), (0, 0), "the reaper never sees it");
+    let taken = h.worker("w2").take_work(1, Dur::ZERO).await.unwrap();
+    assert_eq!(taken.len(), 1, "its message showed again and w2 took the run over");
+    let outcomes: Vec<_> = taken[0].run().attempts.iter().map(|a| a.outcome).collect();
+    assert_eq!(outcomes, vec![Some(AttemptOutcome::WorkerLost), None]);
+}
+
+/// A delete that leaves running runs to their workers: a message of such a run that shows
+/// while its lease holds is handed on for the lease's end, not acked — it is all that finds
+/// the run should that worker die — and then its claim ends the run.
+#[tokio::test]
+async fn a_running_run_of_a_deleted_job_keeps_a_message_until_it_ends() {
+    let h = Harness::with_one_shot(&["ok"]).await;
+    assert_eq!(h.sweep().await, 1);
+    h.clock.advance(Dur::secs(61));
+    let claimed = h.worker("w1").take_work(1, Dur::ZERO).await.unwrap();
+    let (run_id, token) = (
+        claimed[0].run().run_id.clone(),
+        claimed[0].run().lease.as_ref().unwrap().token,
+    );
+    h.sked.delete_job(&h.tenant, &h.id, false, false).await.unwrap();
+    // w1 renews its lease, but its message's hiding is not extended: it shows again.
+    h.clock.advance(Dur::secs(10));
+    let now = h.clock.now();
+    let lease_end = now + chrono::Duration::seconds(15);
+    h.store
+        .heartbeat(&h.tenant, &run_id, token, now, lease_end)
+        .await
+        .unwrap();
+    h.clock.advance(Dur::secs(8));
+    assert!(h.worker("w2").take_work(1, Dur::ZERO).await.unwrap().is_empty());
+    assert_eq!(h.queued().await, 1, "handed on, not acked");
+    // w1 dies. At the lease's end the message shows, and its claim ends the run.
+    h.clock.set(lease_end + chrono::Duration::seconds(1));
+    assert!(h.worker("w2").take_work(1, Dur::ZERO).await.unwrap().is_empty());
+    let run = h.store.get_run(&h.tenant, &run_id).await.unwrap().unwrap();
+    assert_eq!(run.state, RunState::Cancelled);
+    assert_eq!(run.attempts[0].outcome, Some(AttemptOutcome::WorkerLost));
+    assert_eq!(h.queued().await, 0);
 }

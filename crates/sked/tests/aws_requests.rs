@@ -79,10 +79,12 @@ const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 
 /// Index writes per one-shot run created ahead whose firing is left unwritten
 /// (`AwsConfig::unwritten_one_shots`): create 2 (`sched`, `list`), fire 0 (the job is not
-/// written: its entries stay), claim 2 (the run's first put: `live`, `list`; none in
-/// `active`, the run is read by its key: `sked_aws::dynamo::codec::KEYED`), complete 2 (as
-/// above).
-const INDEX_WRU_PER_ONE_SHOT_LEFT_UNWRITTEN: f64 = 6.0;
+/// written: its entries stay), claim 1 (the run's first put: its `list` entry; none in
+/// `active`, the run is read by its key, and none in `live`, its message carries it:
+/// `sked_aws::dynamo::codec::KEYED`), complete 1 (its state projected in `list`). (6 until
+/// 2026-12-05 evening, when such a run's `live` entry went: its claim's put, its end's
+/// delete.)
+const INDEX_WRU_PER_ONE_SHOT_LEFT_UNWRITTEN: f64 = 4.0;
 
 /// Index writes per one-shot run created due at once, its job written with its first firing
 /// (`sked_aws::dynamo::create_fired`): the job's `list` entry (put COMPLETED; it never enters

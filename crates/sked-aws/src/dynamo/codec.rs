@@ -279,6 +279,13 @@ pub struct StoredRun {
 /// first put by its claim or another write of it. Its job's readers of active runs read it
 /// by the key of its job's one-shot time, or of a time a change of the job settled
 /// (`runs::active_stored_runs`), so the entry and its write unit are spared.
+///
+/// Nor has such a run a `live` entry (two write units: its claim's put, its end's delete):
+/// the reaper and the repair pass never see it. Its queue message is what finds it — every
+/// step that lets a message go while the run goes on sends it a new one first (a retry, a
+/// wait behind a lease, a deferral; the dead-letter handler too), a worker's death shows the
+/// message again when its lease ends and the next claim takes the run over, and a wait beyond
+/// SQS's longest delay hops from message to message (`sked_core::ports::queue::LONGEST_DEFER`).
 pub const KEYED: &str = "keyed";
 
 /// The attribute (`true`, or absent) of a run fired alone by the firing that ended its job —
@@ -400,6 +407,8 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
         item.insert(ACTIVE_SK.into(), s(run_sk(ms(run.scheduled_for))));
     }
     match (run.state, &run.lease) {
+        // A run fired unwritten is carried by its queue message alone: no `live` entry.
+        (RunState::Pending | RunState::Running, _) if stored.keyed => {}
         (RunState::Pending, _) => {
             item.insert(GSI3_PK.into(), s(running_pk(shard)));
             item.insert(GSI3_SK.into(), s(live_sk(ms(run.not_before), None)));
@@ -603,6 +612,37 @@ mod tests {
             item[TTL].as_n().unwrap(),
             &(at("2026-03-01T00:02:00Z").timestamp()).to_string()
         );
+    }
+
+    /// A run fired unwritten ([`KEYED`]) is in neither the `live` nor the `active` index,
+    /// PENDING or RUNNING: its claim and its end write neither.
+    #[test]
+    fn a_keyed_run_is_in_no_index_of_active_runs() {
+        let t = at("2026-03-01T00:00:00Z");
+        let mut run = Run::new_pending("t".into(), "j".into(), t, Trigger::Schedule, 5, t, 2, t);
+        let keyed = |run: &Run| StoredRun {
+            keyed: true,
+            ..StoredRun::new(run.clone())
+        };
+        let written = run_item(&StoredRun::new(run.clone()), &LAYOUT).unwrap();
+        assert!(
+            written.contains_key(GSI3_PK) && written.contains_key(ACTIVE_SK),
+            "a written run is in both"
+        );
+        let pending = run_item(&keyed(&run), &LAYOUT).unwrap();
+        run.state = RunState::Running;
+        run.lease = Some(Lease {
+            owner: "w".into(),
+            token: 1,
+            expires_at: at("2026-03-01T00:07:30Z"),
+        });
+        let running = run_item(&keyed(&run), &LAYOUT).unwrap();
+        for item in [&pending, &running] {
+            assert!(!item.contains_key(GSI3_PK) && !item.contains_key(GSI3_SK));
+            assert!(!item.contains_key(ACTIVE_SK));
+            assert!(item.contains_key(GSI2_PK), "listed across jobs once written");
+        }
+        assert_eq!(run_from_item(&running).unwrap(), keyed(&run));
     }
 
     /// The `list` index projects `state`: a run carries it only once ended, so the claim (PENDING

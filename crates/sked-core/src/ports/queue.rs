@@ -29,6 +29,15 @@ pub fn dispatch_rank(priority: u8, ready_at: Timestamp) -> i64 {
 /// still running when the next one is claimed, which `forbid` then skipped).
 pub const EARLY_DELIVERY: Dur = Dur::secs(2);
 
+/// The longest a worker keeps a message it received before its run's time hidden
+/// ([`DispatchQueue::extend`]) to wait for that time; a longer wait goes to a new message
+/// instead. A message kept hidden counts a receive each time it shows again and keeps its
+/// age, and SQS bounds both (its redrive's receive limit, a 4-day retention, 12 hours of
+/// visibility); SQS also delays a message at most 15 minutes, so a run due later is sent that
+/// far and hops from message to message until its time. A run fired unwritten on DynamoDB is
+/// carried by its message alone, so no wait may outlive the message.
+pub const LONGEST_DEFER: Dur = Dur::secs(900);
+
 /// A run to hand to a worker once `not_before` has passed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Dispatch {

@@ -13,16 +13,21 @@
 //!   whose error says why (`dead-lettered after N receives`); `attempts ≤ max_attempts` holds
 //!   because claim never starts an attempt past the limit.
 //!
-//! A run that is not abandoned is left alone, and the message counts as handled: one RUNNING
-//! under a live lease (a duplicate message was dead-lettered while its worker is fine), and a
-//! PENDING one waiting out a backoff (its retry is dispatched by its own message, or by the
-//! reaper's repair pass) or for a slot of its tenant's concurrency cap (the repair pass
-//! dispatches it again). A message for a run that no longer exists is dropped.
+//! A run that is not abandoned is left alone, and handed a new message for when it is worth
+//! looking at again: one RUNNING under a live lease (a duplicate message was dead-lettered
+//! while its worker is fine, or its own message while it runs) for when that lease ends, a
+//! PENDING one waiting out a backoff for its time, one waiting for a slot of its tenant's
+//! concurrency cap (or of its key) at once. Where the reaper's repair pass reads every run,
+//! that message is one more copy; a run fired unwritten on DynamoDB is in no index the reaper
+//! reads, and its message is all that finds it should its worker die. A message for a run
+//! that no longer exists is dropped.
 
 use super::Ports;
 use crate::error::CoreError;
 use crate::ids::{RunId, TenantId, WorkerId};
-use crate::ports::{AttemptResult, ClaimOutcome, Completion, Event, JobStoreExt, Outcome, RunTransition, StoreError};
+use crate::ports::{
+    AttemptResult, ClaimOutcome, Completion, Dispatch, Event, JobStoreExt, Outcome, RunTransition, StoreError,
+};
 use crate::run::{AttemptOutcome, Run, RunState};
 use crate::timestamp::{Timestamp, trunc_ms};
 
@@ -71,11 +76,19 @@ pub async fn dead_letter(
     let (run, token) = match claimed {
         Ok(ClaimOutcome::Claimed { run, token }) => (run, token),
         Ok(ClaimOutcome::Terminal(run)) => return Ok(DeadLetterOutcome::AlreadyEnded(run)),
-        Ok(ClaimOutcome::Leased(until)) => return Ok(DeadLetterOutcome::StillRunning(until)),
-        Ok(ClaimOutcome::NotYet(at)) => return Ok(DeadLetterOutcome::Waiting(at)),
-        // Due, but its tenant is at its concurrency cap or its key at its limit: not abandoned. The reaper's repair
-        // pass enqueues it again (it is PENDING and due).
-        Ok(ClaimOutcome::AtCapacity | ClaimOutcome::KeyAtLimit { .. }) => return Ok(DeadLetterOutcome::Waiting(now)),
+        Ok(ClaimOutcome::Leased(until)) => {
+            hand_on(ports, tenant, run_id, until).await?;
+            return Ok(DeadLetterOutcome::StillRunning(until));
+        }
+        Ok(ClaimOutcome::NotYet(at)) => {
+            hand_on(ports, tenant, run_id, at).await?;
+            return Ok(DeadLetterOutcome::Waiting(at));
+        }
+        // Due, but its tenant is at its concurrency cap or its key at its limit: not abandoned.
+        Ok(ClaimOutcome::AtCapacity | ClaimOutcome::KeyAtLimit { .. }) => {
+            hand_on(ports, tenant, run_id, now).await?;
+            return Ok(DeadLetterOutcome::Waiting(now));
+        }
         Err(StoreError::NotFound) => return Ok(DeadLetterOutcome::Gone),
         Err(e) => return Err(e.into()),
     };
@@ -106,4 +119,16 @@ pub async fn dead_letter(
         ports.observe(Event::Finished { tenant, outcome });
     }
     Ok(DeadLetterOutcome::Failed(failed))
+}
+
+/// Hands a run the dead-letter handler leaves alone a new message, due `at` (see the module
+/// docs). A failure is returned: the dead letter stays for another try.
+async fn hand_on(ports: &Ports, tenant: &TenantId, run_id: &RunId, at: Timestamp) -> Result<(), CoreError> {
+    let Some(run) = ports.store.get_run(tenant, run_id).await? else {
+        return Ok(());
+    };
+    let mut dispatch = Dispatch::from(&run);
+    dispatch.not_before = at;
+    ports.queue.enqueue(&[dispatch]).await?;
+    Ok(())
 }

@@ -18,7 +18,7 @@ use crate::ledger::{RESCHEDULED, SKIPPED_AT_CLAIM};
 use crate::lifecycle::{JOB_DELETED, REPLACED, another_run_leased_until, queue_one_already_waiting, retimed_away};
 use crate::paused::{self, PARKED_RECHECK};
 use crate::ports::CLAIM_CHECK_HORIZON;
-use crate::ports::queue::EARLY_DELIVERY;
+use crate::ports::queue::{EARLY_DELIVERY, LONGEST_DEFER};
 use crate::ports::{
     AttemptResult, ClaimBatch, ClaimOutcome, Completion, Delivery, Event, JobClaim, JobStoreExt, Outcome,
     ReceiveRequest, Received, RunTransition, Settlement, StoreError,
@@ -490,26 +490,50 @@ impl Worker {
 
     /// A delivery of a DELETED job's run: the job starts nothing more. A run waiting to start
     /// ends CANCELLED as the delete ends it (a step after the delete's write, which this
-    /// catches if it failed or raced the run's firing); a running one is left to its worker
-    /// (a delete stops those only when asked to). The delivery is acked either way.
+    /// catches if it failed or raced the run's firing), and the delivery is acked. A running
+    /// one is left to its worker (a delete stops those only when asked to) while its lease
+    /// holds: the delivery is handed back for when the lease ends, since a run fired unwritten
+    /// is in no index the reaper reads and its message is all that finds it if that worker
+    /// dies. One whose worker is gone is asked to stop and claimed, which ends it.
     async fn end_for_deleted_job(&self, delivery: &Delivery) -> Result<(), CoreError> {
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         let store = &self.ports.store;
-        if store
-            .get_run(tenant, run_id)
-            .await?
-            .is_some_and(|r| r.state == RunState::Pending)
-        {
-            let now = timestamp::trunc_ms(self.ports.clock.now());
-            let ended = store.cancel_run(tenant, run_id, now, JOB_DELETED).await?;
-            crate::service::enqueue_released(&self.ports, &ended).await;
-            let ended = ended.run;
-            if ended.state == RunState::Cancelled && ended.reason.as_deref() == Some(JOB_DELETED) {
-                tracing::info!(worker = %self.config.id, %tenant, job_id = %ended.job_id, %run_id, "run cancelled at claim: its job was deleted");
-                if let Some(outcome) = Outcome::of(ended.state) {
-                    self.ports.observe(Event::Finished { tenant, outcome });
+        let now = timestamp::trunc_ms(self.ports.clock.now());
+        match store.get_run(tenant, run_id).await? {
+            Some(run) if run.state == RunState::Pending => {
+                let ended = store.cancel_run(tenant, run_id, now, JOB_DELETED).await?;
+                crate::service::enqueue_released(&self.ports, &ended).await;
+                let ended = ended.run;
+                if ended.state == RunState::Cancelled && ended.reason.as_deref() == Some(JOB_DELETED) {
+                    tracing::info!(worker = %self.config.id, %tenant, job_id = %ended.job_id, %run_id, "run cancelled at claim: its job was deleted");
+                    if let Some(outcome) = Outcome::of(ended.state) {
+                        self.ports.observe(Event::Finished { tenant, outcome });
+                    }
                 }
             }
+            Some(run) if run.state == RunState::Running => {
+                if let Some(lease) = run.lease.as_ref().filter(|_| !run.lease_expired(now)) {
+                    return self.requeue(delivery, lease.expires_at).await;
+                }
+                store.cancel_run(tenant, run_id, now, JOB_DELETED).await?;
+                let lease_until = now + self.config.lease.to_chrono();
+                match store
+                    .claim_one(tenant, run_id, &self.config.id, now, lease_until)
+                    .await?
+                {
+                    // Taken over meanwhile, or (not expected: it was asked to stop) claimed
+                    // here: looked at again when that lease ends.
+                    ClaimOutcome::Leased(until) => return self.requeue(delivery, until).await,
+                    ClaimOutcome::Claimed { .. } => return self.requeue(delivery, lease_until).await,
+                    ClaimOutcome::Terminal(ended) => {
+                        if let Some(outcome) = Outcome::of(ended.state) {
+                            self.ports.observe(Event::Finished { tenant, outcome });
+                        }
+                    }
+                    ClaimOutcome::NotYet(_) | ClaimOutcome::AtCapacity | ClaimOutcome::KeyAtLimit { .. } => {}
+                }
+            }
+            _ => {}
         }
         self.ack(delivery).await
     }
@@ -536,6 +560,12 @@ impl Worker {
             // one deferred: a run that lasts many leases would otherwise have this message
             // redelivered every lease until a queue with a dead-letter limit gave it up.
             Ok(ClaimOutcome::Leased(until)) => {
+                self.requeue(delivery, until).await?;
+                return Ok(None);
+            }
+            // Not due yet: hidden until then, or handed to a new message for a longer wait
+            // (LONGEST_DEFER).
+            Ok(ClaimOutcome::NotYet(until)) if until - now > LONGEST_DEFER.to_chrono() => {
                 self.requeue(delivery, until).await?;
                 return Ok(None);
             }
