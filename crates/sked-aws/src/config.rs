@@ -94,6 +94,11 @@ pub enum RunListedState {
     /// Every run, as code before 2026-12-04 wrote and reads them: for the first deploy of a
     /// stack made before then, while processes of both versions run.
     Always,
+    /// No run: a run's end leaves its `list` entry as its first write made it (one index
+    /// write less per run again). A listing of runs filtered by state then reads the items of
+    /// the runs it passes to filter them (a read a run, where `ended` filters ended runs in
+    /// the index). Runs written before keep their `state`, and are filtered in the index.
+    Never,
 }
 
 impl std::str::FromStr for RunListedState {
@@ -103,7 +108,8 @@ impl std::str::FromStr for RunListedState {
         match s {
             "ended" => Ok(RunListedState::Ended),
             "always" => Ok(RunListedState::Always),
-            other => Err(format!("`{other}`: expected `ended` or `always`")),
+            "never" => Ok(RunListedState::Never),
+            other => Err(format!("`{other}`: expected `ended`, `always` or `never`")),
         }
     }
 }
@@ -113,6 +119,7 @@ impl std::fmt::Display for RunListedState {
         f.write_str(match self {
             RunListedState::Ended => "ended",
             RunListedState::Always => "always",
+            RunListedState::Never => "never",
         })
     }
 }

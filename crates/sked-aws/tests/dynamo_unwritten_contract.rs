@@ -1,17 +1,19 @@
-//! The contract suites against [`DynamoStore`] leaving one-shots' plain firings unwritten
-//! (`AwsConfig::unwritten_one_shots`, `docs/lean-layout.md` step 1, being built): each case on
+//! The contract suites against [`DynamoStore`] in its lean configuration: one-shots' plain
+//! firings left unwritten (`AwsConfig::unwritten_one_shots`, `docs/lean-layout.md`), and no
+//! run item carrying its state for the `list` index (`RunListedState::Never`): each case on
 //! a fresh table of a real moto server, as `dynamo_contract` runs them on the store that
 //! writes every firing.
 
 mod common;
 
-use sked_aws::DynamoStore;
+use sked_aws::{DynamoStore, RunListedState};
 use sked_core::ports::{JobStore, QuotaStore, SystemClock, WebhookSecrets};
 use std::sync::Arc;
 
 async fn fresh_dynamo() -> Arc<DynamoStore> {
     let (clients, mut config) = common::fresh_table().await;
     config.unwritten_one_shots = true;
+    config.run_listed_state = RunListedState::Never;
     Arc::new(DynamoStore::new(clients.dynamodb, &config, Arc::new(SystemClock)))
 }
 

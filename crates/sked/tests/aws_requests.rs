@@ -77,14 +77,13 @@ const API_SECONDS: f64 = 0.1;
 /// moved it to `live`; 10 until 2026-12-05, when a one-shot's run began to keep its `active` entry.)
 const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 
-/// Index writes per one-shot run created ahead whose firing is left unwritten
-/// (`AwsConfig::unwritten_one_shots`): create 2 (`sched`, `list`), fire 0 (the job is not
-/// written: its entries stay), claim 1 (the run's first put: its `list` entry; none in
-/// `active`, the run is read by its key, and none in `live`, its message carries it:
-/// `sked_aws::dynamo::codec::KEYED`), complete 1 (its state projected in `list`). (6 until
-/// 2026-12-05 evening, when such a run's `live` entry went: its claim's put, its end's
-/// delete.)
-const INDEX_WRU_PER_ONE_SHOT_LEFT_UNWRITTEN: f64 = 4.0;
+/// Index writes per one-shot run created ahead on the lean store ([`Store::Lean`]): create 2
+/// (`sched`, `list`), fire 0 (the job is not written: its entries stay), claim 1 (the run's
+/// first put: its `list` entry; none in `active`, the run is read by its key, and none in
+/// `live`, its message carries it: `sked_aws::dynamo::codec::KEYED`), complete 0 (its state
+/// is not projected in `list`: `RunListedState::Never`). (6 until 2026-12-05 evening: such a
+/// run's `live` entry, its claim's put and its end's delete, and its state in `list`.)
+const INDEX_WRU_PER_ONE_SHOT_ON_THE_LEAN_STORE: f64 = 3.0;
 
 /// Index writes per one-shot run created due at once, its job written with its first firing
 /// (`sked_aws::dynamo::create_fired`): the job's `list` entry (put COMPLETED; it never enters
@@ -167,18 +166,18 @@ async fn requests_per_one_shot_and_recurring_run_are_counted_and_priced() {
     );
 }
 
-/// Silent one-shots created one by one, on a store that leaves their plain firings unwritten
-/// (`AwsConfig::unwritten_one_shots`, `docs/lean-layout.md` step 1): the sweep writes
-/// nothing, the claim puts the run (built from its job, read before and after the put, in
-/// batches). Measured against the same one-shots on the store that writes every firing; must
+/// Silent one-shots created one by one, on the lean store ([`Store::Lean`],
+/// `docs/lean-layout.md`): the sweep writes nothing, the claim puts the run (built from its
+/// job, read before and after the put, in batches) with no `live` entry, and its end writes
+/// no index. Measured against the same one-shots on the store that writes every firing; must
 /// cost less, within the same bounds (8 requests a run, no query by the worker: its runs are
 /// marked lone by the claim).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_per_one_shot_left_unwritten_are_counted_and_priced() {
+async fn requests_per_one_shot_on_the_lean_store_are_counted_and_priced() {
     let written = measure("silent one-shot runs", sh(":"), false, Created::OneByOne).await;
     let unwritten = measure_on(
-        Store::LeavesOneShotsUnwritten,
-        "silent one-shot runs, firings left unwritten",
+        Store::Lean,
+        "silent one-shot runs, lean store",
         sh(":"),
         false,
         Created::OneByOne,
@@ -186,7 +185,7 @@ async fn requests_per_one_shot_left_unwritten_are_counted_and_priced() {
     .await;
     assert!(
         unwritten.dollars < written.dollars,
-        "left unwritten ${:.2} per million, written ${:.2}",
+        "lean ${:.2} per million, written ${:.2}",
         unwritten.dollars,
         written.dollars
     );
@@ -349,8 +348,10 @@ async fn measure(what: &str, task: serde_json::Value, prints: bool, created: Cre
 enum Store {
     /// Every firing written (the default).
     WritesEveryFiring,
-    /// One-shots' plain firings left unwritten (`AwsConfig::unwritten_one_shots`).
-    LeavesOneShotsUnwritten,
+    /// The lean configuration: one-shots' plain firings left unwritten
+    /// (`AwsConfig::unwritten_one_shots`), and no run's state projected in the `list` index
+    /// (`RunListedState::Never`).
+    Lean,
 }
 
 /// [`measure`] on `store`.
@@ -358,7 +359,10 @@ async fn measure_on(store: Store, what: &str, task: serde_json::Value, prints: b
     let counter = RequestCounter::new();
     let mut config = with_logs(fresh_config());
     config.request_counter = Some(counter.clone());
-    config.unwritten_one_shots = store == Store::LeavesOneShotsUnwritten;
+    if store == Store::Lean {
+        config.unwritten_one_shots = true;
+        config.run_listed_state = sked_aws::RunListedState::Never;
+    }
     // Created ahead of time, the jobs are fired by the sweeper; due at once, by their create
     // (the API function's direct firing).
     let api_lookahead = match created {
@@ -521,7 +525,7 @@ fn check_counts(counter: &RequestCounter, phases: &Phases, created: Created, sto
         // Left unwritten, a one-shot's firing writes nothing.
         let firing_transactions = match store {
             Store::WritesEveryFiring => 1,
-            Store::LeavesOneShotsUnwritten => 0,
+            Store::Lean => 0,
         };
         assert_eq!(
             transactions(fired_by) - ahead,
@@ -623,7 +627,7 @@ impl Spent {
         let per = |n: f64| n / runs as f64;
         let capacity = counter.dynamodb_capacity();
         let index_wru = match created {
-            Created::OneByOne if store == Store::LeavesOneShotsUnwritten => INDEX_WRU_PER_ONE_SHOT_LEFT_UNWRITTEN,
+            Created::OneByOne if store == Store::Lean => INDEX_WRU_PER_ONE_SHOT_ON_THE_LEAN_STORE,
             Created::OneByOne | Created::InOneBatch | Created::InOneBatchDueAtOnce => INDEX_WRU_PER_ONE_SHOT,
             Created::DueAtOnce => INDEX_WRU_PER_ONE_SHOT_CREATED_FIRED,
             Created::Before { runs_per_firing } => {

@@ -442,7 +442,12 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
         let by_attempt = stored.logs.iter().map(|(a, lines)| (a.to_string(), s(lines.clone())));
         item.insert(FOLDED_LOGS.into(), AttributeValue::M(by_attempt.collect()));
     }
-    if run.state.is_terminal() || listed_state == RunListedState::Always {
+    let listed = match listed_state {
+        RunListedState::Ended => run.state.is_terminal(),
+        RunListedState::Always => true,
+        RunListedState::Never => false,
+    };
+    if listed {
         item.insert(LISTED_STATE.into(), s(run.state.as_str()));
     }
     if run.state.is_terminal() {
@@ -705,5 +710,17 @@ mod tests {
         pending_before.remove(RUN_STATE);
         pending_before.insert(LISTED_STATE.into(), s("PENDING"));
         assert_eq!(run_from_item(&pending_before).unwrap().run.state, RunState::Pending);
+
+        let never = RunLayout {
+            listed_state: RunListedState::Never,
+            ..LAYOUT
+        };
+        let ended_unlisted = run_item(&StoredRun::new(run.clone()), &never).unwrap();
+        assert_eq!(
+            list_copy(&ended_unlisted),
+            list_copy(&pending),
+            "`never`: the end writes nothing to `list` either"
+        );
+        assert_eq!(run_from_item(&ended_unlisted).unwrap().run.state, RunState::Failed);
     }
 }
