@@ -94,11 +94,12 @@ pub enum RunListedState {
     /// Every run, as code before 2026-12-04 wrote and reads them: for the first deploy of a
     /// stack made before then, while processes of both versions run.
     Always,
-    /// No run: a run's end leaves its `list` entry as its first write made it (one index
-    /// write less per run again). A listing of runs filtered by state then reads the items of
-    /// the runs it passes to filter them (a read a run, where `ended` filters ended runs in
-    /// the index). Runs written before keep their `state`, and are filtered in the index.
-    Never,
+    /// Runs that ended otherwise than SUCCEEDED (FAILED, TIMED_OUT, CANCELLED): a run that
+    /// succeeds — most runs — leaves its `list` entry as its first write made it (one index
+    /// write less per run again). A listing filtered on those states still filters in the
+    /// index; one filtered on SUCCEEDED (or an active state) reads the items of the succeeded
+    /// runs it passes.
+    Unsuccessful,
 }
 
 impl std::str::FromStr for RunListedState {
@@ -108,8 +109,8 @@ impl std::str::FromStr for RunListedState {
         match s {
             "ended" => Ok(RunListedState::Ended),
             "always" => Ok(RunListedState::Always),
-            "never" => Ok(RunListedState::Never),
-            other => Err(format!("`{other}`: expected `ended`, `always` or `never`")),
+            "unsuccessful" => Ok(RunListedState::Unsuccessful),
+            other => Err(format!("`{other}`: expected `ended`, `always` or `unsuccessful`")),
         }
     }
 }
@@ -119,7 +120,7 @@ impl std::fmt::Display for RunListedState {
         f.write_str(match self {
             RunListedState::Ended => "ended",
             RunListedState::Always => "always",
-            RunListedState::Never => "never",
+            RunListedState::Unsuccessful => "unsuccessful",
         })
     }
 }

@@ -13,7 +13,7 @@
 //! | `SKED_SHARDS` | shards of the sharded index keys (fixed for a table's life) | 4 |
 //! | `SKED_RUN_RETENTION` | how long ended runs are kept (TTL), e.g. `30d` | `30d` |
 //! | `SKED_IDEMPOTENCY_RETENTION` | how long idempotency keys are kept | `24h` |
-//! | `SKED_RUN_LISTED_STATE` | which run items carry `state`, the attribute the `list` index projects: `ended`; `always` while processes older than 2026-12-04 may still read the table; `never`, a run's end then writes no index entry, and a listing filtered by state reads the runs' items ([`crate::RunListedState`]) | `ended` |
+//! | `SKED_RUN_LISTED_STATE` | which run items carry `state`, the attribute the `list` index projects: `ended`; `always` while processes older than 2026-12-04 may still read the table; `unsuccessful`, only runs that did not succeed: a success's end then writes no index entry, and a listing filtered on SUCCEEDED or an active state reads the items of the succeeded runs it passes ([`crate::RunListedState`]) | `ended` |
 //! | `SKED_UNWRITTEN_ONE_SHOTS` | leave one-shots' plain firings unwritten (`true`/`false`; the same in every process: [`crate::AwsConfig::unwritten_one_shots`]) | `false` |
 //! | `SKED_MAX_RECEIVE_COUNT` | receives before SQS dead-letters a message (the redrive policy's) | 5 |
 //! | `SKED_LOOKAHEAD` | how far ahead the sweeper fires, and the API fires directly (≤ `15m`) | `10m` |

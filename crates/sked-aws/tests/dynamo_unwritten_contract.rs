@@ -1,6 +1,6 @@
 //! The contract suites against [`DynamoStore`] in its lean configuration: one-shots' plain
 //! firings left unwritten (`AwsConfig::unwritten_one_shots`, `docs/lean-layout.md`), and no
-//! run item carrying its state for the `list` index (`RunListedState::Never`): each case on
+//! succeeded run carrying its state for the `list` index (`RunListedState::Unsuccessful`): each case on
 //! a fresh table of a real moto server, as `dynamo_contract` runs them on the store that
 //! writes every firing.
 
@@ -13,7 +13,7 @@ use std::sync::Arc;
 async fn fresh_dynamo() -> Arc<DynamoStore> {
     let (clients, mut config) = common::fresh_table().await;
     config.unwritten_one_shots = true;
-    config.run_listed_state = RunListedState::Never;
+    config.run_listed_state = RunListedState::Unsuccessful;
     Arc::new(DynamoStore::new(clients.dynamodb, &config, Arc::new(SystemClock)))
 }
 

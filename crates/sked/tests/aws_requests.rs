@@ -81,7 +81,7 @@ const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 /// (`sched`, `list`), fire 0 (the job is not written: its entries stay), claim 1 (the run's
 /// first put: its `list` entry; none in `active`, the run is read by its key, and none in
 /// `live`, its message carries it: `sked_aws::dynamo::codec::KEYED`), complete 0 (its state
-/// is not projected in `list`: `RunListedState::Never`). (6 until 2026-12-05 evening: such a
+/// is not projected in `list`: `RunListedState::Unsuccessful`). (6 until 2026-12-05 evening: such a
 /// run's `live` entry, its claim's put and its end's delete, and its state in `list`.)
 const INDEX_WRU_PER_ONE_SHOT_ON_THE_LEAN_STORE: f64 = 3.0;
 
@@ -350,7 +350,7 @@ enum Store {
     WritesEveryFiring,
     /// The lean configuration: one-shots' plain firings left unwritten
     /// (`AwsConfig::unwritten_one_shots`), and no run's state projected in the `list` index
-    /// (`RunListedState::Never`).
+    /// for a run that succeeded (`RunListedState::Unsuccessful`).
     Lean,
 }
 
@@ -361,7 +361,7 @@ async fn measure_on(store: Store, what: &str, task: serde_json::Value, prints: b
     config.request_counter = Some(counter.clone());
     if store == Store::Lean {
         config.unwritten_one_shots = true;
-        config.run_listed_state = sked_aws::RunListedState::Never;
+        config.run_listed_state = sked_aws::RunListedState::Unsuccessful;
     }
     // Created ahead of time, the jobs are fired by the sweeper; due at once, by their create
     // (the API function's direct firing).

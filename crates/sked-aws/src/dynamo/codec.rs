@@ -445,7 +445,7 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
     let listed = match listed_state {
         RunListedState::Ended => run.state.is_terminal(),
         RunListedState::Always => true,
-        RunListedState::Never => false,
+        RunListedState::Unsuccessful => run.state.is_terminal() && run.state != RunState::Succeeded,
     };
     if listed {
         item.insert(LISTED_STATE.into(), s(run.state.as_str()));
@@ -711,16 +711,23 @@ mod tests {
         pending_before.insert(LISTED_STATE.into(), s("PENDING"));
         assert_eq!(run_from_item(&pending_before).unwrap().run.state, RunState::Pending);
 
-        let never = RunLayout {
-            listed_state: RunListedState::Never,
+        let unsuccessful = RunLayout {
+            listed_state: RunListedState::Unsuccessful,
             ..LAYOUT
         };
-        let ended_unlisted = run_item(&StoredRun::new(run.clone()), &never).unwrap();
+        let failed = run_item(&StoredRun::new(run.clone()), &unsuccessful).unwrap();
         assert_eq!(
-            list_copy(&ended_unlisted),
-            list_copy(&pending),
-            "`never`: the end writes nothing to `list` either"
+            failed[LISTED_STATE].as_s().unwrap(),
+            "FAILED",
+            "`unsuccessful`: a failure is listed"
         );
-        assert_eq!(run_from_item(&ended_unlisted).unwrap().run.state, RunState::Failed);
+        run.state = RunState::Succeeded;
+        let succeeded = run_item(&StoredRun::new(run.clone()), &unsuccessful).unwrap();
+        assert_eq!(
+            list_copy(&succeeded),
+            list_copy(&pending),
+            "`unsuccessful`: a success's end writes nothing to `list`"
+        );
+        assert_eq!(run_from_item(&succeeded).unwrap().run.state, RunState::Succeeded);
     }
 }

@@ -10,7 +10,6 @@ use super::codec::{Item, LISTED_STATE, RUN_STATE, Reader, key, ms, run_from_item
 use super::keys::*;
 use super::plumbing::QuerySpec;
 use super::store::DynamoStore;
-use crate::config::RunListedState;
 use sked_core::ids::TenantId;
 use sked_core::job::{Job, JobState};
 use sked_core::ports::store::{JobFilter, Page, PageRequest, RunFilter, StoreError};
@@ -33,15 +32,22 @@ fn run_range(filter: &RunFilter, after: Option<&(i64, String)>) -> (Option<Strin
     (lo, hi, drop)
 }
 
+/// Whether every copy of a run in `state` carries it in the `list` index
+/// (`codec::LISTED_STATE`): a run that ended otherwise than SUCCEEDED, whatever the store's
+/// [`crate::RunListedState`] is or was. An active run carries none (but with `always`), nor a
+/// success with [`crate::RunListedState::Unsuccessful`].
+fn listed_by_every_copy(state: RunState) -> bool {
+    state.is_terminal() && state != RunState::Succeeded
+}
+
 /// The query of one shard of a tenant's runs in the `list` index, newest first, within
-/// `[lo, hi]`. Only ended runs carry their state there (`codec::LISTED_STATE`), and with
-/// [`RunListedState::Never`] none written since: a filter on a state no copy may carry keeps
-/// the copies without one (their items are filtered again).
+/// `[lo, hi]`. A filter on a state some copies may not carry keeps the copies without one
+/// (their items are filtered again).
 fn runs_list_query(
     tenant: &TenantId,
     shard: u32,
     (lo, hi): (&Option<String>, &Option<String>),
-    (state, listed): (Option<RunState>, RunListedState),
+    state: Option<RunState>,
 ) -> QuerySpec {
     let cond = match (lo, hi) {
         (Some(_), Some(_)) => "#pk = :pk AND #sk BETWEEN :lo AND :hi",
@@ -63,7 +69,7 @@ fn runs_list_query(
     }
     q.forward = false;
     match state {
-        Some(st) if st.is_terminal() && listed != RunListedState::Never => q
+        Some(st) if listed_by_every_copy(st) => q
             .name("#st", LISTED_STATE)
             .value(":st", s(st.as_str()))
             .and_filter("#st = :st".into()),
@@ -269,7 +275,7 @@ impl DynamoStore {
                 return Ok(runs);
             }
             let specs = (0..self.shards)
-                .map(|shard| runs_list_query(tenant, shard, (&lo, &hi), (filter.state, self.run_listed_state)))
+                .map(|shard| runs_list_query(tenant, shard, (&lo, &hi), filter.state))
                 .collect();
             let sort_key = |i: &Item| Reader::new(i).s(GSI2_SK).unwrap_or_default();
             let mut copies = self.query_many(specs, want.saturating_add(1)).await?;

@@ -55,7 +55,7 @@ pub struct DynamoStore {
     pub(super) shards: u32,
     pub(super) run_retention_secs: i64,
     /// Which run items carry `state` (`codec::LISTED_STATE`).
-    pub(super) run_listed_state: RunListedState,
+    run_listed_state: RunListedState,
     idempotency_retention_secs: i64,
     clock: Arc<dyn Clock>,
     pub(super) quota_cache: Arc<QuotaCache>,
