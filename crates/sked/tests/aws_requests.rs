@@ -20,10 +20,10 @@ mod common;
 use common::aws::Deployment;
 use common::*;
 use serde_json::json;
-use sked_aws::RequestCounter;
 use sked_aws::dynamo::keys::RUNNING_KEY_STEP_MS;
 use sked_aws::request_count::Capacity;
 use sked_aws::testing::{fresh_config, with_logs};
+use sked_aws::{AwsConfig, RequestCounter};
 use sked_core::WorkerId;
 use sked_core::duration::Dur;
 use sked_core::ids::TenantId;
@@ -95,6 +95,11 @@ const INDEX_WRU_PER_ONE_SHOT_CREATED_FIRED: f64 = 6.0;
 /// — a firing that keeps its job active marks no run to keep its `active` entry.
 const INDEX_WRU_OF_A_RECURRING_RUN: f64 = 6.0;
 
+/// [`INDEX_WRU_OF_A_RECURRING_RUN`] on the lean store ([`Store::Lean`]): a run that succeeds
+/// leaves its `list` entry as its firing wrote it (`RunListedState::Unsuccessful`). (A
+/// recurring job's firing is written: its runs have their `live` and `active` entries.)
+const INDEX_WRU_OF_A_RECURRING_RUN_ON_THE_LEAN_STORE: f64 = 5.0;
+
 /// Index writes of a firing that keeps its job active, shared by the runs it fires: the job's
 /// `sched` entry moves to its next due time (a key changed: a delete and a put); its `list`
 /// entry stays (its state stays ACTIVE).
@@ -157,7 +162,7 @@ async fn requests_per_one_shot_and_recurring_run_are_counted_and_priced() {
         Created::InOneBatchDueAtOnce,
     )
     .await;
-    let recurring = measure_recurring().await;
+    let recurring = measure_recurring(Store::WritesEveryFiring).await;
     let target = one_shot.dollars - one_shot.api_dollars;
     assert!(
         recurring.dollars < target,
@@ -189,14 +194,23 @@ async fn requests_per_one_shot_on_the_lean_store_are_counted_and_priced() {
         unwritten.dollars,
         written.dollars
     );
+    let recurring = measure_recurring(Store::WritesEveryFiring).await;
+    let recurring_lean = measure_recurring(Store::Lean).await;
+    assert!(
+        recurring_lean.dollars < recurring.dollars,
+        "a recurring run on the lean store ${:.2} per million, on the default ${:.2}",
+        recurring_lean.dollars,
+        recurring.dollars
+    );
 }
 
 /// The runs a sweep fires for the next 10 s of a silent per-second cron (default policies:
-/// `forbid`), what they cost once run.
-async fn measure_recurring() -> Spent {
+/// `forbid`), what they cost once run on `store`.
+async fn measure_recurring(store: Store) -> Spent {
     let counter = RequestCounter::new();
     let mut config = with_logs(fresh_config());
     config.request_counter = Some(counter.clone());
+    store.configure(&mut config);
     let aws = Deployment::start(config, Dur::ZERO, Dur::secs(10)).await;
     aws.api
         .create_job(json!({"id": "every-second", "schedule": {"cron": "*/1 * * * * *"}, "task": sh(":")}))
@@ -205,13 +219,14 @@ async fn measure_recurring() -> Spent {
     let fired = aws.sweep().await.fired;
     assert!(fired >= 9, "{fired} runs fired for 10 s");
     run_until_succeeded(&aws, fired, Dur::secs(15)).await;
-    let recurring = Spent::of(
-        &counter,
-        fired,
-        Created::Before { runs_per_firing: fired },
-        Store::WritesEveryFiring,
-    );
-    recurring.print(&format!("{fired} runs of a per-second cron (no create, no API call)"));
+    let recurring = Spent::of(&counter, fired, Created::Before { runs_per_firing: fired }, store);
+    let on = match store {
+        Store::WritesEveryFiring => "",
+        Store::Lean => ", lean store",
+    };
+    recurring.print(&format!(
+        "{fired} runs of a per-second cron{on} (no create, no API call)"
+    ));
     recurring
 }
 
@@ -354,15 +369,22 @@ enum Store {
     Lean,
 }
 
+impl Store {
+    /// Sets `config` up as this store.
+    fn configure(self, config: &mut AwsConfig) {
+        if self == Store::Lean {
+            config.unwritten_one_shots = true;
+            config.run_listed_state = sked_aws::RunListedState::Unsuccessful;
+        }
+    }
+}
+
 /// [`measure`] on `store`.
 async fn measure_on(store: Store, what: &str, task: serde_json::Value, prints: bool, created: Created) -> Spent {
     let counter = RequestCounter::new();
     let mut config = with_logs(fresh_config());
     config.request_counter = Some(counter.clone());
-    if store == Store::Lean {
-        config.unwritten_one_shots = true;
-        config.run_listed_state = sked_aws::RunListedState::Unsuccessful;
-    }
+    store.configure(&mut config);
     // Created ahead of time, the jobs are fired by the sweeper; due at once, by their create
     // (the API function's direct firing).
     let api_lookahead = match created {
@@ -631,7 +653,11 @@ impl Spent {
             Created::OneByOne | Created::InOneBatch | Created::InOneBatchDueAtOnce => INDEX_WRU_PER_ONE_SHOT,
             Created::DueAtOnce => INDEX_WRU_PER_ONE_SHOT_CREATED_FIRED,
             Created::Before { runs_per_firing } => {
-                INDEX_WRU_OF_A_RECURRING_RUN + INDEX_WRU_OF_A_RECURRING_FIRING / runs_per_firing.max(1) as f64
+                let run = match store {
+                    Store::WritesEveryFiring => INDEX_WRU_OF_A_RECURRING_RUN,
+                    Store::Lean => INDEX_WRU_OF_A_RECURRING_RUN_ON_THE_LEAN_STORE,
+                };
+                run + INDEX_WRU_OF_A_RECURRING_FIRING / runs_per_firing.max(1) as f64
             }
         };
         let table_wru = per(capacity.write_units);
