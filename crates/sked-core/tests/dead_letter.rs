@@ -3,16 +3,14 @@
 
 use serde_json::json;
 use sked_core::duration::Dur;
-use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::ids::{RunId, TenantId, WorkerId};
 use sked_core::ports::{AttemptResult, ClaimOutcome, Completion, JobStore, JobStoreExt, RunTransition};
 use sked_core::run::{AttemptOutcome, Run, RunState};
+use sked_core::service::Ports;
 use sked_core::service::dead_letter::{DLQ_WORKER, DeadLetterOutcome, dead_letter, dead_letter_reason};
-use sked_core::service::jobs::NewJob;
-use sked_core::service::sweeper::{Sweeper, SweeperConfig};
-use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp;
 use sked_testkit::clock::ManualClock;
-use sked_testkit::memory::{MemPorts, MemStore};
+use sked_testkit::memory::{MemPorts, MemStore, fire_one_shot_now};
 use std::sync::Arc;
 
 struct Harness {
@@ -32,17 +30,7 @@ impl Harness {
             ports,
             tenant: TenantId::default(),
         };
-        let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
-        let at = timestamp::format(&h.clock.now());
-        let spec = json!({"schedule": {"at": at}, "task": {"command": {"argv": ["true"]}}, "max_retries": max_retries});
-        let new = NewJob {
-            id: Some(JobId::from("job")),
-            spec: serde_json::from_value(spec).unwrap(),
-        };
-        sked.create_job(&h.tenant, new, None).await.unwrap();
-        let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), SweeperConfig::default());
-        assert_eq!(sweeper.sweep_once().await.unwrap().fired, 1);
-        let run_id = h.store.all_runs()[0].run_id.clone();
+        let run_id = fire_one_shot_now(&h.ports, json!({"max_retries": max_retries})).await;
         (h, run_id)
     }
 

@@ -88,6 +88,16 @@ impl Harness {
         Worker::new(self.ports.clone(), self.executor.clone(), config)
     }
 
+    /// The one-shot sent by a sweep, then claimed at its time by worker `w1` ([`Worker::take_work`]):
+    /// the run as claimed.
+    async fn claimed_by_w1(&self) -> Run {
+        assert_eq!(self.sweep().await, 1);
+        self.clock.advance(Dur::secs(61));
+        let claimed = self.worker("w1").take_work(1, Dur::ZERO).await.unwrap();
+        assert_eq!(claimed.len(), 1, "w1 starts it");
+        claimed[0].run().clone()
+    }
+
     /// Messages in the queue, delayed, visible or leased.
     async fn queued(&self) -> u64 {
         let depth = self.ports.queue.depth().await.unwrap().unwrap();
@@ -177,10 +187,7 @@ async fn a_one_shot_deleted_in_the_send_window_runs_nothing() {
 #[tokio::test]
 async fn a_dead_workers_run_is_taken_over_through_its_message_not_by_the_reaper() {
     let h = Harness::with_one_shot(&["ok"]).await;
-    assert_eq!(h.sweep().await, 1);
-    h.clock.advance(Dur::secs(61));
-    let claimed = h.worker("w1").take_work(1, Dur::ZERO).await.unwrap();
-    assert_eq!(claimed.len(), 1, "w1 starts it, then dies: no heartbeat, no end");
+    h.claimed_by_w1().await; // w1 then dies: no heartbeat, no end
     h.clock.advance(Dur::secs(60));
     let reaper = Reaper::new(h.ports.clone(), ReaperConfig::default());
     let report = reaper.reap_once().await.unwrap();
@@ -197,13 +204,8 @@ async fn a_dead_workers_run_is_taken_over_through_its_message_not_by_the_reaper(
 #[tokio::test]
 async fn a_running_run_of_a_deleted_job_keeps_a_message_until_it_ends() {
     let h = Harness::with_one_shot(&["ok"]).await;
-    assert_eq!(h.sweep().await, 1);
-    h.clock.advance(Dur::secs(61));
-    let claimed = h.worker("w1").take_work(1, Dur::ZERO).await.unwrap();
-    let (run_id, token) = (
-        claimed[0].run().run_id.clone(),
-        claimed[0].run().lease.as_ref().unwrap().token,
-    );
+    let claimed = h.claimed_by_w1().await;
+    let (run_id, token) = (claimed.run_id.clone(), claimed.lease.as_ref().unwrap().token);
     h.sked.delete_job(&h.tenant, &h.id, false, false).await.unwrap();
     // w1 renews its lease, but its message's hiding is not extended: it shows again.
     h.clock.advance(Dur::secs(10));

@@ -7,16 +7,14 @@
 use async_trait::async_trait;
 use serde_json::json;
 use sked_core::duration::Dur;
-use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
+use sked_core::ids::{RunId, TenantId, WorkerId};
 use sked_core::ports::JobStore;
 use sked_core::ports::queue::{Delivery, Dispatch, DispatchQueue, QueueDepth, QueueError, Receipt};
-use sked_core::service::jobs::NewJob;
-use sked_core::service::sweeper::{Sweeper, SweeperConfig};
+use sked_core::service::Ports;
 use sked_core::service::worker::{Worker, WorkerConfig};
-use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::timestamp::{self, Timestamp};
 use sked_testkit::clock::ManualClock;
-use sked_testkit::memory::{FakeExecutor, MemLogs, MemQueue, MemStore};
+use sked_testkit::memory::{FakeExecutor, MemLogs, MemQueue, MemStore, fire_one_shot_now};
 use std::sync::{Arc, Mutex};
 
 /// The in-memory queue, with the calls a worker makes on it written down.
@@ -75,17 +73,7 @@ impl Harness {
             ports,
             tenant: TenantId::default(),
         };
-        let sked = Sked::new(h.ports.clone(), SkedConfig::default(), SweepSignal::default());
-        let at = timestamp::format(&h.clock.now());
-        let spec = json!({"schedule": {"at": at}, "task": {"command": {"argv": ["true"]}}});
-        let new = NewJob {
-            id: Some(JobId::from("job")),
-            spec: serde_json::from_value(spec).unwrap(),
-        };
-        sked.create_job(&h.tenant, new, None).await.unwrap();
-        let sweeper = Sweeper::new(h.ports.clone(), SweepSignal::default(), SweeperConfig::default());
-        assert_eq!(sweeper.sweep_once().await.unwrap().fired, 1);
-        let run_id = h.store.all_runs()[0].run_id.clone();
+        let run_id = fire_one_shot_now(&h.ports, json!({})).await;
         h.queue.enqueued.lock().unwrap().clear();
         (h, run_id)
     }

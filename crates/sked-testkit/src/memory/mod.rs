@@ -29,7 +29,13 @@ pub use store::MemStore;
 pub use work::MemWork;
 
 use crate::clock::ManualClock;
-use sked_core::service::Ports;
+use serde_json::json;
+use sked_core::ids::{JobId, RunId, TenantId};
+use sked_core::ports::store::{PageRequest, RunFilter};
+use sked_core::service::jobs::NewJob;
+use sked_core::service::sweeper::{Sweeper, SweeperConfig};
+use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
+use sked_core::timestamp;
 use std::sync::Arc;
 
 /// In-memory store, queue and logs on a manual clock: the ports of a service test, with the
@@ -67,4 +73,35 @@ impl MemPorts {
         );
         MemPorts { ports, clock, store }
     }
+}
+
+/// Creates the one-shot `job` of the default tenant, due at the clock's now (a `true` command,
+/// with `extra`'s fields added to its spec), and fires it with one sweep: its run PENDING, its
+/// message queued. Returns the run's id.
+pub async fn fire_one_shot_now(ports: &Ports, extra: serde_json::Value) -> RunId {
+    let sked = Sked::new(ports.clone(), SkedConfig::default(), SweepSignal::default());
+    let at = timestamp::format(&ports.clock.now());
+    let mut spec = json!({"schedule": {"at": at}, "task": {"command": {"argv": ["true"]}}});
+    if let (Some(spec), Some(extra)) = (spec.as_object_mut(), extra.as_object()) {
+        spec.extend(extra.clone());
+    }
+    let new = NewJob {
+        id: Some(JobId::from("job")),
+        spec: serde_json::from_value(spec).expect("a valid one-shot spec"),
+    };
+    let tenant = TenantId::default();
+    let job = sked.create_job(&tenant, new, None).await.expect("created").job;
+    let sweeper = Sweeper::new(ports.clone(), SweepSignal::default(), SweeperConfig::default());
+    assert_eq!(sweeper.sweep_once().await.expect("swept").fired, 1);
+    let its_runs = RunFilter {
+        job_id: Some(job.id),
+        ..Default::default()
+    };
+    let page = PageRequest { cursor: None, limit: 1 };
+    let runs = ports
+        .store
+        .list_runs(&tenant, &its_runs, &page)
+        .await
+        .expect("its runs");
+    runs.items[0].run_id.clone()
 }
