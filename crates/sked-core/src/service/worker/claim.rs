@@ -511,29 +511,36 @@ impl Worker {
                     }
                 }
             }
-            Some(run) if run.state == RunState::Running => {
-                if let Some(lease) = run.lease.as_ref().filter(|_| !run.lease_expired(now)) {
-                    return self.requeue(delivery, lease.expires_at).await;
-                }
-                store.cancel_run(tenant, run_id, now, JOB_DELETED).await?;
-                let lease_until = now + self.config.lease.to_chrono();
-                match store
-                    .claim_one(tenant, run_id, &self.config.id, now, lease_until)
-                    .await?
-                {
-                    // Taken over meanwhile, or (not expected: it was asked to stop) claimed
-                    // here: looked at again when that lease ends.
-                    ClaimOutcome::Leased(until) => return self.requeue(delivery, until).await,
-                    ClaimOutcome::Claimed { .. } => return self.requeue(delivery, lease_until).await,
-                    ClaimOutcome::Terminal(ended) => {
-                        if let Some(outcome) = Outcome::of(ended.state) {
-                            self.ports.observe(Event::Finished { tenant, outcome });
-                        }
-                    }
-                    ClaimOutcome::NotYet(_) | ClaimOutcome::AtCapacity | ClaimOutcome::KeyAtLimit { .. } => {}
+            Some(run) if run.state == RunState::Running => return self.leave_running(delivery, &run, now).await,
+            _ => {}
+        }
+        self.ack(delivery).await
+    }
+
+    /// [`Worker::end_for_deleted_job`] for a RUNNING run: handed back for its lease's end
+    /// while the lease holds; else asked to stop and claimed, which ends it (its delivery
+    /// acked), or handed back for the end of the lease of whoever took it over meanwhile.
+    async fn leave_running(&self, delivery: &Delivery, run: &Run, now: Timestamp) -> Result<(), CoreError> {
+        if let Some(lease) = run.lease.as_ref().filter(|_| !run.lease_expired(now)) {
+            return self.requeue(delivery, lease.expires_at).await;
+        }
+        let (tenant, run_id) = (&run.tenant, &run.run_id);
+        let store = &self.ports.store;
+        store.cancel_run(tenant, run_id, now, JOB_DELETED).await?;
+        let lease_until = now + self.config.lease.to_chrono();
+        match store
+            .claim_one(tenant, run_id, &self.config.id, now, lease_until)
+            .await?
+        {
+            ClaimOutcome::Leased(until) => return self.requeue(delivery, until).await,
+            // Not expected (it was asked to stop): looked at again when this lease ends.
+            ClaimOutcome::Claimed { .. } => return self.requeue(delivery, lease_until).await,
+            ClaimOutcome::Terminal(ended) => {
+                if let Some(outcome) = Outcome::of(ended.state) {
+                    self.ports.observe(Event::Finished { tenant, outcome });
                 }
             }
-            _ => {}
+            ClaimOutcome::NotYet(_) | ClaimOutcome::AtCapacity | ClaimOutcome::KeyAtLimit { .. } => {}
         }
         self.ack(delivery).await
     }
