@@ -162,6 +162,16 @@ pub async fn fresh_table() -> (AwsClients, AwsConfig) {
     (clients, config)
 }
 
+/// The item of `key` in `table` as stored, read consistently past the store's own reads.
+pub async fn stored_item(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    key: crate::dynamo::codec::Item,
+) -> Option<crate::dynamo::codec::Item> {
+    let read = client.get_item().table_name(table).set_key(Some(key));
+    read.consistent_read(true).send().await.expect("get item").item
+}
+
 /// Clients and a config whose table and queues exist (queue URLs as SQS answered them).
 pub async fn fresh_resources() -> (AwsClients, AwsConfig) {
     let mut config = fresh_config();

@@ -48,16 +48,8 @@ async fn setup() -> Setup {
 impl Setup {
     /// Whether the item at `pk`/`sk` carries the mark `lone`.
     async fn marked(&self, pk: String, sk: String) -> bool {
-        let item = self
-            .client
-            .get_item()
-            .table_name(&self.config.table)
-            .set_key(Some(key(pk, sk)))
-            .consistent_read(true)
-            .send()
+        let item = common::stored_item(&self.client, &self.config.table, key(pk, sk))
             .await
-            .unwrap()
-            .item
             .expect("the item");
         item.contains_key("lone")
     }

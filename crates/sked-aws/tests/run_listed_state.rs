@@ -56,8 +56,7 @@ async fn successes_carry_no_listed_state_and_every_state_is_listed_page_by_page(
 
     let item = async |r: &Run| -> HashMap<String, AttributeValue> {
         let k = key(job_pk("t1", r.job_id.as_str()), run_sk(ms(r.scheduled_for)));
-        let got = clients.dynamodb.get_item().table_name(&config.table).set_key(Some(k));
-        got.consistent_read(true).send().await.unwrap().item.unwrap()
+        common::stored_item(&clients.dynamodb, &config.table, k).await.unwrap()
     };
     assert!(!item(a10).await.contains_key(LISTED_STATE), "a success carries none");
     assert_eq!(item(a20).await[LISTED_STATE].as_s().unwrap(), "FAILED");

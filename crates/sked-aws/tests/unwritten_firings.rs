@@ -53,15 +53,8 @@ impl Setup {
             job_pk(run.tenant.as_str(), run.job_id.as_str()),
             run_sk(ms(run.scheduled_for)),
         );
-        self.client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key(pk, sk)))
-            .consistent_read(true)
-            .send()
+        common::stored_item(&self.client, &self.table, key(pk, sk))
             .await
-            .unwrap()
-            .item
             .expect("the run's item")
     }
 

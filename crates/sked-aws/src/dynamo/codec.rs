@@ -252,6 +252,13 @@ pub const RUN_STATE: &str = "run_state";
 /// find them as the entries without it ([`super::listing`]).
 pub const LISTED_STATE: &str = "state";
 
+/// Whether a run in `state` carries it as [`LISTED_STATE`] whatever the store's
+/// [`RunListedState`] is or was: a run that ended otherwise than SUCCEEDED. A listing filtered
+/// on such a state filters in the index; on any other, it keeps the copies without one.
+pub fn listed_in_every_mode(state: RunState) -> bool {
+    state.is_terminal() && state != RunState::Succeeded
+}
+
 /// A run as stored: the run, the highest fencing token ever handed out for it, and the
 /// item version every read-modify-write is conditional on.
 #[derive(Debug, Clone, PartialEq)]
@@ -445,7 +452,7 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
     let listed = match listed_state {
         RunListedState::Ended => run.state.is_terminal(),
         RunListedState::Always => true,
-        RunListedState::Unsuccessful => run.state.is_terminal() && run.state != RunState::Succeeded,
+        RunListedState::Unsuccessful => listed_in_every_mode(run.state),
     };
     if listed {
         item.insert(LISTED_STATE.into(), s(run.state.as_str()));

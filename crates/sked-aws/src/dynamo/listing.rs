@@ -6,7 +6,7 @@
 //! opaque (hex) encodings of the last item's listing position: a job id, or a run's nominal
 //! time and id.
 
-use super::codec::{Item, LISTED_STATE, RUN_STATE, Reader, key, ms, run_from_item, s};
+use super::codec::{Item, LISTED_STATE, RUN_STATE, Reader, key, listed_in_every_mode, ms, run_from_item, s};
 use super::keys::*;
 use super::plumbing::QuerySpec;
 use super::store::DynamoStore;
@@ -30,14 +30,6 @@ fn run_range(filter: &RunFilter, after: Option<&(i64, String)>) -> (Option<Strin
         drop = Some(c);
     }
     (lo, hi, drop)
-}
-
-/// Whether every copy of a run in `state` carries it in the `list` index
-/// (`codec::LISTED_STATE`): a run that ended otherwise than SUCCEEDED, whatever the store's
-/// [`crate::RunListedState`] is or was. An active run carries none (but with `always`), nor a
-/// success with [`crate::RunListedState::Unsuccessful`].
-fn listed_by_every_copy(state: RunState) -> bool {
-    state.is_terminal() && state != RunState::Succeeded
 }
 
 /// The query of one shard of a tenant's runs in the `list` index, newest first, within
@@ -69,7 +61,7 @@ fn runs_list_query(
     }
     q.forward = false;
     match state {
-        Some(st) if listed_by_every_copy(st) => q
+        Some(st) if listed_in_every_mode(st) => q
             .name("#st", LISTED_STATE)
             .value(":st", s(st.as_str()))
             .and_filter("#st = :st".into()),
