@@ -850,16 +850,17 @@ fn claim_locked(
     let next_token = st.last_token + 1;
     let key = (tenant.clone(), run_id.clone());
     // A run an unwritten firing stands for is put by its claim's write.
-    if st.lean && !st.runs.contains_key(&key) {
-        // Its first write, if it makes one: put from a firing left unwritten.
-        st.carried.insert(key.clone());
-    }
+    // Put here from a firing left unwritten, if this claim writes it.
+    let first_write = st.lean && !st.runs.contains_key(&key);
     let mut run = st
         .run_view(tenant, run_id)
         .or_else(|| st.claimed_from_job(tenant, run_id))
         .ok_or(StoreError::NotFound)?;
     if let ClaimStep::Answer { outcome, changed } = run.decide_claim(now) {
         if changed {
+            if first_write {
+                st.carried.insert(key.clone());
+            }
             st.runs.insert(key, run.clone());
             // Ended here: what it releases is enqueued by the repair pass.
             st.ended(run)?;
@@ -879,6 +880,9 @@ fn claim_locked(
         });
     }
     run.start_attempt(owner, now, lease_until, next_token);
+    if first_write {
+        st.carried.insert(key.clone());
+    }
     st.runs.insert(key, run.clone());
     st.last_token = next_token;
     Ok(ClaimOutcome::Claimed { run, token: next_token })
