@@ -12,8 +12,8 @@
 //!   later than 15 minutes from now is sent with that delay, its time kept in the body: the
 //!   worker that receives it early hands it to a new message, which hops on until the run's
 //!   time ([`LONGEST_DEFER`](sked_core::ports::queue::LONGEST_DEFER)). (Until 2026-12-05 such a
-//!   run was not enqueued, and the reaper's repair pass enqueued it once ready; a run fired
-//!   unwritten is in no index that pass reads.)
+//!   run was not enqueued, and the reaper's repair pass enqueued it once ready, up to a pass
+//!   late.)
 //! - **Send**: `SendMessageBatch` of 10, up to [`PARALLEL_SENDS`] batches in flight at once.
 //!   Every batch is sent even when one fails; the first failure is the answer (the runs whose
 //!   message was not sent stay PENDING, and the repair pass sends them).

@@ -11,7 +11,6 @@ use sked_core::job::JobState;
 use sked_core::ports::{JobStore, JobStoreExt};
 use sked_core::run::{AttemptOutcome, Run, RunState};
 use sked_core::service::jobs::NewJob;
-use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
@@ -181,17 +180,13 @@ async fn a_one_shot_deleted_in_the_send_window_runs_nothing() {
     assert!(h.store.all_runs().is_empty(), "no run was ever written");
 }
 
-/// A run fired unwritten is in no index the reaper reads, as on DynamoDB: a worker that dies
-/// mid-attempt leaves it to its message, which shows again when the lease ends, and the next
-/// claim closes the lost attempt and starts another.
+/// A worker that dies mid-attempt on a run fired unwritten: its message shows again when the
+/// lease ends, and the next claim closes the lost attempt and starts another.
 #[tokio::test]
-async fn a_dead_workers_run_is_taken_over_through_its_message_not_by_the_reaper() {
+async fn a_dead_workers_run_is_taken_over_through_its_message() {
     let h = Harness::with_one_shot(&["ok"]).await;
     h.claimed_by_w1().await; // w1 then dies: no heartbeat, no end
     h.clock.advance(Dur::secs(60));
-    let reaper = Reaper::new(h.ports.clone(), ReaperConfig::default());
-    let report = reaper.reap_once().await.unwrap();
-    assert_eq!((report.abandoned, report.requeued), (0, 0), "the reaper never sees it");
     let taken = h.worker("w2").take_work(1, Dur::ZERO).await.unwrap();
     assert_eq!(taken.len(), 1, "its message showed again and w2 took the run over");
     let outcomes: Vec<_> = taken[0].run().attempts.iter().map(|a| a.outcome).collect();
@@ -199,8 +194,8 @@ async fn a_dead_workers_run_is_taken_over_through_its_message_not_by_the_reaper(
 }
 
 /// A delete that leaves running runs to their workers: a message of such a run that shows
-/// while its lease holds is handed on for the lease's end, not acked — it is all that finds
-/// the run should that worker die — and then its claim ends the run.
+/// while its lease holds is handed on for the lease's end, not acked — the run is looked at
+/// again then, should that worker die — and then its claim ends the run.
 #[tokio::test]
 async fn a_running_run_of_a_deleted_job_keeps_a_message_until_it_ends() {
     let h = Harness::with_one_shot(&["ok"]).await;

@@ -34,8 +34,8 @@ pub const EARLY_DELIVERY: Dur = Dur::secs(2);
 /// instead. A message kept hidden counts a receive each time it shows again and keeps its
 /// age, and SQS bounds both (its redrive's receive limit, a 4-day retention, 12 hours of
 /// visibility); SQS also delays a message at most 15 minutes, so a run due later is sent that
-/// far and hops from message to message until its time. A run fired unwritten on DynamoDB is
-/// carried by its message alone, so no wait may outlive the message.
+/// far and hops from message to message until its time, rather than waiting for the
+/// reaper's repair pass to find it.
 pub const LONGEST_DEFER: Dur = Dur::secs(900);
 
 /// A run to hand to a worker once `not_before` has passed.

@@ -492,9 +492,9 @@ impl Worker {
     /// ends CANCELLED as the delete ends it (a step after the delete's write, which this
     /// catches if it failed or raced the run's firing), and the delivery is acked. A running
     /// one is left to its worker (a delete stops those only when asked to) while its lease
-    /// holds: the delivery is handed back for when the lease ends, since a run fired unwritten
-    /// is in no index the reaper reads and its message is all that finds it if that worker
-    /// dies. One whose worker is gone is asked to stop and claimed, which ends it.
+    /// holds: the delivery is handed back for when the lease ends, so the run is looked at
+    /// again then should that worker die (rather than at the reaper's next pass). One whose
+    /// worker is gone is asked to stop and claimed, which ends it.
     async fn end_for_deleted_job(&self, delivery: &Delivery) -> Result<(), CoreError> {
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         let store = &self.ports.store;
