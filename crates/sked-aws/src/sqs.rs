@@ -12,8 +12,8 @@
 //!   later than 15 minutes from now is sent with that delay, its time kept in the body: the
 //!   worker that receives it early hands it to a new message, which hops on until the run's
 //!   time ([`LONGEST_DEFER`](sked_core::ports::queue::LONGEST_DEFER)). (Until 2026-12-05 such a
-//!   run was not enqueued, and the reaper's repair pass enqueued it once ready, up to a pass
-//!   late.)
+//!   run was not enqueued, and the reaper's repair pass enqueued it once ready; a run fired
+//!   unwritten is in no index that pass reads.)
 //! - **Send**: `SendMessageBatch` of 10, up to [`PARALLEL_SENDS`] batches in flight at once.
 //!   Every batch is sent even when one fails; the first failure is the answer (the runs whose
 //!   message was not sent stay PENDING, and the repair pass sends them).
@@ -165,6 +165,8 @@ pub struct SqsQueue {
     receives: Arc<AtomicU64>,
     poller: Arc<Poller>,
     deletes: Arc<Deletes>,
+    /// The queues' redrive `maxReceiveCount` (`AwsConfig::max_receive_count`).
+    receive_limit: u32,
 }
 
 /// The three queues, and the receive of one of them.
@@ -206,6 +208,7 @@ impl SqsQueue {
             lanes,
             clock,
             receives: Arc::new(AtomicU64::new(0)),
+            receive_limit: config.max_receive_count,
         }
     }
 
@@ -465,6 +468,10 @@ impl DispatchQueue for SqsQueue {
     async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError> {
         let (url, handle) = self.parse_receipt(receipt)?;
         self.deletes.ack(url, handle).await
+    }
+
+    fn receive_limit(&self) -> Option<u32> {
+        Some(self.receive_limit)
     }
 }
 

@@ -11,15 +11,19 @@ use sked_core::job::JobState;
 use sked_core::ports::{JobStore, JobStoreExt};
 use sked_core::run::{AttemptOutcome, Run, RunState};
 use sked_core::service::jobs::NewJob;
+use sked_core::service::reaper::{Reaper, ReaperConfig};
 use sked_core::service::sweeper::{Sweeper, SweeperConfig};
 use sked_core::service::worker::{Worker, WorkerConfig};
 use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::task::Task;
 use sked_testkit::clock::ManualClock;
 use sked_testkit::eventually::eventually;
-use sked_testkit::memory::{FakeExecutor, MemPorts, MemStore};
+use sked_testkit::memory::{FakeExecutor, MemLogs, MemPorts, MemQueue, MemStore};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
+
+/// The template's redrive `maxReceiveCount`.
+const RECEIVE_LIMIT: u32 = 5;
 
 struct Harness {
     clock: Arc<ManualClock>,
@@ -33,9 +37,17 @@ struct Harness {
 }
 
 impl Harness {
-    /// A lean store holding the one-shot `once` (running `argv`) a minute from now.
+    /// A lean store holding the one-shot `once` (running `argv`) a minute from now, with a
+    /// queue that gives a message up after [`RECEIVE_LIMIT`] receives, as SQS does.
     async fn with_one_shot(argv: &[&str]) -> Harness {
-        let MemPorts { ports, clock, store } = MemPorts::lean_at("2026-12-01T10:00:00Z");
+        Self::with_one_shot_and(argv, json!({})).await
+    }
+
+    /// [`Harness::with_one_shot`], its spec with the fields of `extra` too.
+    async fn with_one_shot_and(argv: &[&str], extra: serde_json::Value) -> Harness {
+        let MemPorts { clock, store, .. } = MemPorts::lean_at("2026-12-01T10:00:00Z");
+        let queue = Arc::new(MemQueue::new(clock.clone()).with_receive_limit(RECEIVE_LIMIT));
+        let ports = Ports::new(store.clone(), queue, Arc::new(MemLogs::new()), clock.clone());
         let executor = Arc::new(FakeExecutor::new(clock.clone()));
         let sked = Sked::new(ports.clone(), SkedConfig::default(), SweepSignal::default());
         let h = Harness {
@@ -48,9 +60,13 @@ impl Harness {
             id: JobId::from("once"),
             shutdown: CancellationToken::new(),
         };
+        let mut spec = h.spec(argv);
+        for (field, value) in extra.as_object().unwrap() {
+            spec[field] = value.clone();
+        }
         let new = NewJob {
             id: Some(h.id.clone()),
-            spec: serde_json::from_value(h.spec(argv)).unwrap(),
+            spec: serde_json::from_value(spec).unwrap(),
         };
         h.sked.create_job(&h.tenant, new, None).await.unwrap();
         h
@@ -180,22 +196,57 @@ async fn a_one_shot_deleted_in_the_send_window_runs_nothing() {
     assert!(h.store.all_runs().is_empty(), "no run was ever written");
 }
 
-/// A worker that dies mid-attempt on a run fired unwritten: its message shows again when the
-/// lease ends, and the next claim closes the lost attempt and starts another.
+/// A run fired unwritten is in no index the reaper reads, as on DynamoDB: a worker that dies
+/// mid-attempt leaves it to its message, which shows again when the lease ends, and the next
+/// claim closes the lost attempt and starts another.
 #[tokio::test]
-async fn a_dead_workers_run_is_taken_over_through_its_message() {
+async fn a_dead_workers_run_is_taken_over_through_its_message_not_by_the_reaper() {
     let h = Harness::with_one_shot(&["ok"]).await;
     h.claimed_by_w1().await; // w1 then dies: no heartbeat, no end
     h.clock.advance(Dur::secs(60));
+    let reaper = Reaper::new(h.ports.clone(), ReaperConfig::default());
+    let report = reaper.reap_once().await.unwrap();
+    assert_eq!((report.abandoned, report.requeued), (0, 0), "the reaper never sees it");
     let taken = h.worker("w2").take_work(1, Dur::ZERO).await.unwrap();
     assert_eq!(taken.len(), 1, "its message showed again and w2 took the run over");
     let outcomes: Vec<_> = taken[0].run().attempts.iter().map(|a| a.outcome).collect();
     assert_eq!(outcomes, vec![Some(AttemptOutcome::WorkerLost), None]);
 }
 
+/// Worker after worker dies on one run, more times than the queue delivers a message: each
+/// takeover hands the run a new message, so the run is never given up while it has attempts
+/// left, and the last worker's attempt ends it. (Taken over by the same message each time, it
+/// was dead-lettered at its sixth receive and the run stayed RUNNING: `aws_crash`, 2026-12-05.)
+#[tokio::test]
+async fn a_run_taken_over_more_times_than_a_message_is_delivered_still_ends() {
+    let h = Harness::with_one_shot_and(&["ok"], json!({"max_retries": 9})).await;
+    h.claimed_by_w1().await; // w1 dies
+    let deaths = RECEIVE_LIMIT + 2;
+    for n in 2..=deaths {
+        // Past the lease of the last attempt: its message shows and the next worker takes over.
+        h.clock.advance(Dur::secs(61));
+        let taken = h.worker(&format!("w{n}")).take_work(1, Dur::ZERO).await.unwrap();
+        assert_eq!(taken.len(), 1, "worker w{n} takes the run over");
+        assert_eq!(taken[0].run().attempts.len(), n as usize);
+    }
+    assert_eq!(h.queued().await, 1, "the run has a message");
+    h.clock.advance(Dur::secs(61));
+    let worker = h.worker("last");
+    let taken = worker.take_work(1, Dur::ZERO).await.unwrap();
+    assert_eq!(taken.len(), 1, "taken over once more");
+    for attempt in taken {
+        worker.run_claimed(attempt, CancellationToken::new()).await;
+    }
+    let run = h.until_run(RunState::Succeeded).await;
+    assert_eq!(run.attempts.len(), deaths as usize + 1);
+    h.clock.advance(Dur::secs(61));
+    assert!(h.worker("after").take_work(1, Dur::ZERO).await.unwrap().is_empty());
+    assert_eq!(h.queued().await, 0, "its message went with its end");
+}
+
 /// A delete that leaves running runs to their workers: a message of such a run that shows
-/// while its lease holds is handed on for the lease's end, not acked — the run is looked at
-/// again then, should that worker die — and then its claim ends the run.
+/// while its lease holds is handed on for the lease's end, not acked — it is all that finds
+/// the run should that worker die — and then its claim ends the run.
 #[tokio::test]
 async fn a_running_run_of_a_deleted_job_keeps_a_message_until_it_ends() {
     let h = Harness::with_one_shot(&["ok"]).await;

@@ -114,6 +114,7 @@ fn run_seeds(seeds: Vec<u64>, make: fn(u64) -> SimConfig) -> Vec<SimReport> {
                                     attempts: 0,
                                     executions: 0,
                                     fenced_writes: 0,
+                                    dead_letters: 0,
                                     faults: FaultCounts::default(),
                                     violations: vec![format!("panicked: {what}")],
                                     trace_tail: String::new(),
@@ -161,15 +162,16 @@ fn assert_seeds_hold(what: &str, seeds: Vec<u64>, make: fn(u64) -> SimConfig) {
     let reports = run_seeds(seeds, make);
     let secs = started.elapsed().as_secs_f64();
     let mut faults = FaultCounts::default();
-    let (mut runs, mut attempts, mut fenced) = (0, 0, 0);
+    let (mut runs, mut attempts, mut fenced, mut dead_letters) = (0, 0, 0, 0);
     for r in &reports {
         faults.merge(&r.faults);
         runs += r.runs;
         attempts += r.attempts;
         fenced += r.fenced_writes;
+        dead_letters += r.dead_letters;
     }
     println!(
-        "{what}: {count} seeds in {secs:.1} s ({:.1} seeds/s): {runs} runs, {attempts} attempts, {fenced} fenced writes",
+        "{what}: {count} seeds in {secs:.1} s ({:.1} seeds/s): {runs} runs, {attempts} attempts, {fenced} fenced writes, {dead_letters} dead letters",
         count as f64 / secs
     );
     println!("faults injected: {faults}");

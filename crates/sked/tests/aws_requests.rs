@@ -78,17 +78,17 @@ const API_SECONDS: f64 = 0.1;
 const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 
 /// Index writes per one-shot run created ahead on the lean store ([`Store::Lean`]): create 2
-/// (`sched`, `list`), fire 0 (the job is not written: its entries stay), claim 2 (the run's
-/// first put: its `list` and `live` entries; none in `active`, the run is read by its key:
-/// `sked_aws::dynamo::codec::KEYED`), complete 1 (`live`; its state is not projected in `list`:
-/// `RunListedState::Unsuccessful`). (6 until 2026-12-05 evening, when a success's state left
-/// `list`.)
-const INDEX_WRU_PER_ONE_SHOT_ON_THE_LEAN_STORE: f64 = 5.0;
+/// (`sched`, `list`), fire 0 (the job is not written: its entries stay), claim 1 (the run's
+/// first put: its `list` entry; none in `active`, the run is read by its key, and none in
+/// `live`, its message carries it: `sked_aws::dynamo::codec::KEYED`), complete 0 (its state
+/// is not projected in `list`: `RunListedState::Unsuccessful`). (6 until 2026-12-05 evening: such a
+/// run's `live` entry, its claim's put and its end's delete, and its state in `list`.)
+const INDEX_WRU_PER_ONE_SHOT_ON_THE_LEAN_STORE: f64 = 3.0;
 
 /// What a silent one-shot on the lean store costs per million behind a function URL, at most:
-/// $6.54 measured on 2026-12-05 (receives vary), with room for that. Issue 15 asks for $5.00;
-/// what is left to get there is `docs/lean-layout.md`'s steps 2 (done safely) and 5.
-const LEAN_BEHIND_A_FUNCTION_URL_AT_MOST: f64 = 6.90;
+/// $5.27–5.32 measured on 2026-12-05 (receives vary), with room for that. Issue 15 asks for
+/// $5.00; what is left to get there is `docs/lean-layout.md`'s step 5.
+const LEAN_BEHIND_A_FUNCTION_URL_AT_MOST: f64 = 5.60;
 
 /// Index writes per one-shot run created due at once, its job written with its first firing
 /// (`sked_aws::dynamo::create_fired`): the job's `list` entry (put COMPLETED; it never enters

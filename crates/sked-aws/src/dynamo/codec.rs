@@ -287,10 +287,16 @@ pub struct StoredRun {
 /// by the key of its job's one-shot time, or of a time a change of the job settled
 /// (`runs::active_stored_runs`), so the entry and its write unit are spared.
 ///
-/// It keeps its `live` entry: without it (tried 2026-12-05) the run's message alone carried
-/// it, and each worker death taken over by that message's redelivery counted a receive, so
-/// after the redrive's limit the message was dead-lettered while the run still had retries
-/// left — the reaper's retry, with a new message, is what the retry policy rests on.
+/// Nor has such a run a `live` entry (two write units: its claim's put, its end's delete):
+/// the reaper and the repair pass never see it. Its queue message is what finds it — every
+/// step that lets a message go while the run goes on sends it a new one first (a retry, a
+/// wait behind a lease, a deferral; the dead-letter handler too), a worker's death shows the
+/// message again when its lease ends and the next claim takes the run over — handing the run
+/// a new message, so that deaths never add up to the redrive's receive limit
+/// (`sked_core::ports::DispatchQueue::receive_limit`) — and a wait beyond SQS's longest delay
+/// hops from message to message (`sked_core::ports::queue::LONGEST_DEFER`). (Withdrawn for a
+/// day, 2026-12-05, when a takeover kept the old message: `aws_crash` had one dead-lettered
+/// with attempts left.)
 pub const KEYED: &str = "keyed";
 
 /// The attribute (`true`, or absent) of a run fired alone by the firing that ended its job —
@@ -412,6 +418,8 @@ pub fn run_item(stored: &StoredRun, layout: &RunLayout) -> Result<Item, StoreErr
         item.insert(ACTIVE_SK.into(), s(run_sk(ms(run.scheduled_for))));
     }
     match (run.state, &run.lease) {
+        // A run fired unwritten is carried by its queue message alone: no `live` entry.
+        (RunState::Pending | RunState::Running, _) if stored.keyed => {}
         (RunState::Pending, _) => {
             item.insert(GSI3_PK.into(), s(running_pk(shard)));
             item.insert(GSI3_SK.into(), s(live_sk(ms(run.not_before), None)));
@@ -622,10 +630,10 @@ mod tests {
         );
     }
 
-    /// A run fired unwritten ([`KEYED`]) is not in the `active` index, PENDING or RUNNING (it is
-    /// read by its key); it is in `live`, where the reaper finds it.
+    /// A run fired unwritten ([`KEYED`]) is in neither the `live` nor the `active` index,
+    /// PENDING or RUNNING: its claim and its end write neither.
     #[test]
-    fn a_keyed_run_is_read_by_its_key_not_the_active_index() {
+    fn a_keyed_run_is_in_no_index_of_active_runs() {
         let t = at("2026-03-01T00:00:00Z");
         let mut run = Run::new_pending("t".into(), "j".into(), t, Trigger::Schedule, 5, t, 2, t);
         let keyed = |run: &Run| StoredRun {
@@ -646,7 +654,7 @@ mod tests {
         });
         let running = run_item(&keyed(&run), &LAYOUT).unwrap();
         for item in [&pending, &running] {
-            assert!(item.contains_key(GSI3_PK) && item.contains_key(GSI3_SK));
+            assert!(!item.contains_key(GSI3_PK) && !item.contains_key(GSI3_SK));
             assert!(!item.contains_key(ACTIVE_SK));
             assert!(item.contains_key(GSI2_PK), "listed across jobs once written");
         }

@@ -81,7 +81,8 @@
 //! A run's entry is written by its firing and left where it is by a claim on time (no index
 //! write); a heartbeat extends the lease by seconds and leaves it too, until the expiry
 //! crosses into the next step. The reaper reads the entries filed by now and decides on each
-//! run's item; the repair pass reads those filed by its time.
+//! run's item; the repair pass reads those filed by its time. A run fired unwritten
+//! (`unwritten`; `codec::KEYED`) has no entry: its queue message alone carries it.
 //!
 //! **`list`** (`gsi2pk`, `gsi2sk`; projection INCLUDE `state`, `labels`) — listings:
 //!

@@ -34,8 +34,8 @@ pub const EARLY_DELIVERY: Dur = Dur::secs(2);
 /// instead. A message kept hidden counts a receive each time it shows again and keeps its
 /// age, and SQS bounds both (its redrive's receive limit, a 4-day retention, 12 hours of
 /// visibility); SQS also delays a message at most 15 minutes, so a run due later is sent that
-/// far and hops from message to message until its time, rather than waiting for the
-/// reaper's repair pass to find it.
+/// far and hops from message to message until its time. A run fired unwritten on DynamoDB is
+/// carried by its message alone, so no wait may outlive the message.
 pub const LONGEST_DEFER: Dur = Dur::secs(900);
 
 /// A run to hand to a worker once `not_before` has passed.
@@ -147,5 +147,15 @@ pub trait DispatchQueue: Send + Sync + 'static {
     /// whose depth CloudWatch reports).
     async fn depth(&self) -> Result<Option<Vec<QueueDepth>>, QueueError> {
         Ok(None)
+    }
+
+    /// How many times this queue delivers a message before it gives the message up (SQS's
+    /// redrive `maxReceiveCount`: the next receive moves it to the dead-letter queue). `None`
+    /// (the default): never. With a limit, a worker starts no attempt on a message delivered
+    /// before without handing the run a new message first
+    /// ([`Worker`](crate::service::worker::Worker)'s claim), so worker deaths taken over by
+    /// redeliveries never add up to the limit.
+    fn receive_limit(&self) -> Option<u32> {
+        None
     }
 }

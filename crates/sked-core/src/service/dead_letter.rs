@@ -18,8 +18,8 @@
 //! while its worker is fine, or its own message while it runs) for when that lease ends, a
 //! PENDING one waiting out a backoff for its time, one waiting for a slot of its tenant's
 //! concurrency cap (or of its key) at once. Where the reaper's repair pass reads every run,
-//! that message is one more copy, and the run is taken up again at its time without waiting
-//! for that pass. A message for a run
+//! that message is one more copy; a run fired unwritten on DynamoDB is in no index the reaper
+//! reads, and its message is all that finds it should its worker die. A message for a run
 //! that no longer exists is dropped.
 
 use super::Ports;

@@ -102,4 +102,8 @@ impl<P: DispatchQueue + ?Sized> DispatchQueue for Faulty<P> {
     async fn depth(&self) -> Result<Option<Vec<sked_core::ports::QueueDepth>>, QueueError> {
         self.inner.depth().await
     }
+
+    fn receive_limit(&self) -> Option<u32> {
+        self.inner.receive_limit()
+    }
 }

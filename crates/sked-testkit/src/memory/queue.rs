@@ -5,6 +5,11 @@
 //! by run (a re-enqueue keeps one message, the earlier `not_before` and the new priority, and
 //! makes a live receipt stale), and a long poll that waits by the injected [`Clock`] and wakes at once
 //! on enqueue. A message's `ready_at` for ranking is its `not_before`.
+//!
+//! With a receive limit ([`MemQueue::with_receive_limit`]) it gives up a message as SQS's
+//! redrive does: a message delivered that many times is moved aside at its next receive
+//! ([`MemQueue::dead_letters`]), not delivered. A re-enqueue of a run counts as the new
+//! message it is on SQS: its count starts again.
 //! State sits behind a std `Mutex`, never held across an `.await`.
 
 use async_trait::async_trait;
@@ -41,6 +46,10 @@ pub(crate) struct State {
     turns: Turns,
     /// Every take that served something, when recording ([`MemQueue::recording`]).
     takes: Option<Vec<Take>>,
+    /// Deliveries of one message before it is given up, if any.
+    receive_limit: Option<u32>,
+    /// The messages given up, in that order.
+    dead_letters: Vec<Dispatch>,
 }
 
 /// One take of ready messages, as recorded for the simulation's fairness check: which
@@ -97,6 +106,18 @@ impl MemQueue {
         let queue = MemQueue::new(clock);
         queue.lock().takes = Some(Vec::new());
         queue
+    }
+
+    /// This queue, giving up a message delivered `limit` times at its next receive (as SQS's
+    /// redrive `maxReceiveCount` does).
+    pub fn with_receive_limit(self, limit: u32) -> Self {
+        self.lock().receive_limit = Some(limit);
+        self
+    }
+
+    /// The messages given up so far ([`MemQueue::with_receive_limit`]), oldest first.
+    pub fn dead_letters(&self) -> Vec<Dispatch> {
+        self.lock().dead_letters.clone()
     }
 
     /// The takes recorded since the last call (none unless [`MemQueue::recording`]).
@@ -161,6 +182,7 @@ impl State {
     /// order within one); also answers when the next message not ready now becomes ready.
     pub(crate) fn take(&mut self, now: Timestamp, max: usize, visibility: Dur) -> (Vec<Delivery>, Option<Timestamp>) {
         let st = self;
+        st.give_up_spent(now);
         let mut ready: BTreeMap<TenantId, Vec<Ready<RunId>>> = BTreeMap::new();
         for ((tenant, run_id), m) in st.messages.iter().filter(|(_, m)| m.ready(now)) {
             ready.entry(tenant.clone()).or_default().push(Ready {
@@ -198,6 +220,25 @@ impl State {
         (out, next)
     }
 
+    /// Moves every ready message delivered as often as the receive limit allows to the dead
+    /// letters.
+    fn give_up_spent(&mut self, now: Timestamp) {
+        let Some(limit) = self.receive_limit else {
+            return;
+        };
+        let spent: Vec<(TenantId, RunId)> = self
+            .messages
+            .iter()
+            .filter(|(_, m)| m.ready(now) && m.receive_count >= limit)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in spent {
+            if let Some(m) = self.messages.remove(&key) {
+                self.dead_letters.push(m.dispatch);
+            }
+        }
+    }
+
     /// When the next message becomes ready: at or before `now` while one is ready (after a
     /// take that parked every message it took, with more left to take), else the earliest
     /// of the others.
@@ -220,10 +261,12 @@ impl State {
                 };
                 m.dispatch.priority = d.priority;
                 // A re-enqueue supersedes a live delivery: its receipt goes stale and
-                // the message is receivable again.
+                // the message is receivable again. It stands for a new message: its
+                // receives count from none.
                 m.leased_until = None;
                 m.receipt = None;
                 m.parked_on = None;
+                m.receive_count = 0;
             } else {
                 let seq = st.next_seq;
                 st.next_seq += 1;
@@ -319,6 +362,10 @@ impl DispatchQueue for MemQueue {
         }
     }
 
+    fn receive_limit(&self) -> Option<u32> {
+        self.lock().receive_limit
+    }
+
     async fn depth(&self) -> Result<Option<Vec<QueueDepth>>, QueueError> {
         let mut counts: BTreeMap<(TenantId, u8), u64> = BTreeMap::new();
         for message in self.lock().messages.values() {
@@ -335,5 +382,47 @@ impl DispatchQueue for MemQueue {
                 })
                 .collect(),
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    fn dispatch(run: &str) -> Dispatch {
+        Dispatch {
+            tenant: TenantId::default(),
+            run_id: RunId::from(run),
+            priority: 5,
+            not_before: sked_core::timestamp::parse("2026-12-01T10:00:00Z").unwrap(),
+        }
+    }
+
+    /// With a receive limit of 2, a message is delivered twice and given up at the third
+    /// receive; one enqueued again meanwhile (a new message on SQS) counts from none.
+    #[tokio::test]
+    async fn a_message_is_given_up_after_the_receive_limit_and_a_new_one_counts_afresh() {
+        let clock = Arc::new(ManualClock::new(dispatch("a").not_before));
+        let queue = MemQueue::new(clock.clone()).with_receive_limit(2);
+        queue.enqueue(&[dispatch("a"), dispatch("b")]).await.unwrap();
+        let receive_all = async || {
+            clock.advance(Dur::secs(31));
+            let mut got: Vec<(String, u32)> = queue
+                .receive(10, Dur::secs(30), Dur::ZERO)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|d| (d.dispatch.run_id.0, d.receive_count))
+                .collect();
+            got.sort();
+            got
+        };
+        assert_eq!(receive_all().await, [("a".into(), 1), ("b".into(), 1)]);
+        assert_eq!(receive_all().await, [("a".into(), 2), ("b".into(), 2)]);
+        queue.enqueue(&[dispatch("b")]).await.unwrap();
+        assert_eq!(receive_all().await, [("b".to_string(), 1)]);
+        assert_eq!(queue.dead_letters(), [dispatch("a")]);
+        assert_eq!(queue.receive_limit(), Some(2));
     }
 }

@@ -15,8 +15,10 @@
 //! first. Until then — the send window — the job reads as not fired yet, a change writes the
 //! job alone, and a claim of the occurrence (its message is out) puts its run from the job if
 //! the job still has it. Such a run is listed across jobs once written
-//! ([`FiredRunListing::OnceWritten`]) and never repaired while unwritten (`stale_pending` holds
-//! stored runs: its message was out before the firing counted), as on DynamoDB. The same contract (but
+//! ([`FiredRunListing::OnceWritten`]) and, once written, is in no index the reaper reads —
+//! neither `expired_leases` nor `stale_pending` answer it — as on DynamoDB: its queue message
+//! alone carries it (a worker's death shows the message again, and the next claim takes the
+//! run over). The same contract (but
 //! for that window), so the contract suites and the simulation check that store's semantics
 //! here.
 
@@ -37,7 +39,7 @@ use sked_core::run::{Run, RunState};
 use sked_core::run_settings::RunSettings;
 use sked_core::timestamp::{Timestamp, trunc_ms};
 use sked_core::unwritten_firing;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard};
 
 /// Jobs, runs and idempotency keys in memory.
@@ -90,6 +92,11 @@ pub(crate) struct State {
     /// The jobs whose firing was left unwritten and passed by a sweep, with the job as stored
     /// then.
     pub(super) sent: HashMap<(TenantId, JobId), Job>,
+    /// The runs first written from a firing left unwritten (by their claim, or by a write that
+    /// settled the firing). Like DynamoDB's (`codec::KEYED`) they are in no index the reaper
+    /// reads: `expired_leases` and `stale_pending` never answer them, and their queue messages
+    /// alone carry them to their end.
+    pub(super) carried: HashSet<(TenantId, RunId)>,
 }
 
 impl State {
@@ -572,6 +579,7 @@ impl JobStore for MemStore {
             .runs
             .values()
             .filter(|r| r.state == RunState::Running && r.lease_expired(now))
+            .filter(|r| !st.carried.contains(&(r.tenant.clone(), r.run_id.clone())))
             .collect();
         runs.sort_by_key(|r| (r.lease.as_ref().map(|l| l.expires_at), r.run_id.clone()));
         Ok(runs.into_iter().take(limit).cloned().collect())
@@ -579,12 +587,13 @@ impl JobStore for MemStore {
 
     async fn stale_pending(&self, ready_before: Timestamp, limit: usize) -> Result<Vec<Run>, StoreError> {
         let st = self.lock();
-        // A run an unwritten firing shows is not repaired: its message was out before the
-        // firing counted (DynamoDB's `live` index holds run items only).
+        // Neither a run an unwritten firing shows nor one it put (`carried`): its message was
+        // out before the firing counted, and carries it.
         let mut runs: Vec<Run> = st
             .runs
             .values()
             .filter(|r| r.state == RunState::Pending && r.not_before <= ready_before)
+            .filter(|r| !st.carried.contains(&(r.tenant.clone(), r.run_id.clone())))
             .cloned()
             .collect();
         runs.sort_by(|a, b| {
@@ -841,12 +850,17 @@ fn claim_locked(
     let next_token = st.last_token + 1;
     let key = (tenant.clone(), run_id.clone());
     // A run an unwritten firing stands for is put by its claim's write.
+    // Put here from a firing left unwritten, if this claim writes it.
+    let first_write = st.lean && !st.runs.contains_key(&key);
     let mut run = st
         .run_view(tenant, run_id)
         .or_else(|| st.claimed_from_job(tenant, run_id))
         .ok_or(StoreError::NotFound)?;
     if let ClaimStep::Answer { outcome, changed } = run.decide_claim(now) {
         if changed {
+            if first_write {
+                st.carried.insert(key.clone());
+            }
             st.runs.insert(key, run.clone());
             // Ended here: what it releases is enqueued by the repair pass.
             st.ended(run)?;
@@ -866,6 +880,9 @@ fn claim_locked(
         });
     }
     run.start_attempt(owner, now, lease_until, next_token);
+    if first_write {
+        st.carried.insert(key.clone());
+    }
     st.runs.insert(key, run.clone());
     st.last_token = next_token;
     Ok(ClaimOutcome::Claimed { run, token: next_token })

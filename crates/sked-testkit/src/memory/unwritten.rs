@@ -101,6 +101,7 @@ impl State {
             return;
         };
         if let Some(run) = self.unwritten_run(key) {
+            self.carried.insert((run.tenant.clone(), run.run_id.clone()));
             self.runs.insert((run.tenant.clone(), run.run_id.clone()), run);
         }
         self.jobs.insert(key.clone(), unwritten_firing::job_after(&job));

@@ -27,6 +27,10 @@ use crate::faults::{FaultCounts, FaultPlan};
 use sked_core::duration::Dur;
 use std::fmt;
 
+/// How many times the simulation's queue delivers a message before it gives it up: the
+/// template's redrive `maxReceiveCount` ([`crate::memory::MemQueue::with_receive_limit`]).
+pub const RECEIVE_LIMIT: u32 = 5;
+
 /// What one simulation does.
 #[derive(Debug, Clone, Copy)]
 pub struct SimConfig {
@@ -126,6 +130,9 @@ pub struct SimReport {
     pub executions: usize,
     /// Writes refused because their token was fenced off.
     pub fenced_writes: u64,
+    /// Messages the queue gave up after [`RECEIVE_LIMIT`] receives (dropped: the
+    /// simulation runs no dead-letter handler, so a run they alone carried would never end).
+    pub dead_letters: usize,
     /// Faults injected, by kind.
     pub faults: FaultCounts,
     /// Broken invariants (empty when all held).
@@ -145,7 +152,7 @@ impl fmt::Display for SimReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
-            "seed {}: digest {:016x}, {} steps, {} jobs, {} runs, {} attempts, {} executions, {} fenced writes",
+            "seed {}: digest {:016x}, {} steps, {} jobs, {} runs, {} attempts, {} executions, {} fenced writes, {} dead letters",
             self.seed,
             self.digest,
             self.steps,
@@ -153,7 +160,8 @@ impl fmt::Display for SimReport {
             self.runs,
             self.attempts,
             self.executions,
-            self.fenced_writes
+            self.fenced_writes,
+            self.dead_letters
         )?;
         writeln!(f, "faults: {}", self.faults)?;
         if !self.ok() {

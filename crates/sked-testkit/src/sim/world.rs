@@ -93,6 +93,9 @@ impl DispatchQueue for DeadOnEnqueue {
     async fn ack(&self, receipt: &Receipt) -> Result<(), QueueError> {
         self.inner.ack(receipt).await
     }
+    fn receive_limit(&self) -> Option<u32> {
+        self.inner.receive_limit()
+    }
 }
 
 /// A sink adding each skipped occurrence to `skips` (the sweepers' and the API's firings).
@@ -178,7 +181,7 @@ impl World {
         let audit = Arc::new(AuditStore::new(mem.clone()));
         audit.log().lean_one_shots = config.lean_one_shots;
         let store = Arc::new(Faulty::new(audit.clone(), chaos.clone()));
-        let mem_queue = Arc::new(MemQueue::recording(clock.clone()));
+        let mem_queue = Arc::new(MemQueue::recording(clock.clone()).with_receive_limit(super::RECEIVE_LIMIT));
         let queue = Arc::new(Faulty::new(mem_queue.clone(), chaos.clone()));
         let logs = Arc::new(MemLogs::new());
         let process_clock = || Arc::new(Faulty::new(clock.clone(), chaos.clone()));
@@ -844,6 +847,7 @@ impl World {
             attempts: runs.iter().map(|r| r.attempts.len()).sum(),
             executions: execs.len(),
             fenced_writes: self.audit.log().fenced_writes,
+            dead_letters: self.mem_queue.dead_letters().len(),
             faults,
             violations: self.checker.violations().to_vec(),
             trace_tail: self.trace.tail(),

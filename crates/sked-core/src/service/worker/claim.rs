@@ -492,9 +492,9 @@ impl Worker {
     /// ends CANCELLED as the delete ends it (a step after the delete's write, which this
     /// catches if it failed or raced the run's firing), and the delivery is acked. A running
     /// one is left to its worker (a delete stops those only when asked to) while its lease
-    /// holds: the delivery is handed back for when the lease ends, so the run is looked at
-    /// again then should that worker die (rather than at the reaper's next pass). One whose
-    /// worker is gone is asked to stop and claimed, which ends it.
+    /// holds: the delivery is handed back for when the lease ends, since a run fired unwritten
+    /// is in no index the reaper reads and its message is all that finds it if that worker
+    /// dies. One whose worker is gone is asked to stop and claimed, which ends it.
     async fn end_for_deleted_job(&self, delivery: &Delivery) -> Result<(), CoreError> {
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         let store = &self.ports.store;
@@ -545,6 +545,37 @@ impl Worker {
         self.ack(delivery).await
     }
 
+    /// An attempt that took a run over from a lost one, claimed on a message delivered
+    /// before (the lost attempt's, shown again when its lease ended): on a queue that gives a
+    /// message up after so many receives, the run is handed a new message, due when this
+    /// attempt's lease ends, and the delivered one is dropped — else each worker death taken
+    /// over this way would count toward the limit, and the message be given up while the run
+    /// still had attempts left (on DynamoDB, a run fired unwritten is found by its message
+    /// alone). The new message is not this worker's to keep hidden: it shows at each lease's
+    /// end, finds the run leased and is handed on (`ClaimOutcome::Leased`), until the run
+    /// ends; the attempt's heartbeats extend a receipt that has gone stale, which changes
+    /// nothing. If the queue fails, the attempt goes on with the delivered message. (Other
+    /// redeliveries — a delivery deferred, or handed back unwanted by a process's poll — keep
+    /// their message: each is followed by a claim, not repeated without end.)
+    async fn renew_spent_message(&self, delivery: &Delivery, run: &Run) {
+        let took_over = run
+            .attempts
+            .iter()
+            .rev()
+            .nth(1)
+            .is_some_and(|lost| lost.outcome == Some(AttemptOutcome::WorkerLost));
+        if !took_over || delivery.receive_count <= 1 || self.ports.queue.receive_limit().is_none() {
+            return;
+        }
+        let Some(lease) = run.lease.as_ref() else {
+            return;
+        };
+        if let Err(e) = self.requeue(delivery, lease.expires_at).await {
+            let (tenant, run_id) = (&run.tenant, &run.run_id);
+            tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %e, "a run taken over by a redelivered message was not handed a new one");
+        }
+    }
+
     /// After a claim made at `now`: the attempt to run (with its job), or `None` once the
     /// delivery was dealt with (acked, deferred, or its run failed for want of a job).
     async fn claimed(
@@ -557,7 +588,10 @@ impl Worker {
         let store = &self.ports.store;
         let (tenant, run_id) = (&delivery.dispatch.tenant, &delivery.dispatch.run_id);
         let (run, token) = match claim {
-            Ok(ClaimOutcome::Claimed { run, token }) => (run, token),
+            Ok(ClaimOutcome::Claimed { run, token }) => {
+                self.renew_spent_message(delivery, &run).await;
+                (run, token)
+            }
             Ok(ClaimOutcome::Terminal(_)) | Err(StoreError::NotFound) => {
                 self.ack(delivery).await?;
                 return Ok(None);
