@@ -18,6 +18,7 @@ use sked_core::service::{Ports, Sked, SkedConfig, SweepSignal};
 use sked_core::task::Task;
 use sked_testkit::clock::ManualClock;
 use sked_testkit::eventually::eventually;
+use sked_testkit::faults::{Chaos, FaultPlan, Faulty, SimRng};
 use sked_testkit::memory::{FakeExecutor, MemLogs, MemPorts, MemQueue, MemStore};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
@@ -242,6 +243,33 @@ async fn a_run_taken_over_more_times_than_a_message_is_delivered_still_ends() {
     h.clock.advance(Dur::secs(61));
     assert!(h.worker("after").take_work(1, Dur::ZERO).await.unwrap().is_empty());
     assert_eq!(h.queued().await, 0, "its message went with its end");
+}
+
+/// A worker cut off from the store (every call fails for now) keeps receiving the run's
+/// message, more times than a message is delivered: each failed claim hands the run a new
+/// message for when the delivered one would have shown again, so the message is never given
+/// up, and once the store answers the run starts.
+#[tokio::test]
+async fn a_store_out_of_reach_does_not_spend_the_runs_message() {
+    let h = Harness::with_one_shot(&["ok"]).await;
+    assert_eq!(h.sweep().await, 1);
+    let chaos = Chaos::new(SimRng::new(1), FaultPlan::none(), h.clock.clone());
+    let cut_off = Arc::new(Faulty::new(h.store.clone(), chaos));
+    let ports = Ports::new(cut_off.clone(), h.ports.queue.clone(), h.ports.logs.clone(), h.clock.clone());
+    let mut config = WorkerConfig::new(WorkerId::from("cut-off"));
+    config.fired_ahead = true;
+    let worker = Worker::new(ports, h.executor.clone(), config);
+    h.clock.advance(Dur::secs(61));
+    cut_off.partition(h.clock.now() + chrono::Duration::hours(1));
+    for _ in 0..RECEIVE_LIMIT + 2 {
+        assert!(worker.take_work(1, Dur::ZERO).await.is_err(), "the claim fails");
+        assert_eq!(h.queued().await, 1, "the run keeps a message");
+        h.clock.advance(Dur::secs(61));
+    }
+    cut_off.heal();
+    let taken = worker.take_work(1, Dur::ZERO).await.unwrap();
+    assert_eq!(taken.len(), 1, "the store answers again: the run starts");
+    assert_eq!(taken[0].run().attempts.len(), 1);
 }
 
 /// A delete that leaves running runs to their workers: a message of such a run that shows

@@ -12,4 +12,4 @@ mod queue_then_store;
 
 pub use one_transaction::WorkTx;
 pub use queue_then_store::QueueThenStore;
-pub(crate) use queue_then_store::ignore_stale;
+pub(crate) use queue_then_store::{hand_back, ignore_stale};

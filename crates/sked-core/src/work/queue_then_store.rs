@@ -71,6 +71,35 @@ impl QueueThenStore {
     }
 }
 
+/// Deliveries whose claim failed with `error`: if the store failed for now (throttled,
+/// unreachable) and `queue` gives a message up after so many receives, each run is handed to
+/// a new message, visible `at` — when the delivered one would have shown again — and the
+/// delivery dropped, so a store that fails for a while does not spend the messages' receives
+/// (a run fired unwritten on DynamoDB has no other record the reaper reads). A claim that
+/// fails otherwise (an item that cannot be read) keeps counting, and its message is given up
+/// at the limit. If the queue fails too, the deliveries show again as they would have.
+pub(crate) async fn hand_back(queue: &dyn DispatchQueue, deliveries: &[Delivery], error: &StoreError, at: Timestamp) {
+    if !matches!(error, StoreError::Transient(_)) || queue.receive_limit().is_none() {
+        return;
+    }
+    let dispatches: Vec<Dispatch> = deliveries
+        .iter()
+        .map(|d| Dispatch {
+            not_before: d.dispatch.not_before.max(at),
+            ..d.dispatch.clone()
+        })
+        .collect();
+    if let Err(e) = queue.enqueue(&dispatches).await {
+        tracing::debug!(error = %e, "deliveries not handed back; they show again when their visibility ends");
+        return;
+    }
+    for delivery in deliveries {
+        if let Err(e) = ignore_stale(queue.ack(&delivery.receipt).await) {
+            tracing::debug!(run_id = %delivery.dispatch.run_id, error = %e, "a delivery handed back was not acked");
+        }
+    }
+}
+
 /// A stale receipt means the message was already handled or superseded: nothing to do.
 pub(crate) fn ignore_stale(result: Result<(), QueueError>) -> Result<(), QueueError> {
     match result {
@@ -132,7 +161,13 @@ impl WorkPort for QueueThenStore {
             })
             .collect();
         if !due.is_empty() {
-            let claims = self.store.claim(&request.claim_of(&due, now)).await?;
+            let claims = match self.store.claim(&request.claim_of(&due, now)).await {
+                Ok(claims) => claims,
+                Err(e) => {
+                    hand_back(&*self.queue, &due, &e, now + visibility.to_chrono()).await;
+                    return Err(e.into());
+                }
+            };
             if claims.len() != due.len() {
                 return Err(StoreError::Other("claim answered another number of runs".into()).into());
             }

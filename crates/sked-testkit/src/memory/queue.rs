@@ -9,7 +9,8 @@
 //! With a receive limit ([`MemQueue::with_receive_limit`]) it gives up a message as SQS's
 //! redrive does: a message delivered that many times is moved aside at its next receive
 //! ([`MemQueue::dead_letters`]), not delivered. A re-enqueue of a run counts as the new
-//! message it is on SQS: its count starts again.
+//! message it is on SQS: its count starts again; so does a message parked on a concurrency
+//! key (the one-transaction shape's wait, where a worker on SQS hands the run a new message).
 //! State sits behind a std `Mutex`, never held across an `.await`.
 
 use async_trait::async_trait;
@@ -305,6 +306,7 @@ impl State {
                 m.receipt = None;
                 m.leased_until = Some(fallback);
                 m.parked_on = Some(key.to_string());
+                m.receive_count = 0;
             })
             .is_some()
     }

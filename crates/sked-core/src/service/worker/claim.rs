@@ -150,7 +150,7 @@ impl Worker {
             Err(e) => {
                 let e = CoreError::from(e);
                 for delivery in &deliveries {
-                    self.unhandled(delivery, &e);
+                    self.claim_failed(delivery, &e).await;
                 }
                 Vec::new()
             }
@@ -186,7 +186,7 @@ impl Worker {
                 Ok(Admission::ClaimAlone(job)) => alone.push((delivery, job)),
                 Ok(Admission::Claim(job)) => others.push((delivery, job)),
                 Ok(Admission::Done) => {}
-                Err(e) => self.unhandled(&delivery, &e),
+                Err(e) => self.claim_failed(&delivery, &e).await,
             }
         }
         self.claim_admitted(alone, true, claimed).await;
@@ -233,7 +233,7 @@ impl Worker {
             Err(e) => {
                 let e = CoreError::from(e);
                 for (delivery, _) in &to_claim {
-                    self.unhandled(delivery, &e);
+                    self.claim_failed(delivery, &e).await;
                 }
             }
         }
@@ -254,7 +254,7 @@ impl Worker {
                 continue;
             }
             if let Err(e) = self.wait_behind_first_of_job(&delivery, &job).await {
-                self.unhandled(&delivery, &e);
+                self.claim_failed(&delivery, &e).await;
             }
         }
         going_on
@@ -283,7 +283,7 @@ impl Worker {
     }
 
     /// [`Worker::claimed`] for one delivery of a batch: what starts goes to `claimed`, a
-    /// failure is logged (the message will be redelivered).
+    /// failure is logged (the message will be redelivered, or handed on: [`Worker::claim_failed`]).
     async fn collect_claimed(
         &self,
         delivery: Delivery,
@@ -300,7 +300,7 @@ impl Worker {
                 token,
             }),
             Ok(None) => {}
-            Err(e) => self.unhandled(&delivery, &e),
+            Err(e) => self.claim_failed(&delivery, &e).await,
         }
     }
 

@@ -63,6 +63,16 @@ impl Worker {
         tracing::warn!(worker = %self.config.id, %tenant, %run_id, error = %error, "delivery not handled; it will be redelivered");
     }
 
+    /// A delivery whose claim failed: logged, and if the store failed for now, handed to a
+    /// new message for when this one would have shown again ([`crate::work::hand_back`]).
+    pub(super) async fn claim_failed(&self, delivery: &Delivery, error: &CoreError) {
+        self.unhandled(delivery, error);
+        if let CoreError::Store(e) = error {
+            let at = self.ports.clock.now() + self.config.lease.to_chrono();
+            crate::work::hand_back(&*self.ports.queue, std::slice::from_ref(delivery), e, at).await;
+        }
+    }
+
     /// Hands the run back to the queue as a message visible from `until`, and drops the one
     /// delivered: for a run that waits for another run's lease (`queue_one` behind a running
     /// run, or a duplicate message of a run another worker holds), which may take many leases. Deferring the same message instead would count each wait as a failed
