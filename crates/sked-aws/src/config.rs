@@ -81,6 +81,44 @@ pub struct AwsConfig {
     /// table must have the same setting: one without it cannot claim such a run (README,
     /// "Costs": the rollout). Default: `false`.
     pub unwritten_one_shots: bool,
+    /// Where a job's item is keyed, a property of the table fixed at its first use
+    /// ([`crate::check_table_layout`]). Default: [`JobKeys::PerJob`].
+    pub job_keys: JobKeys,
+}
+
+/// Where a job's item is keyed in the table (`dynamo` module doc, "Table layout").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobKeys {
+    /// `T#<tenant>#J#<job>` / `JOB`, beside its runs; a tenant's jobs are listed through the
+    /// `list` index (one index write per job created).
+    #[default]
+    PerJob,
+    /// `T#<tenant>#JOBS#<shard>` / `<job>`: a tenant's jobs in
+    /// [`JOB_SHARDS`](crate::dynamo::keys::JOB_SHARDS) partitions of the table, listed by the
+    /// table's own keys — no `list` entry, one index write less per job (`docs/lean-layout.md`,
+    /// step 5). A table chooses once: a table used one way refuses processes set the other.
+    TenantShards,
+}
+
+impl std::str::FromStr for JobKeys {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "per-job" => Ok(JobKeys::PerJob),
+            "tenant-shards" => Ok(JobKeys::TenantShards),
+            other => Err(format!("`{other}`: expected `per-job` or `tenant-shards`")),
+        }
+    }
+}
+
+impl std::fmt::Display for JobKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            JobKeys::PerJob => "per-job",
+            JobKeys::TenantShards => "tenant-shards",
+        })
+    }
 }
 
 /// Which run items carry `state` (`dynamo::codec::LISTED_STATE`). A run's state is always in
@@ -247,6 +285,7 @@ impl AwsConfig {
             faults: None,
             run_listed_state: RunListedState::Ended,
             unwritten_one_shots: false,
+            job_keys: JobKeys::PerJob,
         }
     }
 

@@ -15,6 +15,7 @@
 //! | `SKED_IDEMPOTENCY_RETENTION` | how long idempotency keys are kept | `24h` |
 //! | `SKED_RUN_LISTED_STATE` | which run items carry `state`, the attribute the `list` index projects: `ended`; `always` while processes older than 2026-12-04 may still read the table; `unsuccessful`, only runs that did not succeed: a success's end then writes no index entry, and a listing filtered on SUCCEEDED or an active state reads the items of the succeeded runs it passes ([`crate::RunListedState`]) | `ended` |
 //! | `SKED_UNWRITTEN_ONE_SHOTS` | leave one-shots' plain firings unwritten (`true`/`false`; the same in every process: [`crate::AwsConfig::unwritten_one_shots`]) | `false` |
+//! | `SKED_JOB_KEYS` | where a job's item is keyed: `per-job`, or `tenant-shards` (no `list` index entry per job); a property of the table, chosen by its first process and refused otherwise after ([`crate::JobKeys`], [`crate::check_table_layout`]) | `per-job` |
 //! | `SKED_MAX_RECEIVE_COUNT` | receives before SQS dead-letters a message (the redrive policy's) | 5 |
 //! | `SKED_LOOKAHEAD` | how far ahead the sweeper fires, and the API fires directly (≤ `15m`) | `10m` |
 //! | `SKED_LOG_BUCKET`, `SKED_LOG_GROUP` | S3 bucket and CloudWatch Logs group of attempt logs ([`LogsConfig`]); both or neither | none: no logs |
@@ -65,6 +66,8 @@ pub const IDEMPOTENCY_RETENTION: &str = "SKED_IDEMPOTENCY_RETENTION";
 pub const RUN_LISTED_STATE: &str = "SKED_RUN_LISTED_STATE";
 /// `SKED_UNWRITTEN_ONE_SHOTS`.
 pub const UNWRITTEN_ONE_SHOTS: &str = "SKED_UNWRITTEN_ONE_SHOTS";
+/// `SKED_JOB_KEYS`.
+pub const JOB_KEYS: &str = "SKED_JOB_KEYS";
 /// `SKED_MAX_RECEIVE_COUNT`.
 pub const MAX_RECEIVE_COUNT: &str = "SKED_MAX_RECEIVE_COUNT";
 /// `SKED_LOOKAHEAD`.
@@ -175,6 +178,9 @@ impl Settings {
         }
         if let Some(v) = get(UNWRITTEN_ONE_SHOTS) {
             aws.unwritten_one_shots = parse_switch(UNWRITTEN_ONE_SHOTS, &v)?;
+        }
+        if let Some(v) = get(JOB_KEYS) {
+            aws.job_keys = v.parse().map_err(|e: String| invalid(JOB_KEYS, &v, e))?;
         }
         let lookahead = match get(LOOKAHEAD) {
             Some(v) => {
@@ -292,6 +298,7 @@ impl Settings {
             (IDEMPOTENCY_RETENTION, Dur(aws.idempotency_retention).to_string()),
             (RUN_LISTED_STATE, aws.run_listed_state.to_string()),
             (UNWRITTEN_ONE_SHOTS, aws.unwritten_one_shots.to_string()),
+            (JOB_KEYS, aws.job_keys.to_string()),
             (MAX_RECEIVE_COUNT, aws.max_receive_count.to_string()),
             (LOOKAHEAD, self.lookahead.to_string()),
         ];
@@ -395,6 +402,7 @@ mod tests {
         assert_eq!(s.aws.shards, 4);
         assert_eq!(s.aws.run_listed_state, crate::RunListedState::Ended);
         assert!(!s.aws.unwritten_one_shots);
+        assert_eq!(s.aws.job_keys, crate::JobKeys::PerJob);
         assert_eq!(s.lookahead, DEFAULT_LOOKAHEAD);
         assert_eq!((s.aws.logs, s.aws.ecs), (None, None));
     }
@@ -410,6 +418,7 @@ mod tests {
             (RUN_RETENTION, "7d"),
             (RUN_LISTED_STATE, "always"),
             (UNWRITTEN_ONE_SHOTS, "yes"),
+            (JOB_KEYS, "tenant-shards"),
             (MAX_RECEIVE_COUNT, "3"),
             (LOOKAHEAD, "5m"),
             (LOG_BUCKET, "logs"),
@@ -428,6 +437,7 @@ mod tests {
         assert_eq!(s.aws.max_receive_count, 3);
         assert_eq!(s.aws.run_listed_state, crate::RunListedState::Always);
         assert!(s.aws.unwritten_one_shots);
+        assert_eq!(s.aws.job_keys, crate::JobKeys::TenantShards);
         assert_eq!(s.lookahead, Dur::secs(300));
         let logs = s.aws.logs.unwrap();
         assert_eq!((logs.bucket.as_str(), logs.log_group.as_str()), ("logs", "/sked/runs"));
@@ -451,6 +461,7 @@ mod tests {
             (IDEMPOTENCY_RETENTION, "90m"),
             (RUN_LISTED_STATE, "always"),
             (UNWRITTEN_ONE_SHOTS, "true"),
+            (JOB_KEYS, "tenant-shards"),
             (LOOKAHEAD, "5m"),
             (LOG_BUCKET, "logs"),
             (LOG_GROUP, "/sked/runs"),
@@ -504,6 +515,9 @@ mod tests {
         vars.pop();
         vars.push((RUN_LISTED_STATE, "sometimes"));
         assert!(settings(&vars).unwrap_err().to_string().contains(RUN_LISTED_STATE));
+        vars.pop();
+        vars.push((JOB_KEYS, "per-tenant"));
+        assert!(settings(&vars).unwrap_err().to_string().contains(JOB_KEYS));
         vars.pop();
         vars.push((LOG_BUCKET, "logs"));
         assert!(settings(&vars).unwrap_err().to_string().contains(LOG_GROUP));

@@ -42,7 +42,9 @@ pub mod testing;
 pub mod wiring;
 
 pub use bootstrap::create_resources;
-pub use config::{AwsClients, AwsConfig, EcsConfig, LogsConfig, QueueUrls, RunListedState, StaticCredentials, connect};
+pub use config::{
+    AwsClients, AwsConfig, EcsConfig, JobKeys, LogsConfig, QueueUrls, RunListedState, StaticCredentials, connect,
+};
 pub use dynamo::DynamoStore;
 pub use dynamo::sweep_lease::SweepLease;
 pub use ecs::EcsExecutor;
@@ -52,4 +54,4 @@ pub use fault::{Faults, FaultyHttpClient};
 pub use logs::CloudWatchLogStore;
 pub use request_count::RequestCounter;
 pub use sqs::SqsQueue;
-pub use wiring::{TenantStores, ports, ports_and_tenants};
+pub use wiring::{TenantStores, check_table_layout, ports, ports_and_tenants};

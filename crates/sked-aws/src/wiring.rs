@@ -24,6 +24,13 @@ pub fn ports(clients: &AwsClients, config: &AwsConfig, clock: Arc<dyn Clock>) ->
     ports_and_tenants(clients, config, clock).0
 }
 
+/// Checks, before a process uses the table, that the table keys its jobs as `config` says
+/// (recording the setting on a table's first use: `dynamo::layout`). Every AWS main calls it
+/// once at start; a mismatch is an error naming both settings.
+pub async fn check_table_layout(clients: &AwsClients, config: &AwsConfig) -> Result<(), sked_core::ports::StoreError> {
+    crate::dynamo::layout::check_job_keys(&clients.dynamodb, &config.table, config.job_keys).await
+}
+
 /// What the store keeps per tenant besides its jobs and runs.
 #[derive(Clone)]
 pub struct TenantStores {

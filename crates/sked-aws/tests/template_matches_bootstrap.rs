@@ -579,6 +579,7 @@ fn the_template_sets_the_variables_the_code_reads() {
         env::RUN_RETENTION,
         env::RUN_LISTED_STATE,
         env::UNWRITTEN_ONE_SHOTS,
+        env::JOB_KEYS,
         env::IDEMPOTENCY_RETENTION,
         env::MAX_RECEIVE_COUNT,
         env::LOOKAHEAD,

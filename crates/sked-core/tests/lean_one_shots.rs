@@ -255,7 +255,12 @@ async fn a_store_out_of_reach_does_not_spend_the_runs_message() {
     assert_eq!(h.sweep().await, 1);
     let chaos = Chaos::new(SimRng::new(1), FaultPlan::none(), h.clock.clone());
     let cut_off = Arc::new(Faulty::new(h.store.clone(), chaos));
-    let ports = Ports::new(cut_off.clone(), h.ports.queue.clone(), h.ports.logs.clone(), h.clock.clone());
+    let ports = Ports::new(
+        cut_off.clone(),
+        h.ports.queue.clone(),
+        h.ports.logs.clone(),
+        h.clock.clone(),
+    );
     let mut config = WorkerConfig::new(WorkerId::from("cut-off"));
     config.fired_ahead = true;
     let worker = Worker::new(ports, h.executor.clone(), config);

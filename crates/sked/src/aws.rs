@@ -44,6 +44,9 @@ pub async fn run(args: WorkerArgs) -> anyhow::Result<ExitCode> {
     let shutdown = runtime::shutdown_on_signals()?;
     let settings = sked_aws::Settings::from_env().context("reading the AWS settings from the environment")?;
     let clients = sked_aws::connect(&settings.aws).await;
+    sked_aws::check_table_layout(&clients, &settings.aws)
+        .await
+        .context("checking the table's layout")?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = Arc::new(sked_aws::EmfRecorder::from_env("sked-worker"));
     let (ports, tenants) = sked_aws::ports_and_tenants(&clients, &settings.aws, clock.clone());

@@ -103,12 +103,14 @@ async fn aws_crash() {
     crash(SHORT, Variant::default()).await;
 }
 
-/// The same on a store that leaves one-shots' plain firings unwritten
-/// (`AwsConfig::unwritten_one_shots`: the sweeper writes nothing, the claim puts the run).
+/// The same on the lean store: one-shots' plain firings left unwritten
+/// (`AwsConfig::unwritten_one_shots`: the sweeper writes nothing, the claim puts the run, its
+/// message alone carries it), no succeeded run's state in `list`
+/// (`RunListedState::Unsuccessful`), jobs keyed by tenant shards (`JobKeys::TenantShards`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aws_crash_with_firings_left_unwritten() {
     let variant = Variant {
-        unwritten_one_shots: true,
+        lean_store: true,
         ..Variant::default()
     };
     crash(SHORT, variant).await;
@@ -129,8 +131,8 @@ async fn aws_crash_long() {
 struct Variant {
     /// Fraction of requests whose answer is lost ([`LOST_ANSWER`] or none).
     lost_answer: f64,
-    /// Whether one-shots' plain firings are left unwritten.
-    unwritten_one_shots: bool,
+    /// Whether the store is the lean one (see [`aws_crash_with_firings_left_unwritten`]).
+    lean_store: bool,
 }
 
 /// What the sweeper ticks did.
@@ -172,7 +174,11 @@ async fn crash(soak: Soak, variant: Variant) {
         seed,
         ..Faults::default()
     });
-    config.unwritten_one_shots = variant.unwritten_one_shots;
+    if variant.lean_store {
+        config.unwritten_one_shots = true;
+        config.run_listed_state = sked_aws::RunListedState::Unsuccessful;
+        config.job_keys = sked_aws::JobKeys::TenantShards;
+    }
     let mut aws = Deployment::start(config, Dur::ZERO, Dur::secs(600)).await;
     // The repair pass re-enqueues runs left PENDING (e.g. written by a sweep whose enqueue
     // failed) after a few of the test's ticks rather than EventBridge's minute.

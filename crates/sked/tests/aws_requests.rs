@@ -77,18 +77,19 @@ const API_SECONDS: f64 = 0.1;
 /// moved it to `live`; 10 until 2026-12-05, when a one-shot's run began to keep its `active` entry.)
 const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 
-/// Index writes per one-shot run created ahead on the lean store ([`Store::Lean`]): create 2
-/// (`sched`, `list`), fire 0 (the job is not written: its entries stay), claim 1 (the run's
-/// first put: its `list` entry; none in `active`, the run is read by its key, and none in
-/// `live`, its message carries it: `sked_aws::dynamo::codec::KEYED`), complete 0 (its state
-/// is not projected in `list`: `RunListedState::Unsuccessful`). (6 until 2026-12-05 evening: such a
-/// run's `live` entry, its claim's put and its end's delete, and its state in `list`.)
-const INDEX_WRU_PER_ONE_SHOT_ON_THE_LEAN_STORE: f64 = 3.0;
+/// Index writes per one-shot run created ahead on the lean store ([`Store::Lean`]): create 1
+/// (`sched`; no `list` entry, the job is keyed in its tenant's shards:
+/// `sked_aws::JobKeys::TenantShards`), fire 0 (the job is not written: its entry stays), claim 1
+/// (the run's first put: its `list` entry; none in `active`, the run is read by its key, and
+/// none in `live`, its message carries it: `sked_aws::dynamo::codec::KEYED`), complete 0 (its
+/// state is not projected in `list`: `RunListedState::Unsuccessful`). (6 until 2026-12-05
+/// evening: such a run's `live` entry, its claim's put and its end's delete, and its state in
+/// `list`; 3 until that night, the job's `list` entry.)
+const INDEX_WRU_PER_ONE_SHOT_ON_THE_LEAN_STORE: f64 = 2.0;
 
 /// What a silent one-shot on the lean store costs per million behind a function URL, at most:
-/// $5.27–5.32 measured on 2026-12-05 (receives vary), with room for that. Issue 15 asks for
-/// $5.00; what is left to get there is `docs/lean-layout.md`'s step 5.
-const LEAN_BEHIND_A_FUNCTION_URL_AT_MOST: f64 = 5.60;
+/// issue 15's $5.00 ($4.67–4.74 measured on 2026-12-05, receives vary).
+const LEAN_BEHIND_A_FUNCTION_URL_AT_MOST: f64 = 5.00;
 
 /// Index writes per one-shot run created due at once, its job written with its first firing
 /// (`sked_aws::dynamo::create_fired`): the job's `list` entry (put COMPLETED; it never enters
@@ -186,9 +187,10 @@ async fn requests_per_one_shot_and_recurring_run_are_counted_and_priced() {
 /// Silent one-shots created one by one, on the lean store ([`Store::Lean`],
 /// `docs/lean-layout.md`): the sweep writes nothing, the claim puts the run (built from its
 /// job, read before and after the put, in batches) with no `live` entry, and its end writes
-/// no index. Measured against the same one-shots on the store that writes every firing; must
-/// cost less, within the same bounds (8 requests a run, no query by the worker: its runs are
-/// marked lone by the claim).
+/// no index, and its job is keyed in its tenant's shards (no `list` entry). Measured against
+/// the same one-shots on the store that writes every firing; must cost less, within the same
+/// bounds (8 requests a run, no query by the worker: its runs are marked lone by the claim),
+/// and at most issue 15's $5.00 a million behind a function URL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_per_one_shot_on_the_lean_store_are_counted_and_priced() {
     let written = measure("silent one-shot runs", sh(":"), false, Created::OneByOne).await;
@@ -384,6 +386,7 @@ impl Store {
         if self == Store::Lean {
             config.unwritten_one_shots = true;
             config.run_listed_state = sked_aws::RunListedState::Unsuccessful;
+            config.job_keys = sked_aws::JobKeys::TenantShards;
         }
     }
 }

@@ -40,6 +40,9 @@ async fn main() -> anyhow::Result<()> {
         local_identity,
     };
     let clients = sked_aws::connect(&settings.aws).await;
+    sked_aws::check_table_layout(&clients, &settings.aws)
+        .await
+        .context("checking the table's layout")?;
     let (ports, tenants) = sked_aws::ports_and_tenants(&clients, &settings.aws, Arc::new(SystemClock));
     let app = sked_fn_api::app(ports, tenants, &settings, identities);
     lambda_http::run(app).await.map_err(|e| anyhow::anyhow!(e))

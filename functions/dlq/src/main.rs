@@ -13,6 +13,9 @@ async fn main() -> anyhow::Result<()> {
     lambda_runtime::tracing::init_default_subscriber();
     let settings = sked_aws::Settings::from_env().context("reading the function's environment")?;
     let clients = sked_aws::connect(&settings.aws).await;
+    sked_aws::check_table_layout(&clients, &settings.aws)
+        .await
+        .context("checking the table's layout")?;
     let ports = sked_aws::ports(&clients, &settings.aws, Arc::new(SystemClock));
     let handler = Arc::new(sked_fn_dlq::DlqFn::new(ports, settings.aws.max_receive_count));
     let service = service_fn(move |event: LambdaEvent<SqsEvent>| {

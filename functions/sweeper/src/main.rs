@@ -13,6 +13,9 @@ async fn main() -> anyhow::Result<()> {
     lambda_runtime::tracing::init_default_subscriber();
     let settings = sked_aws::Settings::from_env().context("reading the function's environment")?;
     let clients = sked_aws::connect(&settings.aws).await;
+    sked_aws::check_table_layout(&clients, &settings.aws)
+        .await
+        .context("checking the table's layout")?;
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let metrics = Arc::new(sked_aws::EmfRecorder::from_env("sked-sweeper"));
     let ports = sked_aws::ports(&clients, &settings.aws, clock.clone()).with_observer(metrics.clone());

@@ -15,8 +15,7 @@
 //!   the mark itself.
 
 use super::claim::{next_token, start};
-use super::codec::{Item, Reader, StoredRun, key, ms};
-use super::keys::*;
+use super::codec::{Item, Reader, StoredRun, ms};
 use super::lone::LONE;
 use super::store::DynamoStore;
 use super::unwritten::{ABSENT_RV, dedup, settled_times};
@@ -54,7 +53,7 @@ impl DynamoStore {
     ) -> Result<Vec<Option<(Job, Item)>>, StoreError> {
         let keys: Vec<Item> = ids
             .iter()
-            .map(|(t, id)| key(job_pk(t.as_str(), id.as_str()), JOB_SK.into()))
+            .map(|(t, id)| self.job_key(t.as_str(), id.as_str()))
             .collect();
         let items = match keys.as_slice() {
             [one] => self.get_item(one.clone()).await?.into_iter().collect(),
@@ -151,8 +150,10 @@ impl DynamoStore {
         if puts.is_empty() {
             return Ok(again);
         }
-        let job_key = |tenant: &TenantId, id: &JobId| key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into());
-        let keys: Vec<Item> = puts.iter().map(|p| job_key(&p.job.tenant, &p.job.id)).collect();
+        let keys: Vec<Item> = puts
+            .iter()
+            .map(|p| self.job_key(p.job.tenant.as_str(), p.job.id.as_str()))
+            .collect();
         let mut read: HashMap<(TenantId, JobId), Item> = HashMap::new();
         for item in self.batch_get(dedup(keys)).await? {
             let job = super::codec::job_from_item(&item)?;

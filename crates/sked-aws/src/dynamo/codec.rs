@@ -8,7 +8,7 @@
 
 use super::keys::*;
 use super::lone::LONE;
-use crate::config::RunListedState;
+use crate::config::{JobKeys, RunListedState};
 use aws_sdk_dynamodb::types::AttributeValue;
 use sked_core::alert::Alert;
 use sked_core::concurrency::Concurrency;
@@ -197,12 +197,14 @@ pub fn job_due_keys(
     ))
 }
 
-/// A job's item, filed in the due index as of `now`.
-pub fn job_item(job: &Job, now: Timestamp, shards: u32) -> Result<Item, StoreError> {
+/// A job's item, keyed as `keys` says, filed in the due index as of `now`; listed through the
+/// `list` index only where its own key does not list it ([`JobKeys::PerJob`]).
+pub fn job_item(job: &Job, now: Timestamp, shards: u32, keys: JobKeys) -> Result<Item, StoreError> {
     let (t, id) = (job.tenant.as_str(), job.id.as_str());
     let spec = serde_json::to_string(&job.spec).map_err(|e| json_error("job spec", e))?;
     let labels = job.spec.labels.iter().map(|(k, v)| (k.clone(), s(v.clone()))).collect();
-    let mut item = key(job_pk(t, id), JOB_SK.into());
+    let (pk, sk) = job_item_key(keys, t, id);
+    let mut item = key(pk, sk);
     item.extend([
         ("kind".to_string(), s("job")),
         ("tenant".into(), s(t)),
@@ -213,9 +215,11 @@ pub fn job_item(job: &Job, now: Timestamp, shards: u32) -> Result<Item, StoreErr
         ("created_at".into(), n(ms(job.created_at))),
         ("updated_at".into(), n(ms(job.updated_at))),
         ("labels".into(), AttributeValue::M(labels)),
-        (GSI2_PK.into(), s(jobs_list_pk(t))),
-        (GSI2_SK.into(), s(id)),
     ]);
+    if keys == JobKeys::PerJob {
+        item.insert(GSI2_PK.into(), s(jobs_list_pk(t)));
+        item.insert(GSI2_SK.into(), s(id));
+    }
     if let Some(nfa) = job.next_fire_at {
         item.insert("next_fire_at".into(), n(ms(nfa)));
     }
@@ -224,6 +228,14 @@ pub fn job_item(job: &Job, now: Timestamp, shards: u32) -> Result<Item, StoreErr
         item.insert(GSI1_SK.into(), s(sk));
     }
     Ok(item)
+}
+
+/// Whether `item` is a job's (by its `kind`, or — items written before `kind` was — its sort
+/// key), whichever way the table keys jobs.
+pub fn is_job_item(item: &Item) -> bool {
+    let r = Reader::new(item);
+    r.s("kind")
+        .map_or_else(|_| r.s(SK).is_ok_and(|sk| sk == JOB_SK), |kind| kind == "job")
 }
 
 /// A job from its item.
@@ -556,6 +568,39 @@ mod tests {
 
     fn at(s: &str) -> Timestamp {
         parse(s).unwrap()
+    }
+
+    /// Keyed per job, a job's item is beside its runs and listed through `list`; keyed by
+    /// tenant shards, it is in one of its tenant's shards, sorted by its id, with no `list`
+    /// entry — and it reads back the same either way.
+    #[test]
+    fn a_job_item_is_keyed_as_the_table_keys_jobs() {
+        let spec = serde_json::from_value(serde_json::json!({
+            "schedule": {"at": "2026-03-01T00:10:00Z"}, "task": {"command": {"argv": ["true"]}}
+        }))
+        .unwrap();
+        let now = at("2026-03-01T00:00:00Z");
+        let job = Job {
+            tenant: TenantId::from("t"),
+            id: JobId::from("j"),
+            spec,
+            state: JobState::Active,
+            next_fire_at: Some(at("2026-03-01T00:10:00Z")),
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        };
+        let per_job = job_item(&job, now, 4, JobKeys::PerJob).unwrap();
+        let sharded = job_item(&job, now, 4, JobKeys::TenantShards).unwrap();
+        let keys = |item: &Item| (Reader::new(item).s(PK).unwrap(), Reader::new(item).s(SK).unwrap());
+        assert_eq!(keys(&per_job), ("T#t#J#j".to_string(), "JOB".to_string()));
+        let shard = shard_of("t#j", JOB_SHARDS);
+        assert_eq!(keys(&sharded), (format!("T#t#JOBS#{shard}"), "j".to_string()));
+        assert!(per_job.contains_key(GSI2_PK) && per_job.contains_key(GSI2_SK));
+        assert!(!sharded.contains_key(GSI2_PK) && !sharded.contains_key(GSI2_SK));
+        assert!(sharded.contains_key(GSI1_PK), "still filed in `sched`");
+        assert!(is_job_item(&per_job) && is_job_item(&sharded));
+        assert_eq!(job_from_item(&sharded).unwrap(), job_from_item(&per_job).unwrap());
     }
 
     #[test]

@@ -106,7 +106,7 @@ impl DynamoStore {
             .iter()
             .map(|e| {
                 let downstream = Reader::new(e).s("downstream")?;
-                Ok(key(job_pk(tenant.as_str(), &downstream), JOB_SK.into()))
+                Ok(self.job_key(tenant.as_str(), &downstream))
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         let mut jobs: Vec<Job> = self

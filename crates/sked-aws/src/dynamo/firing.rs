@@ -300,7 +300,7 @@ impl DynamoStore {
         check_only: bool,
         lone: bool,
     ) -> Result<TransactWriteItem, StoreError> {
-        let k = key(job_pk(f.tenant.as_str(), f.job_id.as_str()), JOB_SK.into());
+        let k = self.job_key(f.tenant.as_str(), f.job_id.as_str());
         let mut names = HashMap::from([
             ("#v".to_string(), "version".to_string()),
             ("#nfa".to_string(), "next_fire_at".to_string()),
@@ -505,8 +505,7 @@ impl DynamoStore {
 
     /// The item of the job named by a firing, if it exists (to tell NotFound from Conflict).
     async fn job_item(&self, tenant: &TenantId, id: &JobId) -> Result<Option<Item>, StoreError> {
-        self.get_item(key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into()))
-            .await
+        self.get_item(self.job_key(tenant.as_str(), id.as_str())).await
     }
 }
 

@@ -10,6 +10,7 @@ use super::codec::{Item, LISTED_STATE, RUN_STATE, Reader, key, listed_in_every_m
 use super::keys::*;
 use super::plumbing::QuerySpec;
 use super::store::DynamoStore;
+use crate::JobKeys;
 use sked_core::ids::TenantId;
 use sked_core::job::{Job, JobState};
 use sked_core::ports::store::{JobFilter, Page, PageRequest, RunFilter, StoreError};
@@ -100,7 +101,54 @@ fn newest_first(a: &Run, b: &Run) -> std::cmp::Ordering {
     (b.scheduled_for, &b.run_id).cmp(&(a.scheduled_for, &a.run_id))
 }
 
+/// Where a tenant's jobs are read in job id order: the `list` index's partition of them, or —
+/// jobs keyed by tenant shards ([`JobKeys::TenantShards`]) — the table's own shards of them,
+/// read consistently, whose items are the jobs themselves.
+pub(super) struct TenantJobs {
+    /// One query per partition, from after `after` if given.
+    pub(super) queries: Vec<QuerySpec>,
+    /// The attribute holding each item's job id, the partitions' sort key.
+    pub(super) sort_key: &'static str,
+    /// Whether the items read are index copies (their full items still to read).
+    pub(super) copies: bool,
+}
+
 impl DynamoStore {
+    /// The queries of `tenant`'s jobs in id order (after `after`), without filter.
+    pub(super) fn tenant_jobs(&self, tenant: &TenantId, after: Option<&str>) -> TenantJobs {
+        let cond = if after.is_some() {
+            "#pk = :pk AND #sk > :after"
+        } else {
+            "#pk = :pk"
+        };
+        let query = |index, pk_attr, sk_attr, pk: String| {
+            let mut q = QuerySpec::new(index, cond).name("#pk", pk_attr).value(":pk", s(pk));
+            if let Some(a) = after {
+                q = q.name("#sk", sk_attr).value(":after", s(a));
+            }
+            q
+        };
+        let t = tenant.as_str();
+        match self.job_keys {
+            JobKeys::PerJob => TenantJobs {
+                queries: vec![query(Some(LIST_INDEX), GSI2_PK, GSI2_SK, jobs_list_pk(t))],
+                sort_key: GSI2_SK,
+                copies: true,
+            },
+            JobKeys::TenantShards => TenantJobs {
+                queries: (0..JOB_SHARDS)
+                    .map(|shard| {
+                        let mut q = query(None, PK, SK, jobs_pk(t, shard));
+                        q.consistent = true;
+                        q
+                    })
+                    .collect(),
+                sort_key: SK,
+                copies: false,
+            },
+        }
+    }
+
     /// The body of [`JobStore::list_jobs`](sked_core::ports::JobStore::list_jobs).
     pub(super) async fn job_page(
         &self,
@@ -113,19 +161,59 @@ impl DynamoStore {
             .as_deref()
             .map(|c| decode_cursor(c).ok_or_else(|| StoreError::BadCursor("malformed job cursor".into())))
             .transpose()?;
-        let cond = if after.is_some() {
-            "#pk = :pk AND #sk > :after"
+        let TenantJobs {
+            queries,
+            sort_key,
+            copies: index_copies,
+        } = self.tenant_jobs(tenant, after.as_deref());
+        let filtered = |q: QuerySpec| self.job_filter(q, filter);
+        let want = page.limit.saturating_add(1);
+        let mut copies = self
+            .query_many(queries.into_iter().map(filtered).collect(), want)
+            .await?;
+        let id_of = |c: &Item| Reader::new(c).s(sort_key).unwrap_or_default();
+        copies.sort_by_key(id_of);
+        copies.truncate(want);
+        let fetched;
+        let items = if index_copies {
+            let keys = copies.iter().map(|c| {
+                let r = Reader::new(c);
+                key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
+            });
+            fetched = self.fetch_in_order(keys.collect()).await?;
+            &fetched
         } else {
-            "#pk = :pk"
+            &copies
         };
-        let mut q = QuerySpec::new(Some(LIST_INDEX), cond)
-            .name("#pk", GSI2_PK)
-            .name("#st", "state")
-            .value(":pk", s(jobs_list_pk(tenant.as_str())));
-        if let Some(a) = &after {
-            q = q.name("#sk", GSI2_SK).value(":after", s(a.clone()));
-        }
-        q = match filter.state {
+        let mut jobs: Vec<Job> = self.jobs_shown(items).await?;
+        // The full item is newer than the index copy: apply the filter again.
+        jobs.retain(|j| {
+            filter.state.map_or(j.state != JobState::Deleted, |st| j.state == st)
+                && filter.labels.iter().all(|(k, v)| j.spec.labels.get(k) == Some(v))
+        });
+        let more = copies.len() > page.limit;
+        jobs.truncate(page.limit);
+        // A page its filter emptied (copies of jobs that no longer match: an ACTIVE one-shot
+        // read for COMPLETED that was not fired) goes on from its last copy.
+        let next_cursor = if more {
+            jobs.last()
+                .map(|j| j.id.as_str().to_string())
+                .or_else(|| copies.get(page.limit.saturating_sub(1)).map(id_of))
+                .map(|id| encode_cursor(&id))
+        } else {
+            None
+        };
+        Ok(Page {
+            items: jobs,
+            next_cursor,
+        })
+    }
+
+    /// `q` filtered on a job listing's `filter` (state, labels), as the items or index copies
+    /// it reads hold them.
+    fn job_filter(&self, q: QuerySpec, filter: &JobFilter) -> QuerySpec {
+        let q = q.name("#st", "state");
+        let mut q = match filter.state {
             // A COMPLETED one-shot may be one whose firing was left unwritten: stored ACTIVE
             // (`super::unwritten`), shown so below.
             Some(JobState::Completed) if self.unwritten.is_some() => q
@@ -146,38 +234,7 @@ impl DynamoStore {
                     .and_filter(format!("#lb.#l{i} = :l{i}"));
             }
         }
-        let want = page.limit.saturating_add(1);
-        let copies = self.query(&q, want).await?;
-        let keys = copies.iter().map(|c| {
-            let r = Reader::new(c);
-            key(r.s(PK).unwrap_or_default(), r.s(SK).unwrap_or_default())
-        });
-        let items = self.fetch_in_order(keys.collect()).await?;
-        let mut jobs: Vec<Job> = self.jobs_shown(&items).await?;
-        // The full item is newer than the index copy: apply the filter again.
-        jobs.retain(|j| {
-            filter.state.map_or(j.state != JobState::Deleted, |st| j.state == st)
-                && filter.labels.iter().all(|(k, v)| j.spec.labels.get(k) == Some(v))
-        });
-        let more = copies.len() > page.limit;
-        jobs.truncate(page.limit);
-        // A page its filter emptied (copies of jobs that no longer match: an ACTIVE one-shot
-        // read for COMPLETED that was not fired) goes on from its last copy.
-        let next_cursor = if more {
-            jobs.last()
-                .map(|j| j.id.as_str().to_string())
-                .or_else(|| {
-                    let last = copies.get(page.limit.saturating_sub(1))?;
-                    Reader::new(last).s(GSI2_SK).ok()
-                })
-                .map(|id| encode_cursor(&id))
-        } else {
-            None
-        };
-        Ok(Page {
-            items: jobs,
-            next_cursor,
-        })
+        q
     }
 
     /// The body of [`JobStore::list_runs`](sked_core::ports::JobStore::list_runs).

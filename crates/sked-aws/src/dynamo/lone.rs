@@ -25,8 +25,7 @@
 //! (`undo_create`), never removed: a downstream created meanwhile may have written its edge in
 //! such a job's partition, and a create over a DELETED item is not lone.
 
-use super::codec::{Item, Reader, key, n, run_key};
-use super::keys::{JOB_SK, job_pk};
+use super::codec::{Item, Reader, n, run_key};
 use super::store::DynamoStore;
 use crate::error::{Failure, classify};
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
@@ -138,7 +137,7 @@ impl DynamoStore {
             .client
             .update_item()
             .table_name(&self.table)
-            .set_key(Some(key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into())))
+            .set_key(Some(self.job_key(tenant.as_str(), id.as_str())))
             .update_expression("REMOVE #lone")
             .condition_expression("attribute_exists(pk) AND attribute_exists(#lone)")
             .expression_attribute_names("#lone", LONE)

@@ -23,9 +23,11 @@
 //! | item | `pk` | `sk` | other attributes |
 //! |---|---|---|---|
 //! | job | `T#<tenant>#J#<job>` | `JOB` | `spec` (JSON), `state`, `next_fire_at`, `version`, `labels` (map), times, `lone` while no job's `after` names it (`lone`) |
+//! | job, keyed by tenant shards (`JobKeys::TenantShards`) | `T#<tenant>#JOBS#<shard>` (`keys::JOB_SHARDS`, FNV-1a of `tenant#job`) | `<job>` | the same |
 //! | run | `T#<tenant>#J#<job>` | `RUN#<scheduled_for>` | `run_state` (`state` too once ended; items written before `run_state` have `state` only), `not_before`, `priority`, `attempts` (JSON), `lease_owner`/`lease_token`/`lease_expires`, `cancel_requested`, `reason`, `last_token`, `rv`, `ttl` once terminal, `logs` (attempt → a small finished log's JSON lines, [`crate::logs::FoldedLogs`]), `lone` if fired while its job was (its end reads no edges) |
 //! | idempotency key | `T#<tenant>#IDEM#<key>` | `IDEM` | `fingerprint`, `job_ids` (list), `ttl` |
 //! | due watermark | `SWEEP` | `WATERMARK` | `minute`: due buckets before it are empty |
+//! | layout marker | `SWEEP` | `LAYOUT` | `job_keys`: how the table keys jobs, recorded by its first process ([`layout`]) |
 //! | sweeper lease | `SWEEP` | `LEASE#<n>` | `owner`, `expires_at`, `ttl` ([`sweep_lease`]) |
 //! | tenant's quota | `T#<tenant>#TENANT` | `QUOTA` | `quota` (JSON), `active_jobs` once counted ([`quotas`]) |
 //! | concurrency slot | `T#<tenant>#TENANT` | `SLOT#<i>` | `slot_run`, `slot_token` ([`quotas`]) |
@@ -35,7 +37,14 @@
 //! | webhook secret | `T#<tenant>#TENANT` | `WEBHOOK_SECRET` | `secret`, `created_at` ([`alerts`]) |
 //! | small finished log | `T#<tenant>#LOG#<run>` | `ATTEMPT#<n>` | `lines`, `bytes`, `truncated`, `ttl` ([`crate::logs`]) |
 //!
-//! A job and its runs share a partition: a job's history is one `Query` on `pk` with
+//! How a table keys its jobs is fixed at its first use ([`layout`]): per job (the default)
+//! or by tenant shards, where a tenant's jobs are listed by the table's own keys (one
+//! consistent `Query` per shard, merged by id) and have no `list` entry — one index write
+//! less per job created. Either way a job's runs, edges, waits and skip records stay under
+//! `T#<tenant>#J#<job>`, and every read of a job by its id goes through one key
+//! (`DynamoStore::job_key`).
+//!
+//! A job and its runs share a partition (keyed per job): a job's history is one `Query` on `pk` with
 //! `begins_with(sk, "RUN#")`, newest first by reading backwards. A run's key follows from its
 //! id (`<job>@<nominal time>`), so a second sweep of the same occurrence names the same item.
 //!
@@ -88,7 +97,7 @@
 //!
 //! | holds | `gsi2pk` | `gsi2sk` |
 //! |---|---|---|
-//! | a tenant's jobs | `T#<tenant>#JOBS` | `<job id>` |
+//! | a tenant's jobs (keyed per job) | `T#<tenant>#JOBS` | `<job id>` |
 //! | a tenant's runs | `T#<tenant>#RUNS#<shard>` | `<scheduled_for>#<run id>` |
 //!
 //! Listings filter on the projected attributes in the index, then read the page's full items
@@ -138,6 +147,7 @@ mod fire_together;
 mod firing;
 mod item_json;
 pub mod keys;
+pub mod layout;
 mod ledger;
 mod listing;
 mod live;

@@ -24,8 +24,7 @@
 //!   (it is kept even if the limit is removed later, so it never needs counting again).
 
 use super::codec::{Item, Reader, key, n, s};
-use super::keys::{GSI2_PK, LIST_INDEX, QUOTA_SK, jobs_list_pk, tenant_pk};
-use super::plumbing::QuerySpec;
+use super::keys::{QUOTA_SK, tenant_pk};
 use super::store::DynamoStore;
 use crate::error::{Failure, build_error, classify};
 use async_trait::async_trait;
@@ -152,16 +151,16 @@ impl DynamoStore {
         )
     }
 
-    /// The tenant's jobs ACTIVE or PAUSED, counted from the `list` index.
+    /// The tenant's jobs ACTIVE or PAUSED, counted where its jobs are listed (the `list`
+    /// index, or the table's shards of them: `listing::TenantJobs`).
     async fn count_active_jobs(&self, tenant: &TenantId) -> Result<u64, StoreError> {
-        let q = QuerySpec::new(Some(LIST_INDEX), "#pk = :pk")
-            .name("#pk", GSI2_PK)
-            .name("#st", "state")
-            .value(":pk", s(jobs_list_pk(tenant.as_str())))
-            .value(":active", s(JobState::Active.as_str()))
-            .value(":paused", s(JobState::Paused.as_str()))
-            .and_filter("#st IN (:active, :paused)".into());
-        Ok(self.query(&q, usize::MAX).await?.len() as u64)
+        let queries = self.tenant_jobs(tenant, None).queries.into_iter().map(|q| {
+            q.name("#st", "state")
+                .value(":active", s(JobState::Active.as_str()))
+                .value(":paused", s(JobState::Paused.as_str()))
+                .and_filter("#st IN (:active, :paused)".into())
+        });
+        Ok(self.query_many(queries.collect(), usize::MAX).await?.len() as u64)
     }
 
     async fn update_quota_item(

@@ -13,7 +13,7 @@
 //!
 //! This module must not hold scheduling policy: that lives in sked-core.
 
-use super::codec::{Reader, RunLayout, StoredRun, job_item, key, ms, n, run_from_item, s, truncated};
+use super::codec::{Item, Reader, RunLayout, StoredRun, job_item, key, ms, n, run_from_item, s, truncated};
 use super::keys::*;
 use super::lone::{LONE, LoneJobs, named_in_batch};
 use super::plumbing::MAX_TRANSACTION;
@@ -21,7 +21,7 @@ use super::quotas::{QuotaCache, TenantLimits};
 use super::undo_create::WrittenPart;
 use super::unwritten::{SETTLED, UnwrittenFirings, settled_attribute};
 use super::written_runs::WrittenRuns;
-use crate::config::{AwsConfig, RunListedState};
+use crate::config::{AwsConfig, JobKeys, RunListedState};
 use crate::error::{Failure, classify};
 use crate::logs::{FoldedLogs, InlineLog};
 use async_trait::async_trait;
@@ -67,6 +67,8 @@ pub struct DynamoStore {
     /// One-shots' firings left unwritten, if this store leaves them so
     /// ([`AwsConfig::unwritten_one_shots`], `super::unwritten`).
     pub(super) unwritten: Option<Arc<UnwrittenFirings>>,
+    /// Where job items are keyed ([`AwsConfig::job_keys`]).
+    pub(super) job_keys: JobKeys,
 }
 
 impl std::fmt::Debug for DynamoStore {
@@ -107,7 +109,14 @@ impl DynamoStore {
             lone_jobs: Arc::default(),
             folded_logs: None,
             unwritten: config.unwritten_one_shots.then(Arc::default),
+            job_keys: config.job_keys,
         }
+    }
+
+    /// The primary key of a job's item.
+    pub(super) fn job_key(&self, tenant: &str, job: &str) -> Item {
+        let (pk, sk) = job_item_key(self.job_keys, tenant, job);
+        key(pk, sk)
     }
 
     /// This store, writing the small finished logs `folded` holds into the completions that
@@ -150,7 +159,7 @@ impl DynamoStore {
         let added = jobs.iter().filter(|j| counts_as_active(j.state)).count() as i64;
         let mut writes = Vec::with_capacity(jobs.len() + 2);
         for job in jobs {
-            let mut item = job_item(job, now, self.shards)?;
+            let mut item = job_item(job, now, self.shards, self.job_keys)?;
             writes.push(match lone && !named.contains(&(&job.tenant, &job.id)) {
                 true => {
                     item.insert(LONE.into(), AttributeValue::Bool(true));
@@ -293,7 +302,7 @@ impl JobStore for DynamoStore {
     }
 
     async fn get_jobs(&self, ids: &[(TenantId, JobId)]) -> Result<Vec<Option<Job>>, StoreError> {
-        let job_key = |(tenant, id): &(TenantId, JobId)| key(job_pk(tenant.as_str(), id.as_str()), JOB_SK.into());
+        let job_key = |(tenant, id): &(TenantId, JobId)| self.job_key(tenant.as_str(), id.as_str());
         if let [one] = ids {
             // One job: a GetItem (the same read unit, a smaller request).
             let item = self.get_item(job_key(one)).await?;
@@ -322,7 +331,7 @@ impl JobStore for DynamoStore {
             .prepare_change(&job.tenant, &job.id, expected_version, expected_next_fire_at)
             .await?;
         let expected_next_fire_at = change.expected_next_fire_at;
-        let mut item = job_item(job, self.now(), self.shards)?;
+        let mut item = job_item(job, self.now(), self.shards, self.job_keys)?;
         if let Some(settled) = settled_attribute(change.settled) {
             item.insert(SETTLED.into(), settled);
         }

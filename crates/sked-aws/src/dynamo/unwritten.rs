@@ -25,7 +25,7 @@
 //!
 //! [`FiredRunListing::OnceWritten`]: sked_core::ports::FiredRunListing::OnceWritten
 
-use super::codec::{Item, Reader, StoredRun, job_from_item, key, ms, run_key};
+use super::codec::{Item, Reader, StoredRun, is_job_item, job_from_item, key, ms, run_key};
 use super::firing::MAX_DUE_AHEAD_MINUTES;
 use super::keys::*;
 use super::store::{DynamoStore, conflict};
@@ -244,7 +244,7 @@ impl DynamoStore {
         let mut keys = Vec::with_capacity(plain.len() * 2);
         for &i in &plain {
             let f = &firings[i];
-            keys.push(key(job_pk(f.tenant.as_str(), f.job_id.as_str()), JOB_SK.into()));
+            keys.push(self.job_key(f.tenant.as_str(), f.job_id.as_str()));
             keys.extend(run_key(&f.tenant, &f.runs[0].run_id));
         }
         let items = self.batch_get(dedup(keys)).await?;
@@ -252,7 +252,7 @@ impl DynamoStore {
         let mut runs: HashSet<(String, String)> = HashSet::new();
         for item in &items {
             match key_of(item) {
-                Some((_, sk)) if sk == JOB_SK => {
+                Some(_) if is_job_item(item) => {
                     let job = job_from_item(item)?;
                     jobs.insert(job_key(&job), item);
                 }
@@ -441,8 +441,7 @@ impl DynamoStore {
 
     /// The item of `tenant`'s job `job_id`, read strongly consistent.
     async fn job_item_of(&self, tenant: &TenantId, job_id: &JobId) -> Result<Option<Item>, StoreError> {
-        self.get_item(key(job_pk(tenant.as_str(), job_id.as_str()), JOB_SK.into()))
-            .await
+        self.get_item(self.job_key(tenant.as_str(), job_id.as_str())).await
     }
     /// The active runs of `job_id` read by key (`codec::KEYED`: no `active` entry): those of
     /// its one-shot time — shown, if its firing left unwritten is known sent and no item

@@ -81,11 +81,13 @@ impl Deployment {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
         // The test's own view: the same API over clients without counter or faults.
         let observer_config = plain(&config);
-        let (observer_ports, observer_tenants) = sked_aws::ports_and_tenants(
-            &sked_aws::connect(&observer_config).await,
-            &observer_config,
-            clock.clone(),
-        );
+        let observer_clients = sked_aws::connect(&observer_config).await;
+        // As every process does at start (its requests not counted).
+        sked_aws::check_table_layout(&observer_clients, &observer_config)
+            .await
+            .expect("the table keys jobs as configured");
+        let (observer_ports, observer_tenants) =
+            sked_aws::ports_and_tenants(&observer_clients, &observer_config, clock.clone());
         let observer_settings = Settings {
             aws: observer_config,
             lookahead: Dur::ZERO,

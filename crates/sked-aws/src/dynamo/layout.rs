@@ -1,0 +1,123 @@
+//! The table's layout marker: how the table keys its jobs ([`JobKeys`]). The choice is the
+//! table's, not a process's — a process that keyed jobs the other way would neither see the
+//! table's jobs nor be seen — so the first process to start on a table records its setting,
+//! and every process checks it at start ([`check_job_keys`]) and refuses to run on a table
+//! keyed otherwise.
+//!
+//! Item: `pk = SWEEP`, `sk = LAYOUT`, `job_keys` (`per-job` or `tenant-shards`), put on
+//! condition it is absent. A table without the item was used (if at all) by processes older
+//! than it, which keyed jobs per job: a process set to `tenant-shards` records its setting
+//! only on a table holding no job item keyed per job (a `Scan` for one, stopped at the first;
+//! on a fresh table, one request).
+
+use crate::config::JobKeys;
+use crate::dynamo::codec::{Item, Reader, key, s};
+use crate::dynamo::keys::{JOB_SK, SK, SWEEP_PK};
+use crate::error::classify;
+use aws_sdk_dynamodb::Client;
+use sked_core::ports::StoreError;
+
+/// Sort key of the layout marker.
+pub const LAYOUT_SK: &str = "LAYOUT";
+
+/// The marker's attribute naming how jobs are keyed.
+const JOB_KEYS_ATTR: &str = "job_keys";
+
+/// Checks that `table` keys jobs as `mine` says, recording `mine` if the table has no
+/// record yet. A table keyed otherwise is an error naming both settings.
+pub async fn check_job_keys(client: &Client, table: &str, mine: JobKeys) -> Result<(), StoreError> {
+    let recorded = match read_marker(client, table).await? {
+        Some(recorded) => recorded,
+        None => {
+            if mine == JobKeys::TenantShards && holds_jobs_keyed_per_job(client, table).await? {
+                return Err(refusal(table, JobKeys::PerJob, mine));
+            }
+            put_marker(client, table, mine).await?;
+            // Another process may have recorded its own first.
+            read_marker(client, table).await?.unwrap_or(mine)
+        }
+    };
+    if recorded != mine {
+        return Err(refusal(table, recorded, mine));
+    }
+    Ok(())
+}
+
+fn refusal(table: &str, recorded: JobKeys, mine: JobKeys) -> StoreError {
+    StoreError::Other(
+        format!(
+            "table {table} keys its jobs {recorded}, and this process is set to {mine} \
+             (SKED_JOB_KEYS; the template's JobKeys): a table's job keys are fixed at its \
+             first use, so set {recorded} (a table changes only by a migration)"
+        )
+        .into(),
+    )
+}
+
+fn marker_key() -> Item {
+    key(SWEEP_PK.into(), LAYOUT_SK.into())
+}
+
+/// The job keys the table records, if it records any.
+async fn read_marker(client: &Client, table: &str) -> Result<Option<JobKeys>, StoreError> {
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(marker_key()))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| classify("dynamodb:GetItem", e, |_| None).into_store(String::new))?;
+    let Some(item) = out.item else {
+        return Ok(None);
+    };
+    let text = Reader::new(&item).s(JOB_KEYS_ATTR)?;
+    text.parse()
+        .map(Some)
+        .map_err(|e: String| StoreError::Other(format!("table {table}'s layout marker: {e}").into()))
+}
+
+/// Records `mine`, unless a record exists (then nothing changes).
+async fn put_marker(client: &Client, table: &str, mine: JobKeys) -> Result<(), StoreError> {
+    let mut item = marker_key();
+    item.insert(JOB_KEYS_ATTR.into(), s(mine.to_string()));
+    let put = client
+        .put_item()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression("attribute_not_exists(pk)")
+        .send()
+        .await;
+    match put {
+        Ok(_) => Ok(()),
+        Err(e) => match classify("dynamodb:PutItem", e, |_| None).into_store(String::new) {
+            StoreError::Conflict(_) => Ok(()),
+            other => Err(other),
+        },
+    }
+}
+
+/// Whether the table holds a job item keyed per job (`sk = JOB`).
+async fn holds_jobs_keyed_per_job(client: &Client, table: &str) -> Result<bool, StoreError> {
+    let mut start = None;
+    loop {
+        let out = client
+            .scan()
+            .table_name(table)
+            .filter_expression("#sk = :job")
+            .expression_attribute_names("#sk", SK)
+            .expression_attribute_values(":job", s(JOB_SK))
+            .projection_expression("#sk")
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .map_err(|e| classify("dynamodb:Scan", e, |_| None).into_store(String::new))?;
+        if !out.items().is_empty() {
+            return Ok(true);
+        }
+        match out.last_evaluated_key {
+            Some(last) => start = Some(last),
+            None => return Ok(false),
+        }
+    }
+}

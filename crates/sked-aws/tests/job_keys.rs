@@ -1,0 +1,110 @@
+//! How a table keys its jobs (`JobKeys`) is the table's, recorded by its first process and
+//! checked by every process at start (`sked_aws::check_table_layout`), on a real moto server:
+//! a process set otherwise is refused with both settings named, and a table used before the
+//! record existed (jobs keyed per job, no record) is not taken for a sharded one.
+
+mod common;
+
+use serde_json::json;
+use sked_aws::{AwsClients, AwsConfig, DynamoStore, JobKeys};
+use sked_core::ids::{JobId, TenantId};
+use sked_core::job::{Job, JobState};
+use sked_core::ports::{JobFilter, JobStore, PageRequest, SystemClock};
+use sked_core::timestamp::parse;
+use std::sync::Arc;
+
+fn with_keys(config: &AwsConfig, keys: JobKeys) -> AwsConfig {
+    AwsConfig {
+        job_keys: keys,
+        ..config.clone()
+    }
+}
+
+/// A job of `tenant` with id `id`, written by a store on `config`.
+async fn create(clients: &AwsClients, config: &AwsConfig, tenant: &str, id: &str) {
+    let store = DynamoStore::new(clients.dynamodb.clone(), config, Arc::new(SystemClock));
+    let now = parse("2026-03-01T00:00:00Z").unwrap();
+    let spec = serde_json::from_value(json!({
+        "schedule": {"at": "2026-03-01T01:00:00Z"}, "task": {"command": {"argv": ["true"]}}
+    }))
+    .unwrap();
+    let job = Job {
+        tenant: TenantId::from(tenant),
+        id: JobId::from(id),
+        spec,
+        state: JobState::Active,
+        next_fire_at: Some(parse("2026-03-01T01:00:00Z").unwrap()),
+        version: 1,
+        created_at: now,
+        updated_at: now,
+    };
+    store.create_jobs(std::slice::from_ref(&job), None).await.unwrap();
+}
+
+#[tokio::test]
+async fn the_first_process_records_the_tables_job_keys_and_a_process_set_otherwise_is_refused() {
+    let (clients, config) = common::fresh_table().await;
+    let sharded = with_keys(&config, JobKeys::TenantShards);
+    sked_aws::check_table_layout(&clients, &sharded).await.unwrap();
+    sked_aws::check_table_layout(&clients, &sharded)
+        .await
+        .expect("checked again: the same");
+    let refused = sked_aws::check_table_layout(&clients, &with_keys(&config, JobKeys::PerJob))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("keys its jobs tenant-shards") && refused.contains("set to per-job"),
+        "{refused}"
+    );
+    assert!(refused.contains("SKED_JOB_KEYS"), "{refused}");
+}
+
+#[tokio::test]
+async fn a_table_holding_jobs_keyed_per_job_without_a_record_is_not_taken_for_sharded() {
+    let (clients, config) = common::fresh_table().await;
+    create(&clients, &config, "t", "old").await;
+    let refused = sked_aws::check_table_layout(&clients, &with_keys(&config, JobKeys::TenantShards))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("keys its jobs per-job"), "{refused}");
+    sked_aws::check_table_layout(&clients, &config)
+        .await
+        .expect("its own layout: recorded");
+}
+
+/// Jobs keyed by tenant shards are listed by the table's own keys, in id order across the
+/// shards, page by page, each tenant its own.
+#[tokio::test]
+async fn jobs_keyed_by_tenant_shards_are_listed_in_id_order_page_by_page() {
+    let (clients, config) = common::fresh_table().await;
+    let sharded = with_keys(&config, JobKeys::TenantShards);
+    sked_aws::check_table_layout(&clients, &sharded).await.unwrap();
+    let ids: Vec<String> = (0..40).map(|i| format!("job-{i:02}")).collect();
+    for id in &ids {
+        create(&clients, &sharded, "t", id).await;
+    }
+    create(&clients, &sharded, "other", "job-00").await;
+    let store = DynamoStore::new(clients.dynamodb.clone(), &sharded, Arc::new(SystemClock));
+    let (mut listed, mut cursor) = (Vec::new(), None);
+    loop {
+        let page = store
+            .list_jobs(
+                &TenantId::from("t"),
+                &JobFilter::default(),
+                &PageRequest {
+                    limit: 7,
+                    cursor: cursor.clone(),
+                },
+            )
+            .await
+            .unwrap();
+        listed.extend(page.items.into_iter().map(|j| j.id.to_string()));
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(listed, ids);
+}
