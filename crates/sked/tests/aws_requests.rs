@@ -88,7 +88,7 @@ const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 const INDEX_WRU_PER_ONE_SHOT_ON_THE_LEAN_STORE: f64 = 2.0;
 
 /// What a silent one-shot on the lean store costs per million behind a function URL, at most:
-/// issue 15's $5.00 ($4.67–4.74 measured on 2026-12-05, receives vary).
+/// issue 15's $5.00 ($4.67–4.74 measured on 2026-12-05, receives vary; $4.68 for runs printing a line).
 const LEAN_BEHIND_A_FUNCTION_URL_AT_MOST: f64 = 5.00;
 
 /// Index writes per one-shot run created due at once, its job written with its first firing
@@ -212,6 +212,20 @@ async fn requests_per_one_shot_on_the_lean_store_are_counted_and_priced() {
     assert!(
         behind_a_function_url <= LEAN_BEHIND_A_FUNCTION_URL_AT_MOST,
         "lean behind a function URL ${behind_a_function_url:.2} per million"
+    );
+    // Logs included: a run that prints a line keeps it in its run's item.
+    let printing = measure_on(
+        Store::Lean,
+        "one-shot runs printing a line, lean store",
+        sh("echo run $SKED_RUN_ID"),
+        true,
+        Created::OneByOne,
+    )
+    .await;
+    let printing_behind_a_function_url = printing.dollars - printing.http_api_dollars;
+    assert!(
+        printing_behind_a_function_url <= LEAN_BEHIND_A_FUNCTION_URL_AT_MOST,
+        "lean, printing a line, behind a function URL ${printing_behind_a_function_url:.2} per million"
     );
 }
 

@@ -16,6 +16,7 @@ use sked_core::ids::{JobId, RunId, TenantId, WorkerId};
 use sked_core::job::{Job, JobSpec, JobState};
 use sked_core::ports::StoreError;
 use sked_core::run::{Attempt, Lease, Run, RunState, Trigger};
+use sked_core::schedule::Schedule;
 use sked_core::timestamp::{Timestamp, from_ms, trunc_ms};
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -197,9 +198,52 @@ pub fn job_due_keys(
     ))
 }
 
-/// A job's item, keyed as `keys` says, filed in the due index as of `now`; listed through the
-/// `list` index only where its own key does not list it ([`JobKeys::PerJob`]).
-pub fn job_item(job: &Job, now: Timestamp, shards: u32, keys: JobKeys) -> Result<Item, StoreError> {
+/// How a store lays out job items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobLayout {
+    /// Shards of the due index.
+    pub shards: u32,
+    /// Where job items are keyed.
+    pub keys: JobKeys,
+    /// Seconds an ended run is kept (the runs' TTL after they finished).
+    pub run_retention_secs: i64,
+}
+
+/// How long past its time (or its end) a job item that is done is kept beyond its runs'
+/// retention, where jobs are keyed by tenant shards: longer than a run of a one-shot can still
+/// need its job — its attempts, their timeouts and backoffs, a wait for a concurrency slot —
+/// in any but an absurd case.
+pub const JOB_KEPT_PAST_ITS_RUNS: i64 = 30 * 86_400;
+
+/// The TTL of a job's item, where jobs are keyed by tenant shards (each shard may hold at most
+/// 10 GB, so done jobs must go): a one-shot ACTIVE (its firing may be left unwritten, after
+/// which the item is never written again) from its time, a job COMPLETED or DELETED from now,
+/// each its runs' retention, [`JOB_KEPT_PAST_ITS_RUNS`] and its attempts' timeouts later. A
+/// PAUSED job and a recurring ACTIVE one have none (a pause rewrites the item without it).
+fn job_ttl(job: &Job, now: Timestamp, layout: &JobLayout) -> Option<i64> {
+    if layout.keys != JobKeys::TenantShards {
+        return None;
+    }
+    let from = match job.state {
+        JobState::Active if matches!(job.spec.schedule, Schedule::At(_)) => job.next_fire_at.unwrap_or(now).max(now),
+        JobState::Completed | JobState::Deleted => now,
+        _ => return None,
+    };
+    let attempts = i64::from(job.spec.max_retries).saturating_add(1);
+    let timeouts = attempts.saturating_mul(job.spec.timeout.as_millis() / 1000);
+    Some(
+        from.timestamp()
+            .saturating_add(layout.run_retention_secs)
+            .saturating_add(JOB_KEPT_PAST_ITS_RUNS)
+            .saturating_add(timeouts),
+    )
+}
+
+/// A job's item, keyed as `layout` says, filed in the due index as of `now`; listed through
+/// the `list` index only where its own key does not list it ([`JobKeys::PerJob`]), else given
+/// a TTL once done ([`job_ttl`]).
+pub fn job_item(job: &Job, now: Timestamp, layout: &JobLayout) -> Result<Item, StoreError> {
+    let JobLayout { shards, keys, .. } = *layout;
     let (t, id) = (job.tenant.as_str(), job.id.as_str());
     let spec = serde_json::to_string(&job.spec).map_err(|e| json_error("job spec", e))?;
     let labels = job.spec.labels.iter().map(|(k, v)| (k.clone(), s(v.clone()))).collect();
@@ -219,6 +263,9 @@ pub fn job_item(job: &Job, now: Timestamp, shards: u32, keys: JobKeys) -> Result
     if keys == JobKeys::PerJob {
         item.insert(GSI2_PK.into(), s(jobs_list_pk(t)));
         item.insert(GSI2_SK.into(), s(id));
+    }
+    if let Some(ttl) = job_ttl(job, now, layout) {
+        item.insert(TTL.into(), n(ttl));
     }
     if let Some(nfa) = job.next_fire_at {
         item.insert("next_fire_at".into(), n(ms(nfa)));
@@ -590,8 +637,13 @@ mod tests {
             created_at: now,
             updated_at: now,
         };
-        let per_job = job_item(&job, now, 4, JobKeys::PerJob).unwrap();
-        let sharded = job_item(&job, now, 4, JobKeys::TenantShards).unwrap();
+        let layout = |keys| JobLayout {
+            shards: 4,
+            keys,
+            run_retention_secs: 86_400,
+        };
+        let per_job = job_item(&job, now, &layout(JobKeys::PerJob)).unwrap();
+        let sharded = job_item(&job, now, &layout(JobKeys::TenantShards)).unwrap();
         let keys = |item: &Item| (Reader::new(item).s(PK).unwrap(), Reader::new(item).s(SK).unwrap());
         assert_eq!(keys(&per_job), ("T#t#J#j".to_string(), "JOB".to_string()));
         let shard = shard_of("t#j", JOB_SHARDS);
@@ -601,6 +653,60 @@ mod tests {
         assert!(sharded.contains_key(GSI1_PK), "still filed in `sched`");
         assert!(is_job_item(&per_job) && is_job_item(&sharded));
         assert_eq!(job_from_item(&sharded).unwrap(), job_from_item(&per_job).unwrap());
+    }
+
+    /// Keyed by tenant shards, a job item that is done, or a one-shot's (whose item may never
+    /// be written again once its firing is left unwritten), expires: its time (or its end),
+    /// then its runs' retention, [`JOB_KEPT_PAST_ITS_RUNS`] and its attempts' timeouts. A
+    /// paused job and a recurring one do not; keyed per job, none does.
+    #[test]
+    fn a_job_item_keyed_by_tenant_shards_expires_once_its_runs_cannot_need_it() {
+        let now = at("2026-03-01T00:00:00Z");
+        let job_of = |schedule: serde_json::Value, state| Job {
+            tenant: TenantId::from("t"),
+            id: JobId::from("j"),
+            spec: serde_json::from_value(serde_json::json!({
+                "schedule": schedule, "task": {"command": {"argv": ["true"]}},
+                "max_retries": 2, "timeout": "10m"
+            }))
+            .unwrap(),
+            state,
+            next_fire_at: Some(at("2026-03-02T00:00:00Z")),
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        };
+        let layout = |keys| JobLayout {
+            shards: 4,
+            keys,
+            run_retention_secs: 86_400,
+        };
+        let ttl = |job: &Job, keys| {
+            job_item(job, now, &layout(keys))
+                .unwrap()
+                .get(TTL)
+                .map(|v| v.as_n().unwrap().parse::<i64>().unwrap())
+        };
+        let one_shot = serde_json::json!({"at": "2026-03-02T00:00:00Z"});
+        let kept = 86_400 + JOB_KEPT_PAST_ITS_RUNS + 3 * 600;
+        let at_its_time = at("2026-03-02T00:00:00Z").timestamp();
+        let shards = JobKeys::TenantShards;
+        assert_eq!(
+            ttl(&job_of(one_shot.clone(), JobState::Active), shards),
+            Some(at_its_time + kept)
+        );
+        assert_eq!(
+            ttl(&job_of(one_shot.clone(), JobState::Completed), shards),
+            Some(now.timestamp() + kept)
+        );
+        assert_eq!(
+            ttl(&job_of(one_shot.clone(), JobState::Deleted), shards),
+            Some(now.timestamp() + kept)
+        );
+        assert_eq!(ttl(&job_of(one_shot.clone(), JobState::Paused), shards), None);
+        let hourly = serde_json::json!({"cron": "0 * * * *"});
+        assert_eq!(ttl(&job_of(hourly, JobState::Active), shards), None);
+        assert_eq!(ttl(&job_of(one_shot, JobState::Active), JobKeys::PerJob), None);
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //!
 //! This module must not hold scheduling policy: that lives in sked-core.
 
-use super::codec::{Item, Reader, RunLayout, StoredRun, job_item, key, ms, n, run_from_item, s, truncated};
+use super::codec::{Item, JobLayout, Reader, RunLayout, StoredRun, job_item, key, ms, n, run_from_item, s, truncated};
 use super::keys::*;
 use super::lone::{LONE, LoneJobs, named_in_batch};
 use super::plumbing::MAX_TRANSACTION;
@@ -126,6 +126,15 @@ impl DynamoStore {
         self
     }
 
+    /// How this store lays out job items.
+    pub(super) fn job_layout(&self) -> JobLayout {
+        JobLayout {
+            shards: self.shards,
+            keys: self.job_keys,
+            run_retention_secs: self.run_retention_secs,
+        }
+    }
+
     /// How this store lays out run items.
     pub(super) fn run_layout(&self) -> RunLayout {
         RunLayout {
@@ -159,7 +168,7 @@ impl DynamoStore {
         let added = jobs.iter().filter(|j| counts_as_active(j.state)).count() as i64;
         let mut writes = Vec::with_capacity(jobs.len() + 2);
         for job in jobs {
-            let mut item = job_item(job, now, self.shards, self.job_keys)?;
+            let mut item = job_item(job, now, &self.job_layout())?;
             writes.push(match lone && !named.contains(&(&job.tenant, &job.id)) {
                 true => {
                     item.insert(LONE.into(), AttributeValue::Bool(true));
@@ -331,7 +340,7 @@ impl JobStore for DynamoStore {
             .prepare_change(&job.tenant, &job.id, expected_version, expected_next_fire_at)
             .await?;
         let expected_next_fire_at = change.expected_next_fire_at;
-        let mut item = job_item(job, self.now(), self.shards, self.job_keys)?;
+        let mut item = job_item(job, self.now(), &self.job_layout())?;
         if let Some(settled) = settled_attribute(change.settled) {
             item.insert(SETTLED.into(), settled);
         }

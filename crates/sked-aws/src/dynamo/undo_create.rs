@@ -47,7 +47,7 @@ impl DynamoStore {
                 state: JobState::Deleted,
                 ..job.clone()
             };
-            let undone = match job_item(&deleted, now, self.shards, self.job_keys) {
+            let undone = match job_item(&deleted, now, &self.job_layout()) {
                 Ok(item) => self
                     .put_if(
                         item,
