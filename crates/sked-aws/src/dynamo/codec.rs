@@ -605,6 +605,7 @@ pub fn run_from_item(item: &Item) -> Result<StoredRun, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
     use sked_core::timestamp::parse;
 
     const LAYOUT: RunLayout = RunLayout {
@@ -617,33 +618,43 @@ mod tests {
         parse(s).unwrap()
     }
 
+    /// Job `j` of tenant `t` on `schedule`, running `true` with 2 retries of 10 minutes, in
+    /// `state`, due at `schedule`'s `at` (or 2026-03-02), written at `now`.
+    fn job_of(schedule: serde_json::Value, state: JobState, now: Timestamp) -> Job {
+        let next = schedule["at"].as_str().unwrap_or("2026-03-02T00:00:00Z");
+        Job {
+            tenant: TenantId::from("t"),
+            id: JobId::from("j"),
+            next_fire_at: Some(at(next)),
+            spec: serde_json::from_value(json!({
+                "schedule": schedule, "task": {"command": {"argv": ["true"]}},
+                "max_retries": 2, "timeout": "10m"
+            }))
+            .unwrap(),
+            state,
+            version: 1,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    fn job_layout(keys: JobKeys) -> JobLayout {
+        JobLayout {
+            shards: 4,
+            keys,
+            run_retention_secs: 86_400,
+        }
+    }
+
     /// Keyed per job, a job's item is beside its runs and listed through `list`; keyed by
     /// tenant shards, it is in one of its tenant's shards, sorted by its id, with no `list`
     /// entry — and it reads back the same either way.
     #[test]
     fn a_job_item_is_keyed_as_the_table_keys_jobs() {
-        let spec = serde_json::from_value(serde_json::json!({
-            "schedule": {"at": "2026-03-01T00:10:00Z"}, "task": {"command": {"argv": ["true"]}}
-        }))
-        .unwrap();
         let now = at("2026-03-01T00:00:00Z");
-        let job = Job {
-            tenant: TenantId::from("t"),
-            id: JobId::from("j"),
-            spec,
-            state: JobState::Active,
-            next_fire_at: Some(at("2026-03-01T00:10:00Z")),
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        };
-        let layout = |keys| JobLayout {
-            shards: 4,
-            keys,
-            run_retention_secs: 86_400,
-        };
-        let per_job = job_item(&job, now, &layout(JobKeys::PerJob)).unwrap();
-        let sharded = job_item(&job, now, &layout(JobKeys::TenantShards)).unwrap();
+        let job = job_of(json!({"at": "2026-03-01T00:10:00Z"}), JobState::Active, now);
+        let per_job = job_item(&job, now, &job_layout(JobKeys::PerJob)).unwrap();
+        let sharded = job_item(&job, now, &job_layout(JobKeys::TenantShards)).unwrap();
         let keys = |item: &Item| (Reader::new(item).s(PK).unwrap(), Reader::new(item).s(SK).unwrap());
         assert_eq!(keys(&per_job), ("T#t#J#j".to_string(), "JOB".to_string()));
         let shard = shard_of("t#j", JOB_SHARDS);
@@ -662,51 +673,32 @@ mod tests {
     #[test]
     fn a_job_item_keyed_by_tenant_shards_expires_once_its_runs_cannot_need_it() {
         let now = at("2026-03-01T00:00:00Z");
-        let job_of = |schedule: serde_json::Value, state| Job {
-            tenant: TenantId::from("t"),
-            id: JobId::from("j"),
-            spec: serde_json::from_value(serde_json::json!({
-                "schedule": schedule, "task": {"command": {"argv": ["true"]}},
-                "max_retries": 2, "timeout": "10m"
-            }))
-            .unwrap(),
-            state,
-            next_fire_at: Some(at("2026-03-02T00:00:00Z")),
-            version: 1,
-            created_at: now,
-            updated_at: now,
-        };
-        let layout = |keys| JobLayout {
-            shards: 4,
-            keys,
-            run_retention_secs: 86_400,
-        };
         let ttl = |job: &Job, keys| {
-            job_item(job, now, &layout(keys))
+            job_item(job, now, &job_layout(keys))
                 .unwrap()
                 .get(TTL)
                 .map(|v| v.as_n().unwrap().parse::<i64>().unwrap())
         };
-        let one_shot = serde_json::json!({"at": "2026-03-02T00:00:00Z"});
+        let one_shot = json!({"at": "2026-03-02T00:00:00Z"});
         let kept = 86_400 + JOB_KEPT_PAST_ITS_RUNS + 3 * 600;
         let at_its_time = at("2026-03-02T00:00:00Z").timestamp();
         let shards = JobKeys::TenantShards;
         assert_eq!(
-            ttl(&job_of(one_shot.clone(), JobState::Active), shards),
+            ttl(&job_of(one_shot.clone(), JobState::Active, now), shards),
             Some(at_its_time + kept)
         );
         assert_eq!(
-            ttl(&job_of(one_shot.clone(), JobState::Completed), shards),
+            ttl(&job_of(one_shot.clone(), JobState::Completed, now), shards),
             Some(now.timestamp() + kept)
         );
         assert_eq!(
-            ttl(&job_of(one_shot.clone(), JobState::Deleted), shards),
+            ttl(&job_of(one_shot.clone(), JobState::Deleted, now), shards),
             Some(now.timestamp() + kept)
         );
-        assert_eq!(ttl(&job_of(one_shot.clone(), JobState::Paused), shards), None);
-        let hourly = serde_json::json!({"cron": "0 * * * *"});
-        assert_eq!(ttl(&job_of(hourly, JobState::Active), shards), None);
-        assert_eq!(ttl(&job_of(one_shot, JobState::Active), JobKeys::PerJob), None);
+        assert_eq!(ttl(&job_of(one_shot.clone(), JobState::Paused, now), shards), None);
+        let hourly = json!({"cron": "0 * * * *"});
+        assert_eq!(ttl(&job_of(hourly, JobState::Active, now), shards), None);
+        assert_eq!(ttl(&job_of(one_shot, JobState::Active, now), JobKeys::PerJob), None);
     }
 
     #[test]
