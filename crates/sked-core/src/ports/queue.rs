@@ -151,10 +151,12 @@ pub trait DispatchQueue: Send + Sync + 'static {
 
     /// How many times this queue delivers a message before it gives the message up (SQS's
     /// redrive `maxReceiveCount`: the next receive moves it to the dead-letter queue). `None`
-    /// (the default): never. With a limit, a worker starts no attempt on a message delivered
-    /// before without handing the run a new message first
-    /// ([`Worker`](crate::service::worker::Worker)'s claim), so worker deaths taken over by
-    /// redeliveries never add up to the limit.
+    /// (the default): never. With a limit, no receive is spent on what befalls the run rather
+    /// than the message: a [`Worker`](crate::service::worker::Worker) that takes a run over
+    /// from a lost attempt on a redelivered message hands the run a new message, and so does
+    /// a claim the store failed for now (throttled, unreachable) — so worker deaths and store
+    /// outages never add up to the limit, and a message is given up only when its run cannot
+    /// be read.
     fn receive_limit(&self) -> Option<u32> {
         None
     }
