@@ -46,6 +46,7 @@ pub use config::{
     AwsClients, AwsConfig, EcsConfig, JobKeys, LogsConfig, QueueUrls, RunListedState, StaticCredentials, connect,
 };
 pub use dynamo::DynamoStore;
+pub use dynamo::migrate_job_keys::migrate_to_tenant_shards;
 pub use dynamo::sweep_lease::SweepLease;
 pub use ecs::EcsExecutor;
 pub use emf::EmfRecorder;

@@ -220,7 +220,7 @@ pub const JOB_KEPT_PAST_ITS_RUNS: i64 = 30 * 86_400;
 /// which the item is never written again) from its time, a job COMPLETED or DELETED from now,
 /// each its runs' retention, [`JOB_KEPT_PAST_ITS_RUNS`] and its attempts' timeouts later. A
 /// PAUSED job and a recurring ACTIVE one have none (a pause rewrites the item without it).
-fn job_ttl(job: &Job, now: Timestamp, layout: &JobLayout) -> Option<i64> {
+pub(super) fn job_ttl(job: &Job, now: Timestamp, layout: &JobLayout) -> Option<i64> {
     if layout.keys != JobKeys::TenantShards {
         return None;
     }

@@ -8,7 +8,8 @@
 //! condition it is absent. A table without the item was used (if at all) by processes older
 //! than it, which keyed jobs per job: a process set to `tenant-shards` records its setting
 //! only on a table holding no job item keyed per job (a `Scan` for one, stopped at the first;
-//! on a fresh table, one request).
+//! on a fresh table, one request). While a table's jobs move from one way to the other
+//! ([`super::migrate_job_keys`]) the record says `migrating`, and every process refuses.
 
 use crate::config::JobKeys;
 use crate::dynamo::codec::{Item, Reader, key, s};
@@ -21,7 +22,10 @@ use sked_core::ports::StoreError;
 pub const LAYOUT_SK: &str = "LAYOUT";
 
 /// The marker's attribute naming how jobs are keyed.
-const JOB_KEYS_ATTR: &str = "job_keys";
+pub(super) const JOB_KEYS_ATTR: &str = "job_keys";
+
+/// The record's value while the table's jobs move to tenant shards.
+pub(super) const MIGRATING: &str = "migrating";
 
 /// Checks that `table` keys jobs as `mine` says, recording `mine` if the table has no
 /// record yet. A table keyed otherwise is an error naming both settings.
@@ -54,12 +58,12 @@ fn refusal(table: &str, recorded: JobKeys, mine: JobKeys) -> StoreError {
     )
 }
 
-fn marker_key() -> Item {
+pub(super) fn marker_key() -> Item {
     key(SWEEP_PK.into(), LAYOUT_SK.into())
 }
 
-/// The job keys the table records, if it records any.
-async fn read_marker(client: &Client, table: &str) -> Result<Option<JobKeys>, StoreError> {
+/// The job keys the table records, if it records any (an error while it is being migrated).
+pub(super) async fn read_marker(client: &Client, table: &str) -> Result<Option<JobKeys>, StoreError> {
     let out = client
         .get_item()
         .table_name(table)
@@ -72,6 +76,11 @@ async fn read_marker(client: &Client, table: &str) -> Result<Option<JobKeys>, St
         return Ok(None);
     };
     let text = Reader::new(&item).s(JOB_KEYS_ATTR)?;
+    if text == MIGRATING {
+        return Err(StoreError::Other(
+            format!("table {table}'s jobs are being moved to tenant shards (the migrate_job_keys tool); start once it has ended").into(),
+        ));
+    }
     text.parse()
         .map(Some)
         .map_err(|e: String| StoreError::Other(format!("table {table}'s layout marker: {e}").into()))
@@ -99,7 +108,16 @@ async fn put_marker(client: &Client, table: &str, mine: JobKeys) -> Result<(), S
 
 /// Whether the table holds a job item keyed per job (`sk = JOB`).
 async fn holds_jobs_keyed_per_job(client: &Client, table: &str) -> Result<bool, StoreError> {
-    let mut start = None;
+    Ok(!jobs_keyed_per_job(client, table, Some(1)).await?.is_empty())
+}
+
+/// The job items keyed per job (`sk = JOB`), whole, the first `at_most` found (all: `None`).
+pub(super) async fn jobs_keyed_per_job(
+    client: &Client,
+    table: &str,
+    at_most: Option<usize>,
+) -> Result<Vec<Item>, StoreError> {
+    let (mut found, mut start) = (Vec::new(), None);
     loop {
         let out = client
             .scan()
@@ -107,17 +125,19 @@ async fn holds_jobs_keyed_per_job(client: &Client, table: &str) -> Result<bool, 
             .filter_expression("#sk = :job")
             .expression_attribute_names("#sk", SK)
             .expression_attribute_values(":job", s(JOB_SK))
-            .projection_expression("#sk")
+            .consistent_read(true)
             .set_exclusive_start_key(start)
             .send()
             .await
             .map_err(|e| classify("dynamodb:Scan", e, |_| None).into_store(String::new))?;
-        if !out.items().is_empty() {
-            return Ok(true);
+        found.extend(out.items.unwrap_or_default());
+        if at_most.is_some_and(|n| found.len() >= n) {
+            found.truncate(at_most.unwrap_or(usize::MAX));
+            return Ok(found);
         }
         match out.last_evaluated_key {
             Some(last) => start = Some(last),
-            None => return Ok(false),
+            None => return Ok(found),
         }
     }
 }

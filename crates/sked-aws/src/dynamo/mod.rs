@@ -12,7 +12,8 @@
 //! process wrote last, a read–decide–put's first guess), `undo_create` (what a refused batch
 //! create wrote before it was refused, undone), `unwritten` (one-shots' firings left
 //! unwritten, behind `AwsConfig::unwritten_one_shots`; `claim_unwritten`, their
-//! runs' claims).
+//! runs' claims), [`layout`] (how the table keys jobs, recorded in it), [`migrate_job_keys`]
+//! (a table's jobs moved from per-job keys to tenant shards).
 //!
 //! # Table layout
 //!
@@ -152,6 +153,7 @@ mod ledger;
 mod listing;
 mod live;
 mod lone;
+pub mod migrate_job_keys;
 mod plumbing;
 pub mod quotas;
 mod runs;
