@@ -88,7 +88,7 @@ const INDEX_WRU_PER_ONE_SHOT: f64 = 9.0;
 const INDEX_WRU_PER_ONE_SHOT_ON_THE_LEAN_STORE: f64 = 2.0;
 
 /// What a silent one-shot on the lean store costs per million behind a function URL, at most:
-/// issue 15's $5.00 ($4.67–4.74 measured on 2026-12-05, receives vary; $4.68 for runs printing a line).
+/// issue 15's $5.00 ($4.61–4.74 measured on 2026-12-05, receives vary; $4.68 for runs printing a line).
 const LEAN_BEHIND_A_FUNCTION_URL_AT_MOST: f64 = 5.00;
 
 /// Index writes per one-shot run created due at once, its job written with its first firing
