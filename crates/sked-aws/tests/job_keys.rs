@@ -88,6 +88,16 @@ async fn a_table_holding_jobs_keyed_per_job_without_a_record_is_not_taken_for_sh
         .expect("its own layout: recorded");
 }
 
+/// A job keyed by tenant shards whose id is `JOB` has the sort key a job item keyed per job
+/// has: a table holding it and no record is still taken for what it is.
+#[tokio::test]
+async fn a_job_named_job_keyed_by_tenant_shards_is_not_taken_for_one_keyed_per_job() {
+    let (clients, config) = common::fresh_table().await;
+    let sharded = with_keys(&config, JobKeys::TenantShards);
+    create(&clients, &sharded, "t", "JOB").await;
+    sked_aws::check_table_layout(&clients, &sharded).await.unwrap();
+}
+
 /// Jobs keyed by tenant shards are listed by the table's own keys, in id order across the
 /// shards, page by page, each tenant its own.
 #[tokio::test]
@@ -126,7 +136,8 @@ async fn jobs_keyed_by_tenant_shards_are_listed_in_id_order_page_by_page() {
 /// A table made keyed per job moves to tenant shards: every job is read and listed as before
 /// by a store keyed by tenant shards, its runs where they were, a one-shot's item with a TTL
 /// (a paused job's and a recurring one's without); the table then refuses per-job processes,
-/// and a second run moves nothing.
+/// and a second run moves nothing. A job whose id is `JOB` is moved once, not taken for one
+/// still keyed per job.
 #[tokio::test]
 async fn a_table_keyed_per_job_moves_to_tenant_shards() {
     let (clients, config) = common::fresh_table().await;
@@ -134,6 +145,8 @@ async fn a_table_keyed_per_job_moves_to_tenant_shards() {
     let at = json!({"at": "2026-03-01T01:00:00Z"});
     let jobs = [
         create_as(&clients, &config, ("t", "once"), at.clone(), JobState::Active).await,
+        // Keyed by tenant shards its sort key is `JOB`, as a job item's keyed per job is.
+        create_as(&clients, &config, ("t", "JOB"), at.clone(), JobState::Active).await,
         create_as(&clients, &config, ("t", "paused"), at, JobState::Paused).await,
         create_as(
             &clients,
@@ -153,7 +166,7 @@ async fn a_table_keyed_per_job_moves_to_tenant_shards() {
     let moved = sked_aws::migrate_to_tenant_shards(&clients.dynamodb, &config, now)
         .await
         .unwrap();
-    assert_eq!(moved, 3);
+    assert_eq!(moved, 4);
     let sharded = with_keys(&config, JobKeys::TenantShards);
     sked_aws::check_table_layout(&clients, &sharded).await.unwrap();
     assert!(sked_aws::check_table_layout(&clients, &config).await.is_err());
@@ -173,7 +186,7 @@ async fn a_table_keyed_per_job_moves_to_tenant_shards() {
         .await
         .unwrap();
     let ids: Vec<&str> = listed.items.iter().map(|j| j.id.as_str()).collect();
-    assert_eq!(ids, ["once", "paused"]);
+    assert_eq!(ids, ["JOB", "once", "paused"]);
     let runs = store
         .list_runs(
             &TenantId::from("t"),

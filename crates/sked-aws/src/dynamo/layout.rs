@@ -13,7 +13,7 @@
 
 use crate::config::JobKeys;
 use crate::dynamo::codec::{Item, Reader, key, s};
-use crate::dynamo::keys::{JOB_SK, SK, SWEEP_PK};
+use crate::dynamo::keys::{JOB_SK, PK, SK, SWEEP_PK};
 use crate::error::classify;
 use aws_sdk_dynamodb::Client;
 use sked_core::ports::StoreError;
@@ -106,38 +106,41 @@ async fn put_marker(client: &Client, table: &str, mine: JobKeys) -> Result<(), S
     }
 }
 
-/// Whether the table holds a job item keyed per job (`sk = JOB`).
+/// Whether the table holds a job item keyed per job.
 async fn holds_jobs_keyed_per_job(client: &Client, table: &str) -> Result<bool, StoreError> {
-    Ok(!jobs_keyed_per_job(client, table, Some(1)).await?.is_empty())
+    let mut start = None;
+    loop {
+        let (found, next) = jobs_keyed_per_job(client, table, start).await?;
+        if !found.is_empty() {
+            return Ok(true);
+        }
+        match next {
+            Some(next) => start = Some(next),
+            None => return Ok(false),
+        }
+    }
 }
 
-/// The job items keyed per job (`sk = JOB`), whole, the first `at_most` found (all: `None`).
+/// One page of a `Scan` for the job items keyed per job (`T#<tenant>#J#<job>` / `JOB`; a job
+/// keyed by tenant shards whose id is `JOB` is not one), whole, from `start`: the items, and
+/// where the next page starts (`None`: the scan is over).
 pub(super) async fn jobs_keyed_per_job(
     client: &Client,
     table: &str,
-    at_most: Option<usize>,
-) -> Result<Vec<Item>, StoreError> {
-    let (mut found, mut start) = (Vec::new(), None);
-    loop {
-        let out = client
-            .scan()
-            .table_name(table)
-            .filter_expression("#sk = :job")
-            .expression_attribute_names("#sk", SK)
-            .expression_attribute_values(":job", s(JOB_SK))
-            .consistent_read(true)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .map_err(|e| classify("dynamodb:Scan", e, |_| None).into_store(String::new))?;
-        found.extend(out.items.unwrap_or_default());
-        if at_most.is_some_and(|n| found.len() >= n) {
-            found.truncate(at_most.unwrap_or(usize::MAX));
-            return Ok(found);
-        }
-        match out.last_evaluated_key {
-            Some(last) => start = Some(last),
-            None => return Ok(found),
-        }
-    }
+    start: Option<Item>,
+) -> Result<(Vec<Item>, Option<Item>), StoreError> {
+    let out = client
+        .scan()
+        .table_name(table)
+        .filter_expression("#sk = :job AND contains(#pk, :per_job)")
+        .expression_attribute_names("#sk", SK)
+        .expression_attribute_names("#pk", PK)
+        .expression_attribute_values(":job", s(JOB_SK))
+        .expression_attribute_values(":per_job", s("#J#"))
+        .consistent_read(true)
+        .set_exclusive_start_key(start)
+        .send()
+        .await
+        .map_err(|e| classify("dynamodb:Scan", e, |_| None).into_store(String::new))?;
+    Ok((out.items.unwrap_or_default(), out.last_evaluated_key))
 }

@@ -44,13 +44,21 @@ pub async fn migrate_to_tenant_shards(
         keys: JobKeys::TenantShards,
         run_retention_secs: config.run_retention.as_secs() as i64,
     };
-    let jobs = jobs_keyed_per_job(client, table, None).await?;
-    let moved = jobs.len();
-    stream::iter(jobs)
-        .map(|old| move_job(client, table, old, &layout, now))
-        .buffer_unordered(PARALLEL_MOVES)
-        .try_collect::<Vec<()>>()
-        .await?;
+    // Page by page: a table may hold more jobs than memory.
+    let (mut moved, mut start) = (0, None);
+    loop {
+        let (jobs, next) = jobs_keyed_per_job(client, table, start).await?;
+        moved += jobs.len();
+        stream::iter(jobs)
+            .map(|old| move_job(client, table, old, &layout, now))
+            .buffer_unordered(PARALLEL_MOVES)
+            .try_collect::<Vec<()>>()
+            .await?;
+        match next {
+            Some(next) => start = Some(next),
+            None => break,
+        }
+    }
     record(client, table, "tenant-shards", Some(MIGRATING)).await?;
     Ok(moved)
 }
