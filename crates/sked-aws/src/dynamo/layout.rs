@@ -62,8 +62,8 @@ pub(super) fn marker_key() -> Item {
     key(SWEEP_PK.into(), LAYOUT_SK.into())
 }
 
-/// The job keys the table records, if it records any (an error while it is being migrated).
-pub(super) async fn read_marker(client: &Client, table: &str) -> Result<Option<JobKeys>, StoreError> {
+/// The table's layout record as written (`per-job`, `tenant-shards`, `migrating`), if any.
+pub(super) async fn recorded(client: &Client, table: &str) -> Result<Option<String>, StoreError> {
     let out = client
         .get_item()
         .table_name(table)
@@ -72,10 +72,14 @@ pub(super) async fn read_marker(client: &Client, table: &str) -> Result<Option<J
         .send()
         .await
         .map_err(|e| classify("dynamodb:GetItem", e, |_| None).into_store(String::new))?;
-    let Some(item) = out.item else {
+    Ok(out.item.map(|item| Reader::new(&item).s(JOB_KEYS_ATTR)).transpose()?)
+}
+
+/// The job keys the table records, if it records any (an error while it is being migrated).
+async fn read_marker(client: &Client, table: &str) -> Result<Option<JobKeys>, StoreError> {
+    let Some(text) = recorded(client, table).await? else {
         return Ok(None);
     };
-    let text = Reader::new(&item).s(JOB_KEYS_ATTR)?;
     if text == MIGRATING {
         return Err(StoreError::Other(
             format!("table {table}'s jobs are being moved to tenant shards (the migrate_job_keys tool); start once it has ended").into(),

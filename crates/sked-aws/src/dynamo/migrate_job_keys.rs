@@ -14,7 +14,7 @@
 
 use super::codec::{Item, JobLayout, Reader, job_from_item, job_ttl, key, n, s};
 use super::keys::{GSI2_PK, GSI2_SK, PK, SK, TTL, job_item_key};
-use super::layout::{JOB_KEYS_ATTR, MIGRATING, jobs_keyed_per_job, marker_key};
+use super::layout::{JOB_KEYS_ATTR, MIGRATING, jobs_keyed_per_job, marker_key, recorded};
 use crate::config::{AwsConfig, JobKeys};
 use crate::error::classify;
 use aws_sdk_dynamodb::Client;
@@ -108,19 +108,6 @@ async fn move_job(
             classify("dynamodb:TransactWriteItems", e, |_| None).into_store(|| what)
         })?;
     Ok(())
-}
-
-/// The table's layout record as written.
-async fn recorded(client: &Client, table: &str) -> Result<Option<String>, StoreError> {
-    let out = client
-        .get_item()
-        .table_name(table)
-        .set_key(Some(marker_key()))
-        .consistent_read(true)
-        .send()
-        .await
-        .map_err(|e| classify("dynamodb:GetItem", e, |_| None).into_store(String::new))?;
-    Ok(out.item.map(|item| Reader::new(&item).s(JOB_KEYS_ATTR)).transpose()?)
 }
 
 /// Records `value`, on condition the record says `was` (or, for `per-job`, is absent).
