@@ -112,12 +112,19 @@ impl std::str::FromStr for JobKeys {
     }
 }
 
-impl std::fmt::Display for JobKeys {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
+impl JobKeys {
+    /// The setting's name (`SKED_JOB_KEYS`, the table's layout record).
+    pub fn as_str(self) -> &'static str {
+        match self {
             JobKeys::PerJob => "per-job",
             JobKeys::TenantShards => "tenant-shards",
-        })
+        }
+    }
+}
+
+impl std::fmt::Display for JobKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 

@@ -93,7 +93,7 @@ async fn read_marker(client: &Client, table: &str) -> Result<Option<JobKeys>, St
 /// Records `mine`, unless a record exists (then nothing changes).
 async fn put_marker(client: &Client, table: &str, mine: JobKeys) -> Result<(), StoreError> {
     let mut item = marker_key();
-    item.insert(JOB_KEYS_ATTR.into(), s(mine.to_string()));
+    item.insert(JOB_KEYS_ATTR.into(), s(mine.as_str()));
     let put = client
         .put_item()
         .table_name(table)

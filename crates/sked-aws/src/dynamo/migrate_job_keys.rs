@@ -34,10 +34,11 @@ pub async fn migrate_to_tenant_shards(
     now: Timestamp,
 ) -> Result<usize, StoreError> {
     let table = config.table.as_str();
+    let (per_job, sharded) = (JobKeys::PerJob.as_str(), JobKeys::TenantShards.as_str());
     match recorded(client, table).await?.as_deref() {
-        Some("tenant-shards") => return Ok(0),
+        Some(text) if text == sharded => return Ok(0),
         Some(MIGRATING) => {}
-        _ => record(client, table, MIGRATING, Some("per-job")).await?,
+        _ => record(client, table, MIGRATING, Some(per_job)).await?,
     }
     let layout = JobLayout {
         shards: config.shards.max(1),
@@ -59,7 +60,7 @@ pub async fn migrate_to_tenant_shards(
             None => break,
         }
     }
-    record(client, table, "tenant-shards", Some(MIGRATING)).await?;
+    record(client, table, sharded, Some(MIGRATING)).await?;
     Ok(moved)
 }
 
@@ -114,9 +115,10 @@ async fn move_job(
 async fn record(client: &Client, table: &str, value: &str, was: Option<&str>) -> Result<(), StoreError> {
     let mut item = marker_key();
     item.insert(JOB_KEYS_ATTR.into(), s(value));
-    let condition = match was {
-        Some("per-job") => "attribute_not_exists(pk) OR #jk = :was",
-        _ => "#jk = :was",
+    let condition = if was == Some(JobKeys::PerJob.as_str()) {
+        "attribute_not_exists(pk) OR #jk = :was"
+    } else {
+        "#jk = :was"
     };
     client
         .put_item()
